@@ -1,0 +1,263 @@
+"""Purgatories: DelayedOperation (a request that waits, completed exactly once) and
+DelayedOperationPurgatory (watcher lists by key, timeouts on the shared SystemTimer).
+
+Two verbs, as in Kafka: `try_complete_else_watch(op, keys)` when a request arrives that may have to
+wait, and `check_and_complete(key)` whenever something that key stands for changes (a high
+watermark moves, bytes are appended, a member joins). Everything runs on the event loop's thread,
+so there are no locks; "exactly once" is about the several paths that may try to finish one op.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import abstractmethod
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+from timer import SystemTimer, TimerTask
+
+DoneCallback = Callable[["DelayedOperation"], None]
+
+
+class DelayedOperation(TimerTask):
+    """An operation that completes when `try_complete` finds it can, or when its delay runs out.
+
+    Subclasses implement:
+    - `try_complete()`: check the condition; if met, `return self.force_complete()`; else False.
+    - `on_complete()`: the one place the answer is produced (resolve a future, build a response).
+    - `on_expiration()`: bookkeeping after a timeout; `on_complete` has already run by then.
+
+    Completion is exactly once whichever path gets there first: `check_and_complete`, expiry by the
+    timer, or a direct `force_complete`. No future is created unless someone awaits `wait()`, so
+    operations work in unit tests without a running loop.
+    """
+
+    __slots__ = ("_completed", "_expired", "_callbacks")
+
+    def __init__(self, delay_ms: int) -> None:
+        super().__init__(delay_ms)
+        self._completed = False
+        self._expired = False
+        self._callbacks: list[DoneCallback] | None = None
+
+    @abstractmethod
+    def try_complete(self) -> bool: ...
+
+    @abstractmethod
+    def on_complete(self) -> None: ...
+
+    @abstractmethod
+    def on_expiration(self) -> None: ...
+
+    def force_complete(self) -> bool:
+        """Complete now; True only for the one caller that actually completed the operation."""
+        return self._finish(expired=False)
+
+    def run(self) -> None:
+        """The timer's call at timeout: complete (if nobody did first), then `on_expiration`."""
+        self._finish(expired=True)
+
+    def _finish(self, expired: bool) -> bool:
+        if self._completed:
+            return False
+        self._completed = True
+        self._expired = expired
+        self.cancel()  # leave the timer at once: a completed op must not hold a bucket slot
+        try:
+            self.on_complete()
+            if expired:
+                self.on_expiration()
+        finally:
+            callbacks, self._callbacks = self._callbacks, None
+            for callback in callbacks or ():
+                callback(self)
+        return True
+
+    @property
+    def is_completed(self) -> bool:
+        return self._completed
+
+    @property
+    def expired(self) -> bool:
+        """True if the operation was completed by its timeout."""
+        return self._expired
+
+    def add_done_callback(self, callback: DoneCallback) -> None:
+        """Call `callback(op)` after completion (at once if already complete)."""
+        if self._completed:
+            callback(self)
+        elif self._callbacks is None:
+            self._callbacks = [callback]
+        else:
+            self._callbacks.append(callback)
+
+    async def wait(self) -> None:
+        """Wait until the operation is complete (the future exists only while someone waits)."""
+        if self._completed:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def resolve(_op: DelayedOperation) -> None:
+            if not future.done():
+                future.set_result(None)
+
+        self.add_done_callback(resolve)
+        await future
+
+
+class DelayedOperationPurgatory:
+    """Operations waiting on keys (e.g. ("topic", 0)), each also timed out by the shared timer.
+
+    Watcher lists keep completed operations until `check_and_complete` walks that key or a purge
+    runs; a purge runs when the estimate of completed-but-still-watched operations (operations
+    ever watched since the last purge, minus those still pending in the timer) passes
+    `purge_interval`. Counters: `completed_count` counts completions before timeout,
+    `expired_count` timeouts.
+    """
+
+    def __init__(self, name: str, timer: SystemTimer, purge_interval: int = 1000) -> None:
+        self.name = name
+        self.timer = timer
+        self.purge_interval = purge_interval
+        self._watchers: dict[Hashable, list[DelayedOperation]] = {}
+        self._pending: dict[int, DelayedOperation] = {}  # id(op) -> op, for ops in the timer
+        self._estimated_watched = 0
+        self.completed_count = 0
+        self.expired_count = 0
+        self.purged_count = 0
+        self.purge_runs = 0
+
+    # --- the two verbs -----------------------------------------------------------------------
+
+    def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable]) -> bool:
+        """Complete `op` now if it can; else watch it on every key and start its timeout.
+
+        Kafka's order: try; watch on all keys; try again (a key may have changed while we were
+        adding watchers); only then add it to the timer. True if `op` completed in here.
+        """
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            raise ValueError("an operation must be watched on at least one key")
+        if op.try_complete():
+            self.completed_count += 1
+            return True
+        op.add_done_callback(self._on_done)
+        for key in keys:
+            if op.is_completed:  # completed from elsewhere meanwhile: stop watching
+                return False
+            self._watchers.setdefault(key, []).append(op)
+        self._estimated_watched += 1
+        if not op.is_completed and op.try_complete():
+            return True
+        if not op.is_completed:
+            self._pending[id(op)] = op
+            self.timer.add(op)  # may run it at once when its delay is already over
+        self._maybe_purge()
+        return False
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """Try every operation watched on `key`; returns how many this call completed."""
+        ops = self._watchers.get(key)
+        if not ops:
+            return 0
+        completed = 0
+        for op in list(ops):  # a snapshot: completing an op may watch new ones on this key
+            if not op.is_completed and op.try_complete():
+                completed += 1
+        self._drop_completed(key)
+        return completed
+
+    # --- cancelling and cleaning up ----------------------------------------------------------
+
+    def cancel_for_key(self, key: Hashable) -> list[DelayedOperation]:
+        """Stop watching `key` and cancel the timeouts of its unfinished ops, which are returned
+        (still uncompleted) so the caller can answer them; other keys' lists are left alone."""
+        ops = self._watchers.pop(key, [])
+        cancelled = [op for op in ops if not op.is_completed]
+        for op in cancelled:
+            op.cancel()
+            self._pending.pop(id(op), None)
+        return cancelled
+
+    def shutdown(self) -> list[DelayedOperation]:
+        """Drop every watcher and cancel every timeout; returns the ops left uncompleted.
+
+        The timer is shared by all purgatories, so it is not shut down here.
+        """
+        seen: dict[int, DelayedOperation] = {}
+        for ops in self._watchers.values():
+            for op in ops:
+                if not op.is_completed:
+                    seen.setdefault(id(op), op)
+        for op in self._pending.values():
+            seen.setdefault(id(op), op)
+        for op in seen.values():
+            op.cancel()
+        self._watchers.clear()
+        self._pending.clear()
+        self._estimated_watched = 0
+        return list(seen.values())
+
+    def purge(self) -> int:
+        """Remove completed operations from every watcher list; returns how many were removed."""
+        removed = 0
+        for key in list(self._watchers):
+            removed += self._drop_completed(key)
+        self.purged_count += removed
+        self.purge_runs += 1
+        self._estimated_watched = self.delayed
+        return removed
+
+    def _maybe_purge(self) -> None:
+        if self._estimated_watched - self.delayed > self.purge_interval:
+            self.purge()
+
+    def _drop_completed(self, key: Hashable) -> int:
+        ops = self._watchers.get(key)
+        if ops is None:
+            return 0
+        live = [op for op in ops if not op.is_completed]
+        if live:
+            self._watchers[key] = live
+        else:
+            del self._watchers[key]  # no empty lists left behind for keys nobody waits on
+        return len(ops) - len(live)
+
+    def _on_done(self, op: DelayedOperation) -> None:
+        self._pending.pop(id(op), None)
+        if op.expired:
+            self.expired_count += 1
+        else:
+            self.completed_count += 1
+
+    # --- counts for tests and the admin view -------------------------------------------------
+
+    def watched(self, key: Hashable) -> int:
+        """Operations in `key`'s watcher list (completed ones count until purged)."""
+        return len(self._watchers.get(key, ()))
+
+    @property
+    def num_watched(self) -> int:
+        """Watcher-list entries over all keys (an op watched on three keys counts three times)."""
+        return sum(len(ops) for ops in self._watchers.values())
+
+    @property
+    def delayed(self) -> int:
+        """Operations waiting in the timer for their timeout."""
+        return len(self._pending)
+
+    def watched_keys(self) -> list[Hashable]:
+        return list(self._watchers)
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "delayed": self.delayed,
+            "watched": self.num_watched,
+            "keys": len(self._watchers),
+            "completed": self.completed_count,
+            "expired": self.expired_count,
+            "purged": self.purged_count,
+            "purge_runs": self.purge_runs,
+            "purge_interval": self.purge_interval,
+        }
