@@ -185,3 +185,7 @@ class KafkaError(Exception):
         super().__init__(f"{code.name}: {message}" if message else code.name)
         self.code = code
         self.message = message
+
+
+class ProtocolDecodeError(Exception):
+    """Bytes that cannot be read as the frame, header or body they claim to be."""
