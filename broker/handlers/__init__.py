@@ -1,0 +1,72 @@
+"""The API handlers: one module per Kafka API, each registering the versions it serves.
+
+ApiVersions is answered from this registry, so the broker advertises exactly what it implements.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+    from protocol.headers import RequestHeader
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """What a handler knows about the request besides its body."""
+
+    header: RequestHeader
+    broker: Broker
+    client_host: str
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+
+Handle = Callable[[RequestContext, Any], Awaitable["dict | None"]]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiHandler:
+    api_key: int
+    name: str
+    min_version: int
+    max_version: int
+    handle: Handle
+
+
+HANDLERS: dict[int, ApiHandler] = {}
+
+# Handler modules, in API key order; importing one registers it.
+_MODULES = (
+    "produce",
+    "fetch",
+    "list_offsets",
+    "metadata",
+    "api_versions",
+    "create_topics",
+    "delete_topics",
+    "init_producer_id",
+    "describe_configs",
+)
+
+
+def register(api_key: int, name: str, min_version: int, max_version: int) -> Callable[[Handle], Handle]:
+    def wrap(handle: Handle) -> Handle:
+        if api_key in HANDLERS:
+            raise RuntimeError(f"API {api_key} registered twice")
+        HANDLERS[api_key] = ApiHandler(api_key, name, min_version, max_version, handle)
+        return handle
+
+    return wrap
+
+
+def load_handlers() -> dict[int, ApiHandler]:
+    for module in _MODULES:
+        importlib.import_module(f"broker.handlers.{module}")
+    return HANDLERS

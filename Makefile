@@ -1,0 +1,38 @@
+# kafka-sim: make run · make test · make bench · make lint
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+DATA ?= ./data
+
+.PHONY: run test bench lint clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+# One stamp per extra, refreshed when pyproject.toml changes.
+$(VENV)/.installed-run: pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e '.[test,pipeline]'
+	touch $@ $(VENV)/.installed-run
+
+run: $(VENV)/.installed-run
+	$(VENV)/bin/kafka-sim run --log-dirs $(DATA)
+
+test: $(VENV)/.installed-test
+	$(VENV)/bin/pytest -q
+
+bench: $(VENV)/.installed-test
+	$(PY) tests/bench/bench_timer.py --quick
+	$(PY) tests/bench/bench_protocol.py
+	$(PY) tests/bench/bench_storage.py
+	$(PY) tests/bench/bench_broker.py
+
+lint: $(VENV)/.installed-test
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) $(DATA) .pytest_cache .ruff_cache

@@ -1,0 +1,190 @@
+"""Broker configuration under Kafka's own property names.
+
+Precedence, lowest first: built-in defaults, a Kafka-style properties file, environment variables
+`KAFKA_SIM_<NAME>` (dots become underscores: `KAFKA_SIM_NUM_PARTITIONS=3`), then `--override`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from storage.log_config import LogConfig
+
+ENV_PREFIX = "KAFKA_SIM_"
+
+
+def _bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Property:
+    """One broker property: its Kafka name, parser, default and a line of documentation."""
+
+    name: str
+    parse: Callable[[str], Any]
+    default: str
+    doc: str
+
+
+# The table is the single source for parsing, `DescribeConfigs` on the broker resource and the
+# README's configuration table.
+PROPERTIES: tuple[Property, ...] = (
+    Property("broker.id", int, "0", "id of this broker in Metadata responses"),
+    Property("listeners", str, "PLAINTEXT://127.0.0.1:9092",
+             "address to listen on; port 0 picks a free port"),
+    Property("advertised.listeners", str, "",
+             "address given to clients in Metadata (default: the bound listener)"),
+    Property("log.dirs", str, "./data", "data directory (one directory)"),
+    Property("cluster.id", str, "", "cluster id; generated once and kept in meta.properties"),
+    Property("num.partitions", int, "1", "partitions of an auto-created topic"),
+    Property("default.replication.factor", int, "1", "replication factor of new topics"),
+    Property("auto.create.topics.enable", _bool, "true",
+             "create a topic when Metadata asks for one that does not exist"),
+    Property("delete.topic.enable", _bool, "true", "allow DeleteTopics"),
+    Property("message.max.bytes", int, "1048588", "largest record batch a producer may send"),
+    Property("socket.request.max.bytes", int, "104857600", "largest request frame accepted"),
+    Property("log.segment.bytes", int, "1073741824", "segment size at which the log rolls"),
+    Property("log.roll.ms", int, "604800000", "segment age at which the log rolls"),
+    Property("log.index.interval.bytes", int, "4096", "bytes between two offset index entries"),
+    Property("log.retention.bytes", int, "-1", "partition size above which old segments go"),
+    Property("log.retention.ms", int, "604800000", "age after which old segments go"),
+    Property("log.retention.check.interval.ms", int, "300000", "how often retention runs"),
+    Property("log.flush.interval.ms", int, "1000",
+             "how often logs are flushed and the recovery point checkpointed"),
+    Property("log.message.timestamp.type", str, "CreateTime", "CreateTime or LogAppendTime"),
+    Property("min.insync.replicas", int, "1", "replicas that must have a write for acks=all"),
+    Property("fetch.max.bytes", int, "57671680", "largest Fetch response the broker builds"),
+    Property("log.level", str, "info", "kafka-sim log level (debug shows one line per request)"),
+)
+PROPERTY_BY_NAME: dict[str, Property] = {p.name: p for p in PROPERTIES}
+
+# Broker property -> topic-level name, so topic defaults follow the broker's settings.
+TOPIC_DEFAULT_FROM_BROKER: dict[str, str] = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.retention.bytes": "retention.bytes",
+    "log.retention.ms": "retention.ms",
+    "message.max.bytes": "max.message.bytes",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "min.insync.replicas": "min.insync.replicas",
+}
+
+
+class ConfigError(ValueError):
+    """A property that is unknown or has a value that does not parse."""
+
+
+@dataclass(slots=True)
+class BrokerConfig:
+    """Parsed broker properties; `raw` keeps the strings as given, for DescribeConfigs."""
+
+    values: dict[str, Any]
+    raw: dict[str, str]
+    explicit: set[str] = field(default_factory=set)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    @property
+    def broker_id(self) -> int:
+        return self.values["broker.id"]
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.values["log.dirs"].split(",")[0])
+
+    @property
+    def listener(self) -> tuple[str, int]:
+        return parse_listener(self.values["listeners"])
+
+    def log_config(self) -> LogConfig:
+        """Topic defaults derived from the broker's `log.*` properties."""
+        return LogConfig.from_properties(
+            {topic: self.raw[broker] for broker, topic in TOPIC_DEFAULT_FROM_BROKER.items()}
+        )
+
+    def with_overrides(self, overrides: Mapping[str, str]) -> BrokerConfig:
+        return build_config({**{k: self.raw[k] for k in self.explicit}, **overrides})
+
+
+def parse_listener(listener: str) -> tuple[str, int]:
+    """`PLAINTEXT://host:port` (or `host:port`) -> (host, port)."""
+    address = listener.split(",")[0].strip()
+    if "://" in address:
+        address = address.split("://", 1)[1]
+    host, sep, port = address.rpartition(":")
+    if not sep:
+        raise ConfigError(f"listener {listener!r} has no port")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def read_properties_file(path: Path) -> dict[str, str]:
+    """A Java-style properties file: `name=value` lines, `#` and `!` comments."""
+    props: dict[str, str] = {}
+    for raw_line in path.read_text().splitlines():
+        line = raw_line.strip()
+        if not line or line[0] in "#!":
+            continue
+        name, sep, value = line.partition("=")
+        if not sep:
+            name, _, value = line.partition(":")
+        props[name.strip()] = value.strip()
+    return props
+
+
+def env_properties(environ: Mapping[str, str]) -> dict[str, str]:
+    by_env = {ENV_PREFIX + p.name.upper().replace(".", "_"): p.name for p in PROPERTIES}
+    return {by_env[k]: v for k, v in environ.items() if k in by_env}
+
+
+def build_config(
+    overrides: Mapping[str, str] | None = None,
+    *,
+    properties_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> BrokerConfig:
+    """Merge defaults, file, environment and overrides, and parse every value."""
+    layers: list[Mapping[str, str]] = []
+    if properties_file is not None:
+        layers.append(read_properties_file(properties_file))
+    layers.append(env_properties(os.environ if environ is None else environ))
+    layers.append(overrides or {})
+    raw = {p.name: p.default for p in PROPERTIES}
+    explicit: set[str] = set()
+    for layer in layers:
+        for name, value in layer.items():
+            if name not in PROPERTY_BY_NAME:
+                raise ConfigError(f"unknown property {name!r}")
+            raw[name] = value
+            explicit.add(name)
+    values: dict[str, Any] = {}
+    for prop in PROPERTIES:
+        try:
+            values[prop.name] = prop.parse(raw[prop.name])
+        except ValueError as exc:
+            raise ConfigError(f"{prop.name}={raw[prop.name]!r}: {exc}") from None
+    config = BrokerConfig(values=values, raw=raw, explicit=explicit)
+    config.listener  # noqa: B018 - validates the listener early
+    return config
+
+
+def parse_overrides(pairs: Iterable[str]) -> dict[str, str]:
+    """`name=value` strings from the command line."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"--override expects name=value, got {pair!r}")
+        out[name.strip()] = value.strip()
+    return out

@@ -1,0 +1,108 @@
+"""One client connection: frames in, requests handled strictly one after another, responses out.
+
+The connection is the only place that closes a socket on bad input: an unreadable frame, an
+unknown API key or an unsupported version (other than ApiVersions, which gets the v0-layout
+UNSUPPORTED_VERSION reply) closes this connection alone; every other error is a code in the reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.handlers import HANDLERS, RequestContext
+from broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
+from broker.handlers.api_versions import api_versions_fallback
+from protocol import (
+    decode_request,
+    decode_request_header,
+    encode_frame,
+    encode_response,
+    encode_response_header,
+    response_header_version,
+)
+from protocol.errors import ProtocolDecodeError
+from protocol.framing import FrameDecoder
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = structlog.get_logger("kafka_sim.connection")
+READ_CHUNK = 256 * 1024
+
+
+class CloseConnection(Exception):
+    """The peer sent something that leaves no way to answer; drop this connection only."""
+
+
+class Connection:
+    def __init__(
+        self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.broker = broker
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        self.client_host = str(peer[0])
+        self.peer = f"{peer[0]}:{peer[1]}"
+        self.decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
+
+    async def serve(self) -> None:
+        try:
+            while True:
+                data = await self.reader.read(READ_CHUNK)
+                if not data:
+                    return
+                for frame in self.decoder.feed(data):
+                    response = await self.handle_frame(frame)
+                    if response is not None:
+                        self.writer.write(response)
+                await self.writer.drain()
+        except (ProtocolDecodeError, CloseConnection) as exc:
+            log.warning("closing connection", peer=self.peer, reason=str(exc))
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a bug must cost this connection, never the broker
+            log.exception("request failed; closing connection", peer=self.peer)
+        finally:
+            self.writer.close()
+
+    async def handle_frame(self, frame: bytes | memoryview) -> bytes | None:
+        started = time.perf_counter()
+        header, body_offset = decode_request_header(frame)
+        handler = HANDLERS.get(header.api_key)
+        if handler is None:
+            raise CloseConnection(f"unknown API key {header.api_key}")
+        version = header.api_version
+        if not handler.min_version <= version <= handler.max_version:
+            if header.api_key != API_VERSIONS_KEY:
+                raise CloseConnection(
+                    f"unsupported version {version} of {handler.name} "
+                    f"(supported {handler.min_version}-{handler.max_version})"
+                )
+            body = encode_response(API_VERSIONS_KEY, 0, api_versions_fallback())
+            return encode_frame(encode_response_header(header.correlation_id, 0) + body)
+        request = decode_request(header.api_key, version, frame, body_offset)
+        ctx = RequestContext(header, self.broker, self.client_host)
+        response = await handler.handle(ctx, request)
+        log.debug(
+            "request",
+            api=handler.name,
+            version=version,
+            correlation_id=header.correlation_id,
+            client_id=header.client_id,
+            latency_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        if response is None:  # acks=0
+            return None
+        return encode_frame(
+            encode_response_header(
+                header.correlation_id, response_header_version(header.api_key, version)
+            )
+            + encode_response(header.api_key, version, response)
+        )

@@ -1,0 +1,64 @@
+"""CreateTopics (key 19), v0-7: create topics with partitions and configs, or only validate.
+
+- num_partitions / replication_factor -1 (v4+) take the broker defaults.
+- Manual replica assignments are accepted when they name only live brokers.
+- Errors per topic: INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
+  INVALID_REPLICATION_FACTOR, INVALID_CONFIG, INVALID_REQUEST (a topic named twice).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from broker.handlers import RequestContext, register
+from protocol.errors import ErrorCode, KafkaError
+
+
+def _create(ctx: RequestContext, request, topic) -> dict:
+    admin = ctx.broker.admin
+    num_partitions, replication_factor = topic.num_partitions, topic.replication_factor
+    if topic.assignments:
+        if num_partitions != -1 or replication_factor != -1:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             "both partitions/replication factor and assignments were given")
+        num_partitions = len(topic.assignments)
+        replication_factor = len(topic.assignments[0].broker_ids)
+        if any(b != ctx.broker.broker_id for a in topic.assignments for b in a.broker_ids):
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "unknown broker in assignment")
+    created = admin.create_topic(
+        topic.name,
+        num_partitions,
+        replication_factor,
+        {c.name: c.value for c in topic.configs},
+        validate_only=request.get("validate_only", False),
+    )
+    return {
+        "name": topic.name,
+        "topic_id": created.topic_id.bytes,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "num_partitions": created.num_partitions,
+        "replication_factor": created.replication_factor,
+        "configs": [
+            {"name": e.name, "value": e.value, "read_only": e.read_only,
+             "config_source": e.source,
+             "is_sensitive": False}
+            for e in (admin.topic_configs(topic.name) if not request.get("validate_only") else [])
+        ],
+    }
+
+
+@register(19, "CreateTopics", 0, 7)
+async def handle(ctx: RequestContext, request) -> dict:
+    counts = Counter(t.name for t in request.topics)
+    results = []
+    for topic in request.topics:
+        try:
+            if counts[topic.name] > 1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 f"topic '{topic.name}' appears more than once in the request")
+            results.append(_create(ctx, request, topic))
+        except KafkaError as exc:
+            results.append({"name": topic.name, "error_code": exc.code,
+                            "error_message": exc.message or None, "configs": None})
+    return {"throttle_time_ms": 0, "topics": results}

@@ -1,0 +1,37 @@
+"""DeleteTopics (key 20), v0-6: delete topics and their data, by name (v0-5) or name/id (v6).
+
+Errors per topic: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID (v6 by id),
+TOPIC_DELETION_DISABLED when `delete.topic.enable` is false.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from broker.handlers import RequestContext, register
+from broker.handlers.metadata import ZERO_UUID
+from protocol.errors import ErrorCode, KafkaError
+
+
+@register(20, "DeleteTopics", 0, 6)
+async def handle(ctx: RequestContext, request) -> dict:
+    registry = ctx.broker.registry
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, ZERO_UUID) for name in request.topic_names]
+    responses = []
+    for name, topic_id in wanted:
+        try:
+            if name is None:
+                topic = registry.by_id.get(uuid.UUID(bytes=topic_id))
+                if topic is None:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
+                name = topic.name
+            deleted = ctx.broker.admin.delete_topic(name)
+            responses.append({"name": name, "topic_id": deleted.topic_id.bytes,
+                              "error_code": ErrorCode.NONE})
+        except KafkaError as exc:
+            responses.append({"name": name, "topic_id": topic_id, "error_code": exc.code,
+                              "error_message": exc.message or None})
+    return {"throttle_time_ms": 0, "responses": responses}

@@ -1,0 +1,58 @@
+"""DescribeConfigs (key 32), v0-4: topic (resource type 2) and broker (4) configs.
+
+- v0 reports is_default; v1+ config_source and (when asked) synonyms; v3+ type and docs.
+- An unknown topic gets UNKNOWN_TOPIC_OR_PARTITION, another broker id or an unsupported
+  resource type INVALID_REQUEST, in that resource's result only.
+"""
+
+from __future__ import annotations
+
+from broker.admin_manager import RESOURCE_BROKER, RESOURCE_TOPIC, ConfigEntry
+from broker.handlers import RequestContext, register
+from protocol.errors import ErrorCode, KafkaError
+
+
+def _entries(ctx: RequestContext, resource) -> list[ConfigEntry]:
+    admin = ctx.broker.admin
+    if resource.resource_type == RESOURCE_TOPIC:
+        return admin.topic_configs(resource.resource_name)
+    if resource.resource_type == RESOURCE_BROKER:
+        if resource.resource_name not in ("", str(ctx.broker.broker_id)):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "not this broker's id")
+        return admin.broker_configs()
+    raise KafkaError(ErrorCode.INVALID_REQUEST,
+                     f"unsupported resource type {resource.resource_type}")
+
+
+@register(32, "DescribeConfigs", 0, 4)
+async def handle(ctx: RequestContext, request) -> dict:
+    results = []
+    for resource in request.resources:
+        base = {"resource_type": resource.resource_type, "resource_name": resource.resource_name}
+        try:
+            entries = _entries(ctx, resource)
+        except KafkaError as exc:
+            results.append({**base, "error_code": exc.code,
+                            "error_message": exc.message or exc.code.name, "configs": []})
+            continue
+        keys = resource.configuration_keys
+        if keys is not None:
+            entries = [e for e in entries if e.name in set(keys)]
+        configs = [
+            {
+                "name": e.name,
+                "value": e.value,
+                "read_only": e.read_only,
+                "is_default": e.is_default,
+                "config_source": e.source,
+                "is_sensitive": False,
+                "synonyms": ([{"name": e.name, "value": e.value, "source": e.source}]
+                             if request.get("include_synonyms") else []),
+                "config_type": e.config_type,
+                "documentation": e.documentation if request.get("include_documentation") else None,
+            }
+            for e in entries
+        ]
+        results.append({**base, "error_code": ErrorCode.NONE, "error_message": None,
+                        "configs": configs})
+    return {"throttle_time_ms": 0, "results": results}

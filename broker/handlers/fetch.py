@@ -1,0 +1,66 @@
+"""Fetch (key 1), v4-12: read whole batches, park in the fetch purgatory when too little is there.
+
+- Sessionless only (KIP-227): session_id 0 is answered with session_id 0 and every requested
+  partition; a non-zero session id gets FETCH_SESSION_ID_NOT_FOUND so the client starts over.
+- Consumers read below the high watermark, followers (replica_id >= 0) below the log end offset.
+- last_stable_offset = high watermark (no transactions), no aborted transactions,
+  preferred_read_replica = -1.
+- A zstd batch to a fetch below v10 gets UNSUPPORTED_COMPRESSION_TYPE for that partition.
+"""
+
+from __future__ import annotations
+
+from broker.delayed_fetch import FetchParams, FetchPartition
+from broker.handlers import RequestContext, register
+from protocol.errors import ErrorCode
+from protocol.records import ZSTD, iter_batches
+
+ZSTD_MIN_FETCH_VERSION = 10
+
+
+def _has_zstd(records: bytes) -> bool:
+    return any(h.compression == ZSTD for _, h in iter_batches(records))
+
+
+@register(1, "Fetch", 4, 12)
+async def handle(ctx: RequestContext, request) -> dict:
+    version = ctx.api_version
+    if version >= 7 and request.session_id != 0:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                "session_id": 0, "responses": []}
+    fetch_max = ctx.broker.config["fetch.max.bytes"]
+    params = FetchParams(
+        replica_id=request.replica_id,
+        max_wait_ms=max(0, request.max_wait_ms),
+        min_bytes=max(0, request.min_bytes),
+        max_bytes=min(fetch_max, request.max_bytes if request.max_bytes > 0 else fetch_max),
+        isolation_level=request.isolation_level,
+    )
+    partitions = [
+        FetchPartition(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
+                       p.current_leader_epoch if version >= 9 else -1)
+        for t in request.topics
+        for p in t.partitions
+    ]
+    results = await ctx.broker.replica_manager.fetch_messages(params, partitions)
+    by_topic: dict[str, list[dict]] = {}
+    for fp, data in zip(partitions, results, strict=True):
+        error, records = data.error, data.records
+        if records and version < ZSTD_MIN_FETCH_VERSION and _has_zstd(records):
+            error, records = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, b""
+        by_topic.setdefault(fp.topic, []).append({
+            "partition_index": fp.partition,
+            "error_code": error,
+            "high_watermark": data.high_watermark,
+            "last_stable_offset": data.last_stable_offset,
+            "log_start_offset": data.log_start_offset,
+            "aborted_transactions": [],
+            "preferred_read_replica": -1,
+            "records": records,
+        })
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "session_id": 0,
+        "responses": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+    }

@@ -1,0 +1,94 @@
+"""DelayedFetch over TCP: a fetch on an empty partition parks in the purgatory, wakes on data,
+and answers empty at max wait — the latter on the manual clock, so no test waits for real time."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from broker.broker import Broker
+from broker.config import build_config
+from protocol.records import encode_batch, iter_batches
+from tests.integration.conftest import until
+from tests.integration.raw_client import RawClient
+from tests.integration.test_protocol_edges import FETCH, PRODUCE, create_topic, produce_body
+from timer import ManualClock
+
+
+def fetch_body(topic: str, offset: int, max_wait_ms: int, min_bytes: int = 1) -> dict:
+    return {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
+            "max_bytes": 1 << 20, "isolation_level": 0,
+            "topics": [{"topic": topic, "partitions": [
+                {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}]}
+
+
+async def test_parked_fetch_wakes_on_produce(async_broker):
+    consumer = await RawClient.connect(async_broker.port)
+    producer = await RawClient.connect(async_broker.port)
+    await create_topic(producer, "wake")
+    purgatory = async_broker.replica_manager.fetch_purgatory
+    # max wait of an hour: only an append can answer this fetch within the test's timeout.
+    correlation_id = await consumer.send(FETCH, 12, fetch_body("wake", 0, 3_600_000))
+    await until(lambda: purgatory.delayed == 1)
+    assert purgatory.watched(("wake", 0)) == 1
+
+    await producer.request(PRODUCE, 9, produce_body({("wake", 0): encode_batch([(b"k", b"v", [], 5)])}))
+    produced_at = time.perf_counter()
+    response = await asyncio.wait_for(consumer.receive(FETCH, 12, correlation_id), 10)
+    wake_ms = (time.perf_counter() - produced_at) * 1000
+    partition = response.responses[0].partitions[0]
+    assert partition.error_code == 0
+    assert partition.high_watermark == 1
+    assert [h.base_offset for _, h in iter_batches(partition.records)] == [0]
+    assert purgatory.delayed == 0
+    assert purgatory.completed_count == 1
+    print(f"fetch answered {wake_ms:.2f} ms after the produce response")
+    await consumer.close()
+    await producer.close()
+
+
+async def test_fetch_below_min_bytes_keeps_waiting(async_broker):
+    consumer = await RawClient.connect(async_broker.port)
+    producer = await RawClient.connect(async_broker.port)
+    await create_topic(producer, "minbytes")
+    purgatory = async_broker.replica_manager.fetch_purgatory
+    correlation_id = await consumer.send(FETCH, 12, fetch_body("minbytes", 0, 3_600_000, 300))
+    await until(lambda: purgatory.delayed == 1)
+    small = encode_batch([(None, b"x" * 10, [], 1)])
+    await producer.request(PRODUCE, 9, produce_body({("minbytes", 0): small}))
+    assert purgatory.delayed == 1  # 80-odd bytes are not 300
+    await producer.request(PRODUCE, 9, produce_body({("minbytes", 0): encode_batch(
+        [(None, b"y" * 400, [], 2)])}))
+    response = await asyncio.wait_for(consumer.receive(FETCH, 12, correlation_id), 10)
+    records = response.responses[0].partitions[0].records
+    assert [h.base_offset for _, h in iter_batches(records)] == [0, 1]
+    await consumer.close()
+    await producer.close()
+
+
+async def test_fetch_answers_empty_at_max_wait_on_the_manual_clock(tmp_path):
+    clock = ManualClock(1_000)
+    config = build_config({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path)},
+                          environ={})
+    broker = Broker(config, clock=clock)
+    await broker.start()
+    try:
+        client = await RawClient.connect(broker.port)
+        await create_topic(client, "idle")
+        purgatory = broker.replica_manager.fetch_purgatory
+        correlation_id = await client.send(FETCH, 12, fetch_body("idle", 0, 500))
+        await until(lambda: purgatory.delayed == 1)
+        reply = asyncio.ensure_future(client.receive(FETCH, 12, correlation_id))
+        clock.advance(499)
+        for _ in range(200):  # give the reaper every chance to fire early
+            await asyncio.sleep(0)
+        assert not reply.done()
+        assert (purgatory.expired_count, broker.timer.size) == (0, 1)
+        clock.advance(1)
+        response = await asyncio.wait_for(reply, 10)
+        partition = response.responses[0].partitions[0]
+        assert (partition.error_code, partition.high_watermark, partition.records) == (0, 0, b"")
+        assert purgatory.expired_count == 1
+        await client.close()
+    finally:
+        await broker.stop()

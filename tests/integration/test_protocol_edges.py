@@ -1,0 +1,168 @@
+"""Raw protocol over TCP: version fallback, per-partition errors, and bad input that must close
+only its own connection while other clients go on."""
+
+from __future__ import annotations
+
+import struct
+
+from protocol.api import request_header_version
+from protocol.errors import ErrorCode
+from protocol.framing import encode_frame
+from protocol.headers import encode_request_header
+from protocol.records import encode_batch
+from tests.integration.raw_client import RawClient
+
+PRODUCE, FETCH, METADATA, API_VERSIONS, CREATE_TOPICS = 0, 1, 3, 18, 19
+
+
+async def create_topic(client: RawClient, name: str, partitions: int = 1) -> None:
+    response = await client.request(CREATE_TOPICS, 7, {"topics": [
+        {"name": name, "num_partitions": partitions, "replication_factor": 1}]})
+    assert response.topics[0].error_code == 0, response
+
+
+def produce_body(entries: dict[tuple[str, int], bytes], acks: int = 1) -> dict:
+    topics: dict[str, list] = {}
+    for (topic, partition), records in entries.items():
+        topics.setdefault(topic, []).append({"index": partition, "records": records})
+    return {"acks": acks, "timeout_ms": 5000,
+            "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
+
+
+async def healthy(port: int) -> None:
+    """A well-behaved client on its own connection is served."""
+    client = await RawClient.connect(port)
+    response = await client.request(API_VERSIONS, 3, {"client_software_name": "healthy",
+                                                      "client_software_version": "1.0"})
+    assert response.error_code == 0
+    await client.close()
+
+
+async def test_api_versions_lists_exactly_the_implemented_ranges(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    response = await client.request(API_VERSIONS, 0, {})
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert ranges == {0: (3, 11), 1: (4, 12), 2: (1, 9), 3: (0, 12), 18: (0, 4), 19: (0, 7),
+                      20: (0, 6), 22: (0, 5), 32: (0, 4)}
+    await client.close()
+
+
+async def test_api_versions_above_supported_gets_v0_layout_fallback(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    header = encode_request_header(API_VERSIONS, 9, 77, "future-client", header_version=2)
+    await client.send_raw(encode_frame(header + b"\x00garbage-body"))
+    frame = await client.read_frame()
+    # v0 response header, v0 body: error 35, one entry {18, 0, 4}, no throttle field.
+    assert frame == struct.pack(">ihi", 77, 35, 1) + struct.pack(">hhh", 18, 0, 4)
+    await client.close()
+
+
+async def test_api_versions_rejects_bad_software_name(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    response = await client.request(API_VERSIONS, 3, {"client_software_name": "bad name!",
+                                                      "client_software_version": "1"})
+    assert response.error_code == ErrorCode.INVALID_REQUEST
+    await client.close()
+
+
+async def test_bad_partitions_fail_alone(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "edges", 2)
+    good = encode_batch([(b"k", b"v", [], 1000)])
+    bad_crc = bytearray(good)
+    bad_crc[-1] ^= 0xFF
+    magic1 = bytearray(good)
+    magic1[16] = 1
+    response = await client.request(PRODUCE, 9, produce_body({
+        ("edges", 0): good,
+        ("edges", 1): bytes(bad_crc),
+        ("edges", 7): good,
+        ("missing", 0): good,
+    }))
+    errors = {(t.name, p.index): p.error_code for t in response.responses
+              for p in t.partition_responses}
+    assert errors == {("edges", 0): ErrorCode.NONE, ("edges", 1): ErrorCode.CORRUPT_MESSAGE,
+                      ("edges", 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                      ("missing", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    response = await client.request(PRODUCE, 9, produce_body({("edges", 1): bytes(magic1)}))
+    assert response.responses[0].partition_responses[0].error_code == \
+        ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+    response = await client.request(PRODUCE, 9, produce_body({("edges", 0): good}, acks=5))
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_REQUIRED_ACKS
+    # Nothing of the failed partitions was written; the good one holds exactly one batch.
+    assert async_broker.replica_manager.partitions[("edges", 1)].log_end_offset == 0
+    assert async_broker.replica_manager.partitions[("edges", 0)].log_end_offset == 1
+    await client.close()
+
+
+async def test_fetch_errors_per_partition(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "fe", 1)
+    await client.request(PRODUCE, 9, produce_body({("fe", 0): encode_batch([(None, b"a", [], 1)])}))
+    response = await client.request(FETCH, 12, {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+        "topics": [{"topic": "fe", "partitions": [
+            {"partition": 0, "fetch_offset": 5, "partition_max_bytes": 1 << 20},
+            {"partition": 3, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+    p0, p3 = response.responses[0].partitions
+    assert (p0.error_code, p0.high_watermark, p0.log_start_offset) == (
+        ErrorCode.OFFSET_OUT_OF_RANGE, 1, 0)
+    assert p3.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    response = await client.request(FETCH, 12, {
+        "max_wait_ms": 0, "min_bytes": 0, "session_id": 123, "session_epoch": 1, "topics": []})
+    assert response.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    await client.close()
+
+
+async def test_metadata_invalid_topic_name(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    response = await client.request(METADATA, 12, {
+        "topics": [{"name": "no spaces"}, {"name": "a" * 250}, {"name": "ok.topic"}],
+        "allow_auto_topic_creation": True})
+    assert [t.error_code for t in response.topics] == [
+        ErrorCode.INVALID_TOPIC_EXCEPTION, ErrorCode.INVALID_TOPIC_EXCEPTION, ErrorCode.NONE]
+    assert response.controller_id == async_broker.broker_id
+    assert response.cluster_id == async_broker.cluster_id
+    await client.close()
+
+
+async def test_garbage_bytes_close_only_that_connection(async_broker):
+    bad = await RawClient.connect(async_broker.port)
+    await bad.send_raw(struct.pack(">i", 12) + b"\xde\xad\xbe\xef" * 3)
+    assert await bad.is_closed_by_peer()
+    await healthy(async_broker.port)
+
+
+async def test_two_gib_frame_length_is_refused_before_allocation(async_broker):
+    bad = await RawClient.connect(async_broker.port)
+    await bad.send_raw(struct.pack(">i", 2**31 - 1) + b"\x00" * 16)
+    assert await bad.is_closed_by_peer()
+    negative = await RawClient.connect(async_broker.port)
+    await negative.send_raw(struct.pack(">i", -5))
+    assert await negative.is_closed_by_peer()
+    await healthy(async_broker.port)
+
+
+async def test_truncated_frame_then_disconnect(async_broker):
+    bad = await RawClient.connect(async_broker.port)
+    await bad.send_raw(struct.pack(">i", 100) + b"\x00\x03\x00\x0c")
+    await bad.close()
+    await healthy(async_broker.port)
+
+
+async def test_unknown_api_key_and_unsupported_version_close_the_connection(async_broker):
+    for api_key, version in ((999, 0), (PRODUCE, 2), (FETCH, 99)):
+        bad = await RawClient.connect(async_broker.port)
+        header_version = 1 if api_key == 999 else request_header_version(api_key, version)
+        header = encode_request_header(api_key, version, 1, "x", header_version=header_version)
+        await bad.send_raw(encode_frame(header + b"\x00" * 8))
+        assert await bad.is_closed_by_peer()
+    await healthy(async_broker.port)
+
+
+async def test_unreadable_body_closes_the_connection(async_broker):
+    bad = await RawClient.connect(async_broker.port)
+    header = encode_request_header(METADATA, 1, 1, "x")
+    await bad.send_raw(encode_frame(header + struct.pack(">i", 2**30)))  # 1G topics, no bytes
+    assert await bad.is_closed_by_peer()
+    await healthy(async_broker.port)

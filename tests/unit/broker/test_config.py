@@ -1,0 +1,69 @@
+"""Broker properties: Kafka names, precedence (defaults < file < env < overrides), bad values."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.config import ConfigError, build_config, parse_listener, parse_overrides
+from broker.topic_registry import TopicMetadata, TopicRegistry, validate_topic_name
+from protocol.errors import ErrorCode, KafkaError
+
+
+def test_precedence_file_env_override(tmp_path):
+    props = tmp_path / "server.properties"
+    props.write_text("# a comment\nnum.partitions=2\nlog.segment.bytes = 4096\nbroker.id=7\n")
+    config = build_config({"broker.id": "9"}, properties_file=props,
+                          environ={"KAFKA_SIM_NUM_PARTITIONS": "5", "UNRELATED": "x"})
+    assert config["num.partitions"] == 5
+    assert config["log.segment.bytes"] == 4096
+    assert config.broker_id == 9
+    assert config.log_config().segment_bytes == 4096
+    assert {"num.partitions", "log.segment.bytes", "broker.id"} <= config.explicit
+
+
+def test_defaults_and_listener():
+    config = build_config(environ={})
+    assert config.listener == ("127.0.0.1", 9092)
+    assert config["auto.create.topics.enable"] is True
+    assert config["message.max.bytes"] == 1048588
+    assert parse_listener("PLAINTEXT://[::1]:9093") == ("::1", 9093)
+
+
+@pytest.mark.parametrize("overrides", [{"no.such.property": "1"}, {"num.partitions": "many"},
+                                       {"auto.create.topics.enable": "perhaps"},
+                                       {"listeners": "PLAINTEXT://nohost"}])
+def test_bad_properties_are_refused_with_a_message(overrides):
+    with pytest.raises(ConfigError):
+        build_config(overrides, environ={})
+
+
+def test_parse_overrides():
+    assert parse_overrides(["a.b=1", "c = x=y"]) == {"a.b": "1", "c": "x=y"}
+    with pytest.raises(ConfigError):
+        parse_overrides(["novalue"])
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a b", "a/b", "x" * 250, "é"])
+def test_invalid_topic_names(name):
+    with pytest.raises(KafkaError) as exc:
+        validate_topic_name(name)
+    assert exc.value.code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+@pytest.mark.parametrize("name", ["a", "A.b_c-9", "x" * 249, "__consumer_offsets"])
+def test_valid_topic_names(name):
+    validate_topic_name(name)
+
+
+def test_registry_survives_reopen(tmp_path):
+    import uuid
+
+    registry = TopicRegistry(tmp_path)
+    topic_id = uuid.uuid4()
+    registry.add(TopicMetadata("t", topic_id, 3, 1, {"retention.ms": "5"}))
+    assert registry.allocate_producer_id() == 0
+    assert registry.allocate_producer_id() == 1
+    reopened = TopicRegistry(tmp_path)
+    assert reopened.get("t") == TopicMetadata("t", topic_id, 3, 1, {"retention.ms": "5"})
+    assert reopened.by_id[topic_id].name == "t"
+    assert reopened.allocate_producer_id() == 2
