@@ -105,3 +105,30 @@ def test_restart_keeps_topics_configs_and_data(kafka_broker):
     for partition in (0, 1):
         records = consume_all(kafka_broker.bootstrap, "kp-durable", partition, 25)
         assert [r.value for r in records] == [b"v%d" % i for i in range(partition, 50, 2)]
+
+
+def test_list_offsets_earliest_latest_and_by_timestamp(kafka_broker):
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap)
+    for i in range(10):
+        producer.send("kp-times", value=b"%d" % i, timestamp_ms=1_000_000 + i * 1000)
+    producer.flush()
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap)
+    tp = TopicPartition("kp-times", 0)
+    assert consumer.beginning_offsets([tp]) == {tp: 0}
+    assert consumer.end_offsets([tp]) == {tp: 10}
+    found = consumer.offsets_for_times({tp: 1_004_500})[tp]
+    assert (found.offset, found.timestamp) == (5, 1_005_000)
+    assert consumer.offsets_for_times({tp: 2_000_000})[tp] is None
+    consumer.close()
+
+
+def test_readme_example_works_as_written(kafka_broker, capsys):
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    example = re.search(r"## Use it from kafka-python.*?```python\n(.*?)```", readme, re.S).group(1)
+    exec(example.replace("localhost:9092", kafka_broker.bootstrap), {})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [f"{i} b'k{i}' b'hello {i}' [('lang', b'en')]" for i in range(3)]

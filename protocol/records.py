@@ -1,0 +1,464 @@
+"""Record batch format v2 (magic 2): the 61-byte header, CRC-32C, validation, and record encode/decode.
+
+Batches stay bytes on the broker's hot path; records are decoded only for tests, internal topics and
+the pipeline. No asyncio, no sockets.
+"""
+
+# Wire grammar (all integers big-endian; "varint"/"varlong" are zigzag, protobuf-style):
+#
+#   RecordBatch =>
+#     baseOffset            int64   broker overwrites with the partition's next offset
+#     batchLength           int32   bytes after this field (= batch size - 12)
+#     partitionLeaderEpoch  int32   broker stamps the leader epoch
+#     magic                 int8    2
+#     crc                   uint32  CRC-32C of attributes .. end of batch
+#     attributes            int16   bits 0-2 codec, 3 timestamp type, 4 transactional, 5 control,
+#                                   6 delete horizon
+#     lastOffsetDelta       int32
+#     baseTimestamp         int64   first record's timestamp
+#     maxTimestamp          int64   largest timestamp, or the append time with LogAppendTime
+#     producerId            int64
+#     producerEpoch         int16
+#     baseSequence          int32
+#     recordCount           int32
+#     records               Record * recordCount, compressed as one blob when codec != 0
+#
+#   Record =>
+#     length varint, attributes int8, timestampDelta varlong, offsetDelta varint,
+#     keyLength varint (-1 = null), key, valueLength varint (-1 = null), value,
+#     headerCount varint, [headerKeyLength varint, headerKey utf8,
+#                          headerValueLength varint (-1 = null), headerValue] * headerCount
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import cramjam
+from crc32c import crc32c
+
+from protocol.errors import ErrorCode, KafkaError
+
+# One struct for the whole header; field order is the wire order above.
+HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER_STRUCT.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: what precedes the length-counted part
+
+BASE_OFFSET_OFFSET = 0
+BATCH_LENGTH_OFFSET = 8
+PARTITION_LEADER_EPOCH_OFFSET = 12
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+LAST_OFFSET_DELTA_OFFSET = 23
+BASE_TIMESTAMP_OFFSET = 27
+MAX_TIMESTAMP_OFFSET = 35
+PRODUCER_ID_OFFSET = 43
+PRODUCER_EPOCH_OFFSET = 51
+BASE_SEQUENCE_OFFSET = 53
+RECORD_COUNT_OFFSET = 57
+RECORDS_OFFSET = 61
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+MAGIC_V2 = 2
+NO_COMPRESSION, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+CREATE_TIME, LOG_APPEND_TIME = 0, 1
+NO_TIMESTAMP = -1
+
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_U32 = struct.Struct(">I")
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = struct.Struct(">8sii")  # magic, version, compatible version
+
+
+@dataclass(slots=True)
+class BatchHeader:
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+
+@dataclass(slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+def _corrupt(message: str) -> KafkaError:
+    return KafkaError(ErrorCode.CORRUPT_MESSAGE, message)
+
+
+def read_batch_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Unpack the 61-byte header at pos (no validation beyond having the bytes)."""
+    if len(buf) - pos < HEADER_SIZE:
+        raise _corrupt(f"need {HEADER_SIZE} header bytes at {pos}, have {len(buf) - pos}")
+    return BatchHeader(*HEADER_STRUCT.unpack_from(buf, pos))
+
+
+def batch_crc_ok(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bool:
+    """True when the stored CRC-32C matches bytes attributes .. end of batch."""
+    end = pos + header.size
+    if end > len(buf):
+        return False
+    return crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : end]) == header.crc
+
+
+def iter_batches(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield (position, header) per complete batch; an incomplete trailing batch ends the walk.
+
+    A length that cannot be a v2 batch raises CORRUPT_MESSAGE: nothing after it can be located.
+    """
+    pos, n = 0, len(buf)
+    while n - pos >= LOG_OVERHEAD:
+        length = _I32.unpack_from(buf, pos + BATCH_LENGTH_OFFSET)[0]
+        if length < HEADER_SIZE - LOG_OVERHEAD:
+            raise _corrupt(f"batch length {length} at position {pos}")
+        if n - pos < length + LOG_OVERHEAD:
+            return
+        yield pos, BatchHeader(*HEADER_STRUCT.unpack_from(buf, pos))
+        pos += length + LOG_OVERHEAD
+
+
+def validate_produce_records(
+    buf: bytes | bytearray | memoryview, max_message_bytes: int
+) -> list[BatchHeader]:
+    """Check a Produce request's records as Kafka's LogValidator does; return the batch headers.
+
+    Order per batch follows Kafka: magic, framing, size limit, CRC, then record count/offset range.
+    """
+    headers: list[BatchHeader] = []
+    pos, n = 0, len(buf)
+    while pos < n:
+        if n - pos <= MAGIC_OFFSET:
+            raise _corrupt(f"torn batch at position {pos}: {n - pos} bytes")
+        magic = buf[pos + MAGIC_OFFSET]
+        if magic < MAGIC_V2:
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, f"magic {magic} not supported"
+            )
+        if magic > MAGIC_V2:
+            raise _corrupt(f"unknown magic {magic}")
+        if n - pos < HEADER_SIZE:
+            raise _corrupt(f"torn batch header at position {pos}")
+        header = BatchHeader(*HEADER_STRUCT.unpack_from(buf, pos))
+        if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+            raise _corrupt(f"batch length {header.batch_length} is smaller than a header")
+        if header.size > n - pos:
+            raise _corrupt(f"torn batch: length {header.size}, {n - pos} bytes left")
+        if header.size > max_message_bytes:
+            raise KafkaError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"batch of {header.size} bytes exceeds max.message.bytes {max_message_bytes}",
+            )
+        if not batch_crc_ok(buf, pos, header):
+            raise _corrupt(f"CRC mismatch in batch at position {pos}")
+        if header.record_count < 1:
+            raise KafkaError(ErrorCode.INVALID_RECORD, f"record count {header.record_count}")
+        if header.last_offset_delta != header.record_count - 1:
+            raise KafkaError(
+                ErrorCode.INVALID_RECORD,
+                f"lastOffsetDelta {header.last_offset_delta} inconsistent with "
+                f"record count {header.record_count}",
+            )
+        headers.append(header)
+        pos += header.size
+    if not headers:
+        raise _corrupt("no record batches")
+    return headers
+
+
+def assign_offsets(buf: bytearray, pos: int, base_offset: int, leader_epoch: int) -> None:
+    """Stamp baseOffset and partitionLeaderEpoch in place; both sit outside the CRC."""
+    _I64.pack_into(buf, pos + BASE_OFFSET_OFFSET, base_offset)
+    _I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
+
+
+def set_log_append_time(buf: bytearray, pos: int, ts: int) -> None:
+    """Mark the batch LogAppendTime with maxTimestamp = ts and recompute the CRC (both are covered)."""
+    attributes = _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
+    _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
+    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, ts)
+    end = pos + LOG_OVERHEAD + _I32.unpack_from(buf, pos + BATCH_LENGTH_OFFSET)[0]
+    _U32.pack_into(buf, pos + CRC_OFFSET, crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : end]))
+
+
+# --- zigzag varints -------------------------------------------------------------------------------
+
+
+def zigzag_encode(n: int) -> int:
+    return (n << 1) ^ (n >> 63)
+
+
+def zigzag_decode(z: int) -> int:
+    return (z >> 1) ^ -(z & 1)
+
+
+def encode_varint(n: int) -> bytes:
+    """Zigzag varint/varlong bytes for n."""
+    z = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
+    if z < 0x80:
+        return bytes((z,))
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+def size_of_varint(n: int) -> int:
+    z = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
+    return max(1, (z.bit_length() + 6) // 7)
+
+
+def decode_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """Read a zigzag varint at pos; return (value, next position)."""
+    b = buf[pos]
+    if b < 0x80:  # one byte: the common case for lengths, deltas and counts
+        return (b >> 1) ^ -(b & 1), pos + 1
+    z, shift = b & 0x7F, 7
+    pos += 1
+    while True:
+        b = buf[pos]
+        pos += 1
+        z |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (z >> 1) ^ -(z & 1), pos
+        shift += 7
+        if shift > 63:
+            raise _corrupt("varint longer than 10 bytes")
+
+
+# --- compression ----------------------------------------------------------------------------------
+
+
+def _xerial_decompress(data: bytes) -> bytes:
+    """snappy-java's framing: magic, version, compat, then (int32 length, raw snappy block)*."""
+    out = []
+    pos = _XERIAL_HEADER.size
+    n = len(data)
+    while pos < n:
+        (size,) = _I32.unpack_from(data, pos)
+        pos += 4
+        out.append(bytes(cramjam.snappy.decompress_raw(data[pos : pos + size])))
+        pos += size
+    return b"".join(out)
+
+
+def decompress(codec: int, data: bytes | memoryview) -> bytes:
+    """Inflate a batch's records blob; accepts both snappy framings the clients write."""
+    try:
+        if codec == GZIP:
+            return bytes(cramjam.gzip.decompress(data))
+        if codec == SNAPPY:
+            data = bytes(data)
+            if data.startswith(_XERIAL_MAGIC):
+                return _xerial_decompress(data)
+            return bytes(cramjam.snappy.decompress_raw(data))
+        if codec == LZ4:
+            return bytes(cramjam.lz4.decompress(data))
+        if codec == ZSTD:
+            return bytes(cramjam.zstd.decompress(data))
+    except (cramjam.DecompressionError, ValueError, struct.error) as exc:
+        raise _corrupt(f"cannot decompress codec {codec}: {exc}") from exc
+    raise _corrupt(f"unknown compression codec {codec}")
+
+
+def compress(codec: int, data: bytes, *, snappy_xerial: bool = True) -> bytes:
+    """Deflate a records blob the way the Java client does (xerial snappy, independent lz4 blocks)."""
+    if codec == GZIP:
+        return bytes(cramjam.gzip.compress(data))
+    if codec == SNAPPY:
+        if not snappy_xerial:
+            return bytes(cramjam.snappy.compress_raw(data))
+        parts = [_XERIAL_HEADER.pack(_XERIAL_MAGIC, 1, 1)]
+        for i in range(0, max(len(data), 1), 32 * 1024):  # snappy-java's default block size
+            block = bytes(cramjam.snappy.compress_raw(data[i : i + 32 * 1024]))
+            parts += (_I32.pack(len(block)), block)
+        return b"".join(parts)
+    if codec == LZ4:
+        # Java's KafkaLZ4BlockInputStream decodes blocks one by one: they must be independent.
+        compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+        compressor.compress(data)
+        return bytes(compressor.finish())
+    if codec == ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    raise ValueError(f"unknown compression codec {codec}")
+
+
+# --- records --------------------------------------------------------------------------------------
+
+
+def _decode_records(data: bytes, count: int, base_offset: int, base_ts: int) -> list[Record]:
+    records: list[Record] = []
+    append = records.append
+    pos = 0
+    try:
+        for _ in range(count):
+            length, pos = decode_varint(data, pos)
+            end = pos + length
+            pos += 1  # record attributes: unused
+            ts_delta, pos = decode_varint(data, pos)
+            off_delta, pos = decode_varint(data, pos)
+            klen, pos = decode_varint(data, pos)
+            key = None if klen < 0 else data[pos : pos + klen]
+            pos += max(klen, 0)
+            vlen, pos = decode_varint(data, pos)
+            value = None if vlen < 0 else data[pos : pos + vlen]
+            pos += max(vlen, 0)
+            nheaders, pos = decode_varint(data, pos)
+            headers: list[tuple[str, bytes | None]] = []
+            for _ in range(nheaders):
+                hklen, pos = decode_varint(data, pos)
+                hkey = data[pos : pos + hklen].decode()
+                pos += hklen
+                hvlen, pos = decode_varint(data, pos)
+                headers.append((hkey, None if hvlen < 0 else data[pos : pos + hvlen]))
+                pos += max(hvlen, 0)
+            if pos != end:
+                raise _corrupt(f"record length {length} does not match its fields")
+            append(Record(base_offset + off_delta, base_ts + ts_delta, key, value, headers))
+    except (IndexError, UnicodeDecodeError) as exc:
+        raise _corrupt(f"malformed record: {exc}") from exc
+    return records
+
+
+def decode_batch(
+    buf: bytes | bytearray | memoryview, pos: int = 0
+) -> tuple[BatchHeader, list[Record]]:
+    """Decode one batch at pos into its header and records (decompressing when needed)."""
+    header = read_batch_header(buf, pos)
+    if header.magic != MAGIC_V2:
+        raise KafkaError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, f"magic {header.magic}")
+    end = pos + header.size
+    if end > len(buf):
+        raise _corrupt("torn batch")
+    blob = bytes(memoryview(buf)[pos + RECORDS_OFFSET : end])
+    if header.compression:
+        blob = decompress(header.compression, blob)
+    records = _decode_records(blob, header.record_count, header.base_offset, header.base_timestamp)
+    if header.timestamp_type == LOG_APPEND_TIME:
+        # With LogAppendTime every record's timestamp is the batch's maxTimestamp (Kafka's rule).
+        for record in records:
+            record.timestamp = header.max_timestamp
+    return header, records
+
+
+def _encode_record(
+    offset_delta: int,
+    ts_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[tuple[str, bytes | None]],
+) -> bytes:
+    body = [b"\x00", encode_varint(ts_delta), encode_varint(offset_delta)]
+    for blob in (key, value):
+        if blob is None:
+            body.append(b"\x01")  # zigzag(-1)
+        else:
+            body += (encode_varint(len(blob)), blob)
+    body.append(encode_varint(len(headers)))
+    for hkey, hvalue in headers:
+        raw = hkey.encode()
+        body += (encode_varint(len(raw)), raw)
+        if hvalue is None:
+            body.append(b"\x01")
+        else:
+            body += (encode_varint(len(hvalue)), hvalue)
+    payload = b"".join(body)
+    return encode_varint(len(payload)) + payload
+
+
+def encode_batch(
+    records: Sequence[
+        tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]], int | None]
+    ],
+    *,
+    base_offset: int = 0,
+    compression: int = NO_COMPRESSION,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    timestamp_type: int = CREATE_TIME,
+    snappy_xerial: bool = True,
+) -> bytes:
+    """Build one v2 batch from (key, value, headers, timestamp) tuples; timestamp None means now."""
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    now = int(time.time() * 1000)
+    stamps = [now if r[3] is None else r[3] for r in records]
+    base_ts = stamps[0]
+    blob = b"".join(
+        _encode_record(i, ts - base_ts, key, value, headers or ())
+        for i, ((key, value, headers, _), ts) in enumerate(zip(records, stamps, strict=True))
+    )
+    if compression:
+        blob = compress(compression, blob, snappy_xerial=snappy_xerial)
+    attributes = (
+        (compression & COMPRESSION_MASK)
+        | (TIMESTAMP_TYPE_MASK if timestamp_type == LOG_APPEND_TIME else 0)
+        | (TRANSACTIONAL_MASK if is_transactional else 0)
+        | (CONTROL_MASK if is_control else 0)
+    )
+    out = bytearray(HEADER_SIZE + len(blob))
+    HEADER_STRUCT.pack_into(
+        out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, MAGIC_V2, 0,
+        attributes, len(records) - 1, base_ts, max(stamps), producer_id, producer_epoch,
+        base_sequence, len(records),
+    )  # fmt: skip
+    out[HEADER_SIZE:] = blob
+    _U32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)

@@ -1,0 +1,477 @@
+"""Log: one partition's folder of segments; appends, reads, retention, truncation and crash recovery.
+
+Offsets: log start offset <= high watermark <= log end offset (the next offset to assign). Everything
+below the recovery point is known to be flushed; recovery scans only from the segment holding it.
+Single-threaded by design (the broker's event loop owns it), so there are no locks.
+"""
+
+from __future__ import annotations
+
+import bisect
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.records import (
+    MAGIC_V2,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    assign_offsets,
+    batch_crc_ok,
+    iter_batches,
+    set_log_append_time,
+    validate_produce_records,
+)
+from storage.checkpoint import fsync_dir
+from storage.log_config import INT_MAX, LONG_MAX, LogConfig
+from storage.naming import TEMP_SUFFIX, parse_segment_file
+from storage.segment import LogSegment
+
+
+@dataclass(slots=True)
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 with CreateTime
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    valid_bytes: int
+    num_records: int
+
+
+@dataclass(slots=True)
+class FetchDataInfo:
+    fetch_offset: int
+    records: bytes
+    segment_base_offset: int = -1  # where the returned bytes start: segment and file position
+    position: int = -1
+
+
+class UnexpectedAppendOffsetError(KafkaError):
+    """A follower tried to append batches below the log end offset."""
+
+    def __init__(self, message: str, first_offset: int, log_end_offset: int) -> None:
+        super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR, message)
+        self.first_offset = first_offset
+        self.log_end_offset = log_end_offset
+
+
+class Log:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        now_ms: Callable[[], int],
+        segments: list[LogSegment],
+        log_start_offset: int,
+        recovery_point: int,
+    ) -> None:
+        self.directory = directory
+        self.config = config
+        self._now_ms = now_ms
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._log_end_offset = segments[-1].next_offset
+        self._log_start_offset = min(
+            max(log_start_offset, segments[0].base_offset), self._log_end_offset
+        )
+        self._recovery_point = min(
+            max(recovery_point, self._log_start_offset), self._log_end_offset
+        )
+        self._high_watermark = self._log_start_offset
+
+    # -- opening and recovery ----------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        now_ms: Callable[[], int],
+        recovery_point: int = 0,
+        log_start_offset: int | None = None,
+        clean_shutdown: bool = False,
+    ) -> Log:
+        """Load every segment; after an unclean shutdown scan those at/after the recovery point."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        bases: set[int] = set()
+        index_files: list[tuple[int, Path]] = []
+        for path in directory.iterdir():
+            if path.name.endswith(TEMP_SUFFIX):
+                path.unlink()
+                continue
+            parsed = parse_segment_file(path.name)
+            if parsed is None:
+                continue
+            if parsed[1] == ".log":
+                bases.add(parsed[0])
+            else:
+                index_files.append((parsed[0], path))
+        for base, path in index_files:
+            if base not in bases:
+                path.unlink()  # an index whose segment is gone
+        segments = [cls._new_segment(directory, config, base) for base in sorted(bases)]
+        if segments:
+            cls._recover_segments(segments, recovery_point, clean_shutdown)
+        else:
+            segments = [cls._new_segment(directory, config, log_start_offset or 0)]
+        log = cls(
+            directory, config, now_ms, segments,
+            segments[0].base_offset if log_start_offset is None else log_start_offset,
+            recovery_point,
+        )  # fmt: skip
+        if not clean_shutdown:
+            log.flush()  # what recovery kept is now durable: the recovery point moves to the LEO
+        active = log.active_segment
+        first = active.first_batch_header()
+        if first is not None:
+            active.rolling_base_ms = first.max_timestamp if first.max_timestamp >= 0 else now_ms()
+        return log
+
+    @staticmethod
+    def _new_segment(directory: Path, config: LogConfig, base_offset: int) -> LogSegment:
+        return LogSegment(
+            directory,
+            base_offset,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_size=config.segment_index_bytes,
+        )
+
+    @staticmethod
+    def _recover_segments(segments: list[LogSegment], recovery_point: int, clean: bool) -> None:
+        """Deep-scan from the segment holding the recovery point; cut everything after a bad batch."""
+        first_unflushed = max(
+            bisect.bisect_right([s.base_offset for s in segments], recovery_point) - 1, 0
+        )
+        for i, segment in enumerate(segments):
+            deep = not clean and i >= first_unflushed
+            if deep or not segment.indexes_sane() or not segment.load_tail():
+                truncated = segment.recover()
+            else:
+                truncated = 0
+            if truncated or (
+                i + 1 < len(segments) and segment.next_offset > segments[i + 1].base_offset
+            ):
+                for later in segments[i + 1 :]:
+                    later.delete()
+                del segments[i + 1 :]
+                return
+
+    # -- properties ----------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segments(self) -> Sequence[LogSegment]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    # -- appends -------------------------------------------------------------------------------------
+
+    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int) -> LogAppendInfo:
+        """Validate a producer's batches, assign offsets from the LEO, stamp the epoch, append."""
+        headers = validate_produce_records(records, self.config.max_message_bytes)
+        buf = bytearray(records)
+        self._check_fits_segment(len(buf))
+        now = self._now_ms()
+        append_time = self.config.log_append_time
+        first_offset = offset = self._log_end_offset
+        max_ts, offset_of_max, num_records = -1, -1, 0
+        batches: list[tuple[int, BatchHeader]] = []
+        pos = 0
+        self._check_timestamps(headers, now)
+        for header in headers:
+            assign_offsets(buf, pos, offset, leader_epoch)
+            header.base_offset, header.partition_leader_epoch = offset, leader_epoch
+            if append_time:
+                set_log_append_time(buf, pos, now)
+                header.max_timestamp = now
+                header.attributes |= TIMESTAMP_TYPE_MASK
+            if header.max_timestamp > max_ts:
+                # With LogAppendTime every record has the max, so the first offset holds it.
+                max_ts = header.max_timestamp
+                offset_of_max = first_offset if append_time else header.last_offset
+            batches.append((pos, header))
+            num_records += header.record_count
+            pos += header.size
+            offset = header.next_offset
+        self._append(buf, batches, now)
+        return LogAppendInfo(
+            first_offset=first_offset,
+            last_offset=offset - 1,
+            log_append_time=now if append_time else -1,
+            max_timestamp=max_ts,
+            offset_of_max_timestamp=offset_of_max,
+            valid_bytes=len(buf),
+            num_records=num_records,
+        )
+
+    def append_as_follower(self, records: bytes | memoryview) -> LogAppendInfo | None:
+        """Append a leader's batches as they are (offsets included); they must start at/after the LEO."""
+        buf = bytes(records)
+        batches: list[tuple[int, BatchHeader]] = []
+        expected = self._log_end_offset
+        end = 0
+        for pos, header in iter_batches(buf):
+            if header.magic != MAGIC_V2 or not batch_crc_ok(buf, pos, header):
+                raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"bad magic or CRC at position {pos}")
+            if header.base_offset < expected:
+                raise UnexpectedAppendOffsetError(
+                    f"batch at offset {header.base_offset} is below {expected}",
+                    header.base_offset, self._log_end_offset,
+                )  # fmt: skip
+            batches.append((pos, header))
+            expected, end = header.next_offset, pos + header.size
+        if not batches:
+            return None
+        buf = buf[:end]  # a torn trailing batch from a size-limited fetch is left for the next one
+        self._check_fits_segment(len(buf))
+        now = self._now_ms()
+        self._append(buf, batches, now)
+        max_header = max((h for _, h in batches), key=lambda h: h.max_timestamp)
+        return LogAppendInfo(
+            first_offset=batches[0][1].base_offset,
+            last_offset=expected - 1,
+            log_append_time=-1,
+            max_timestamp=max_header.max_timestamp,
+            offset_of_max_timestamp=max_header.last_offset,
+            valid_bytes=len(buf),
+            num_records=sum(h.record_count for _, h in batches),
+        )
+
+    def _check_timestamps(self, headers: list[BatchHeader], now: int) -> None:
+        """message.timestamp.difference.max.ms for CreateTime (checked on the batch's bounds)."""
+        limit = self.config.message_timestamp_difference_max_ms
+        if self.config.log_append_time or limit >= LONG_MAX:
+            return
+        for header in headers:
+            for ts in (header.base_timestamp, header.max_timestamp):
+                if abs(ts - now) > limit:
+                    raise KafkaError(
+                        ErrorCode.INVALID_TIMESTAMP,
+                        f"timestamp {ts} is more than {limit} ms away from the broker's {now}",
+                    )
+
+    def _check_fits_segment(self, size: int) -> None:
+        if size > self.config.segment_bytes:
+            raise KafkaError(
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+                f"{size} bytes of records exceed segment.bytes {self.config.segment_bytes}",
+            )
+
+    def _append(
+        self, buf: bytes | bytearray, batches: list[tuple[int, BatchHeader]], now: int
+    ) -> None:
+        last_offset = batches[-1][1].last_offset
+        if self._should_roll(len(buf), now, last_offset):
+            self.roll()
+        self.active_segment.append(buf, batches, now)
+        self._log_end_offset = batches[-1][1].next_offset
+
+    def _should_roll(self, size: int, now: int, last_offset: int) -> bool:
+        active = self.active_segment
+        if active.size == 0:
+            return False
+        return (
+            active.size + size > self.config.segment_bytes
+            or (
+                active.rolling_base_ms is not None
+                and now - active.rolling_base_ms > self.config.segment_ms
+            )
+            or active.offset_index.is_full
+            or active.time_index.is_full
+            or last_offset - active.base_offset > INT_MAX  # relative offsets are int32
+        )
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op when the active one is empty)."""
+        active = self.active_segment
+        if active.size == 0:
+            return active
+        active.on_become_inactive()
+        segment = self._new_segment(self.directory, self.config, self._log_end_offset)
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+        fsync_dir(self.directory)
+        return segment
+
+    # -- reads ---------------------------------------------------------------------------------------
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        """Whole batches from the one holding fetch_offset, up to max_bytes, none at/after max_offset.
+
+        With min_one_message the first batch comes back even when larger than max_bytes (KIP-74).
+        """
+        if fetch_offset < self._log_start_offset or fetch_offset > self._log_end_offset:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {fetch_offset} outside [{self._log_start_offset}, {self._log_end_offset}]",
+            )
+        if fetch_offset == self._log_end_offset or (
+            max_offset is not None and fetch_offset >= max_offset
+        ):
+            return FetchDataInfo(fetch_offset, b"")
+        i = max(bisect.bisect_right(self._bases, fetch_offset) - 1, 0)
+        for segment in self._segments[i:]:
+            found = segment.read(fetch_offset, max_bytes, max_offset, min_one_message)
+            if found is not None:
+                data, position = found
+                return FetchDataInfo(fetch_offset, data, segment.base_offset, position)
+        return FetchDataInfo(fetch_offset, b"")
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None."""
+        for segment in self._segments:
+            if segment.max_timestamp >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def max_timestamp_and_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the largest timestamp in the log (batch granularity), or None."""
+        best = max(self._segments, key=lambda s: s.max_timestamp)
+        if best.max_timestamp < 0:
+            return None
+        return best.offset_of_max_timestamp, best.max_timestamp
+
+    # -- retention and truncation -------------------------------------------------------------------
+
+    def delete_old_segments(self) -> int:
+        """Apply retention.ms, then retention.bytes; returns how many segments were deleted.
+
+        As in Kafka, only segments wholly below the high watermark are eligible, and an empty active
+        segment is never deleted; a non-empty active one is rolled first.
+        """
+        if "delete" not in self.config.cleanup_policy.split(","):
+            return 0  # compacted topics keep their segments (no cleaner here yet)
+        deleted = 0
+        if self.config.retention_ms >= 0:
+            now = self._now_ms()
+            limit = self.config.retention_ms
+            deleted += self._delete_while(lambda s: now - s.largest_timestamp() > limit)
+        if self.config.retention_bytes >= 0:
+            excess = self.size_in_bytes - self.config.retention_bytes
+
+            def over_size(segment: LogSegment) -> bool:
+                nonlocal excess
+                if excess - segment.size < 0:
+                    return False
+                excess -= segment.size
+                return True
+
+            deleted += self._delete_while(over_size)
+        return deleted
+
+    def _delete_while(self, predicate: Callable[[LogSegment], bool]) -> int:
+        doomed: list[LogSegment] = []
+        for i, segment in enumerate(self._segments):
+            is_last = i == len(self._segments) - 1
+            upper = self._log_end_offset if is_last else self._segments[i + 1].base_offset
+            if (
+                upper > self._high_watermark
+                or (is_last and segment.size == 0)
+                or not predicate(segment)
+            ):
+                break
+            doomed.append(segment)
+        if not doomed:
+            return 0
+        if len(doomed) == len(self._segments):
+            self.roll()  # keep an (empty) active segment at the log end offset
+        del self._segments[: len(doomed)]
+        del self._bases[: len(doomed)]
+        for segment in doomed:
+            segment.delete()
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self._high_watermark = max(self._high_watermark, self._log_start_offset)
+        self._recovery_point = max(self._recovery_point, self._log_start_offset)
+        return len(doomed)
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything from `offset` on (a follower after a leader change). True if changed.
+
+        A batch holding `offset` goes whole, so the log end offset can end below `offset`.
+        """
+        if offset >= self._log_end_offset:
+            return False
+        if offset <= self._segments[0].base_offset or offset < self._log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
+            self._segments.pop().delete()
+            self._bases.pop()
+        active = self.active_segment
+        active.truncate_to(offset)
+        self._log_end_offset = active.next_offset
+        self._high_watermark = min(self._high_watermark, self._log_end_offset)
+        self._recovery_point = min(self._recovery_point, self._log_end_offset)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and restart the log empty at `offset`."""
+        for segment in self._segments:
+            segment.delete()
+        self._segments = [self._new_segment(self.directory, self.config, offset)]
+        self._bases = [offset]
+        fsync_dir(self.directory)
+        self._log_start_offset = self._log_end_offset = offset
+        self._high_watermark = self._recovery_point = offset
+
+    # -- durability and lifecycle ---------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync every segment with unflushed data; the recovery point becomes the log end offset."""
+        for segment in self._segments:
+            segment.flush()
+        self._recovery_point = self._log_end_offset
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        for segment in self._segments:
+            segment.index_interval_bytes = config.index_interval_bytes
+
+    def close(self) -> None:
+        for segment in self._segments:
+            segment.close()
+
+    def delete(self) -> None:
+        for segment in self._segments:
+            segment.delete()
+        shutil.rmtree(self.directory, ignore_errors=True)

@@ -1,0 +1,190 @@
+"""Topic-level log configuration under Kafka's property names, with defaults and validation.
+
+The table TOPIC_CONFIG_DEFAULTS drives parsing, printing and DescribeConfigs; LogConfig holds values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.errors import ErrorCode, KafkaError
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+CREATE_TIME = "CreateTime"
+LOG_APPEND_TIME = "LogAppendTime"
+_COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+
+@dataclass(slots=True)
+class LogConfig:
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    segment_index_bytes: int = 10485760
+    index_interval_bytes: int = 4096
+    retention_bytes: int = -1
+    retention_ms: int = 604800000
+    max_message_bytes: int = 1048588
+    message_timestamp_type: str = CREATE_TIME
+    cleanup_policy: str = "delete"
+    min_insync_replicas: int = 1
+    file_delete_delay_ms: int = 60000
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    # Accepted so that admin clients can set them; this broker does not act on them.
+    compression_type: str = "producer"
+    delete_retention_ms: int = 86400000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
+    segment_jitter_ms: int = 0
+    preallocate: bool = False
+    unclean_leader_election_enable: bool = False
+    message_timestamp_difference_max_ms: int = LONG_MAX
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == LOG_APPEND_TIME
+
+    @classmethod
+    def from_properties(
+        cls, props: Mapping[str, str], defaults: LogConfig | None = None
+    ) -> LogConfig:
+        """Overlay Kafka-named string properties on defaults; INVALID_CONFIG for unknown or bad ones."""
+        values: dict[str, Any] = {}
+        for name, raw in props.items():
+            spec = TOPIC_CONFIG_DEFAULTS.get(name)
+            if spec is None:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"unknown topic config {name!r}")
+            values[spec.attr] = spec.parse(name, raw)
+        base = defaults if defaults is not None else cls()
+        return dataclasses.replace(base, **values)
+
+    def to_properties(self) -> dict[str, str]:
+        return {
+            name: spec.render(getattr(self, spec.attr))
+            for name, spec in TOPIC_CONFIG_DEFAULTS.items()
+        }
+
+    def describe(self, defaults: LogConfig | None = None) -> list[tuple[str, str, bool]]:
+        """(name, value, is_default) per config, is_default meaning equal to `defaults`' value."""
+        base = defaults if defaults is not None else LogConfig()
+        return [
+            (name, spec.render(getattr(self, spec.attr)),
+             getattr(self, spec.attr) == getattr(base, spec.attr))
+            for name, spec in TOPIC_CONFIG_DEFAULTS.items()
+        ]  # fmt: skip
+
+
+# --- the table ------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class ConfigSpec:
+    """How one topic config parses, validates and prints; `kind` is Kafka's ConfigDef type."""
+
+    attr: str
+    kind: str  # "int" | "long" | "string" | "list" | "boolean" | "double"
+    check: Callable[[Any], bool]
+    rule: str
+    default: Any
+
+    def parse(self, name: str, raw: str) -> Any:
+        text = str(raw).strip()
+        try:
+            if self.kind in ("int", "long"):
+                value: Any = int(text)
+                lo, hi = (-(2**31), INT_MAX) if self.kind == "int" else (-(2**63), LONG_MAX)
+                if not lo <= value <= hi:
+                    raise ValueError(f"out of {self.kind} range")
+            elif self.kind == "double":
+                value = float(text)
+            elif self.kind == "boolean":
+                if text.lower() not in ("true", "false"):
+                    raise ValueError("expected true or false")
+                value = text.lower() == "true"
+            elif self.kind == "list":
+                value = ",".join(p.strip() for p in text.split(",") if p.strip())
+            else:
+                value = text
+        except ValueError as exc:
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG, f"invalid value {raw!r} for {name}: {exc}"
+            ) from exc
+        if not self.check(value):
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG, f"invalid value {raw!r} for {name}: must be {self.rule}"
+            )
+        return value
+
+    def render(self, value: Any) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return str(value)
+
+
+def _at_least(n: int) -> Callable[[Any], bool]:
+    return lambda v: v >= n
+
+
+def _one_of(*choices: str) -> Callable[[Any], bool]:
+    return lambda v: v in choices
+
+
+def _policy(v: str) -> bool:
+    parts = v.split(",") if v else []
+    return bool(parts) and all(p in ("delete", "compact") for p in parts)
+
+
+_D = LogConfig()
+
+
+def _spec(attr: str, kind: str, check: Callable[[Any], bool], rule: str) -> ConfigSpec:
+    return ConfigSpec(attr, kind, check, rule, getattr(_D, attr))
+
+
+# Kafka name -> spec; minimums are Kafka's (LogConfig.java / TopicConfig).
+TOPIC_CONFIG_DEFAULTS: dict[str, ConfigSpec] = {
+    "segment.bytes": _spec("segment_bytes", "int", _at_least(14), ">= 14"),
+    "segment.ms": _spec("segment_ms", "long", _at_least(1), ">= 1"),
+    "segment.index.bytes": _spec("segment_index_bytes", "int", _at_least(4), ">= 4"),
+    "index.interval.bytes": _spec("index_interval_bytes", "int", _at_least(0), ">= 0"),
+    "retention.bytes": _spec("retention_bytes", "long", lambda v: True, "a long"),
+    "retention.ms": _spec("retention_ms", "long", _at_least(-1), ">= -1"),
+    "max.message.bytes": _spec("max_message_bytes", "int", _at_least(0), ">= 0"),
+    "message.timestamp.type": _spec(
+        "message_timestamp_type",
+        "string",
+        _one_of(CREATE_TIME, LOG_APPEND_TIME),
+        f"{CREATE_TIME} or {LOG_APPEND_TIME}",
+    ),
+    "cleanup.policy": _spec("cleanup_policy", "list", _policy, "a list of delete, compact"),
+    "min.insync.replicas": _spec("min_insync_replicas", "int", _at_least(1), ">= 1"),
+    "file.delete.delay.ms": _spec("file_delete_delay_ms", "long", _at_least(0), ">= 0"),
+    "flush.messages": _spec("flush_messages", "long", _at_least(1), ">= 1"),
+    "flush.ms": _spec("flush_ms", "long", _at_least(0), ">= 0"),
+    "compression.type": _spec(
+        "compression_type",
+        "string",
+        _one_of(*_COMPRESSION_TYPES),
+        "one of " + ", ".join(_COMPRESSION_TYPES),
+    ),
+    "delete.retention.ms": _spec("delete_retention_ms", "long", _at_least(0), ">= 0"),
+    "min.compaction.lag.ms": _spec("min_compaction_lag_ms", "long", _at_least(0), ">= 0"),
+    "max.compaction.lag.ms": _spec("max_compaction_lag_ms", "long", _at_least(1), ">= 1"),
+    "min.cleanable.dirty.ratio": _spec(
+        "min_cleanable_dirty_ratio", "double", lambda v: 0.0 <= v <= 1.0, "in [0, 1]"
+    ),
+    "segment.jitter.ms": _spec("segment_jitter_ms", "long", _at_least(0), ">= 0"),
+    "preallocate": _spec("preallocate", "boolean", lambda v: True, "a boolean"),
+    "unclean.leader.election.enable": _spec(
+        "unclean_leader_election_enable", "boolean", lambda v: True, "a boolean"
+    ),
+    "message.timestamp.difference.max.ms": _spec(
+        "message_timestamp_difference_max_ms", "long", _at_least(0), ">= 0"
+    ),
+}

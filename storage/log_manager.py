@@ -1,0 +1,130 @@
+"""LogManager: every partition log in one data directory, plus its checkpoint files and retention.
+
+Checkpoints (recovery point, log start offset, high watermark) sit at the top of the data directory;
+a `.kafka_cleanshutdown` marker written at shutdown lets the next start skip the deep scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from protocol.errors import ErrorCode, KafkaError
+from storage.checkpoint import OffsetCheckpointFile, fsync_dir
+from storage.log import Log
+from storage.log_config import LogConfig
+from storage.naming import (
+    CLEAN_SHUTDOWN_FILE,
+    HIGH_WATERMARK_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    log_dir_name,
+    parse_log_dir_name,
+)
+
+TopicPartition = tuple[str, int]
+
+
+class LogManager:
+    def __init__(
+        self, data_dir: Path, default_config: LogConfig, *, now_ms: Callable[[], int]
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.default_config = default_config
+        self._now_ms = now_ms
+        self._logs: dict[TopicPartition, Log] = {}
+        self._topic_configs: dict[str, LogConfig] = {}
+        self._recovery_points = OffsetCheckpointFile(self.data_dir / RECOVERY_POINT_CHECKPOINT)
+        self._log_start_offsets = OffsetCheckpointFile(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
+        self._high_watermarks = OffsetCheckpointFile(self.data_dir / HIGH_WATERMARK_CHECKPOINT)
+        self.had_clean_shutdown = False
+
+    def load(self) -> None:
+        """Open every `topic-N` folder; recover from the checkpoints unless the last stop was clean."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+        self.had_clean_shutdown = marker.exists()
+        recovery_points = self._recovery_points.read()
+        log_starts = self._log_start_offsets.read()
+        high_watermarks = self._high_watermarks.read()
+        for path in sorted(self.data_dir.iterdir()):
+            key = parse_log_dir_name(path.name) if path.is_dir() else None
+            if key is None or key in self._logs:
+                continue
+            log = Log.open(
+                path,
+                self.config_for(key[0]),
+                now_ms=self._now_ms,
+                recovery_point=recovery_points.get(key, 0),
+                log_start_offset=log_starts.get(key),
+                clean_shutdown=self.had_clean_shutdown,
+            )
+            log.high_watermark = high_watermarks.get(key, 0)
+            self._logs[key] = log
+        # From here on a crash is unclean again; the marker comes back only with shutdown().
+        marker.unlink(missing_ok=True)
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self._topic_configs.get(topic, self.default_config)
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """Open (creating if needed) the log for topic-partition; an existing one is returned as is."""
+        if config is not None:
+            self._topic_configs[topic] = config
+        log = self._logs.get((topic, partition))
+        if log is None:
+            directory = self.data_dir / log_dir_name(topic, partition)
+            if parse_log_dir_name(directory.name) != (topic, partition):
+                raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"bad topic name {topic!r}")
+            log = Log.open(directory, self.config_for(topic), now_ms=self._now_ms)
+            fsync_dir(self.data_dir)
+            self._logs[(topic, partition)] = log
+        return log
+
+    def all_logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Close the log and remove its folder; False when there was none."""
+        log = self._logs.pop((topic, partition), None)
+        if log is None:
+            return False
+        log.delete()
+        if not any(t == topic for t, _ in self._logs):
+            self._topic_configs.pop(topic, None)
+        return True
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        self._topic_configs[topic] = config
+        for (t, _), log in self._logs.items():
+            if t == topic:
+                log.update_config(config)
+
+    def checkpoint(self) -> None:
+        """Write the recovery point, log start offset and high watermark files (each atomically)."""
+        logs = self._logs.items()
+        self._recovery_points.write({k: log.recovery_point for k, log in logs})
+        self._log_start_offsets.write({k: log.log_start_offset for k, log in logs})
+        self._high_watermarks.write({k: log.high_watermark for k, log in logs})
+
+    def cleanup(self) -> int:
+        """Retention on every log; returns the number of segments deleted."""
+        return sum(log.delete_old_segments() for log in self._logs.values())
+
+    def flush_all(self) -> None:
+        for log in self._logs.values():
+            log.flush()
+
+    def shutdown(self) -> None:
+        """Flush, checkpoint, close, then leave the clean-shutdown marker for the next start."""
+        self.flush_all()
+        self.checkpoint()
+        for log in self._logs.values():
+            log.close()
+        self._logs.clear()
+        marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+        marker.write_bytes(b"")
+        fsync_dir(self.data_dir)

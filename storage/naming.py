@@ -1,0 +1,57 @@
+"""File and folder naming rules for logs on disk, in one place (Kafka's LocalLog/UnifiedLog names)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+TEMP_SUFFIX = ".tmp"
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+
+_OFFSET_DIGITS = 20
+
+
+def filename_prefix(base_offset: int) -> str:
+    """20-digit zero-padded offset, so that names sort like offsets."""
+    return f"{base_offset:0{_OFFSET_DIGITS}d}"
+
+
+def log_file(directory: Path, base_offset: int) -> Path:
+    return directory / (filename_prefix(base_offset) + LOG_SUFFIX)
+
+
+def offset_index_file(directory: Path, base_offset: int) -> Path:
+    return directory / (filename_prefix(base_offset) + INDEX_SUFFIX)
+
+
+def time_index_file(directory: Path, base_offset: int) -> Path:
+    return directory / (filename_prefix(base_offset) + TIME_INDEX_SUFFIX)
+
+
+def parse_segment_file(name: str) -> tuple[int, str] | None:
+    """`00000000000000000042.log` -> (42, ".log"); None for anything that is not a segment file."""
+    for suffix in SEGMENT_SUFFIXES:
+        if name.endswith(suffix):
+            stem = name[: -len(suffix)]
+            if len(stem) == _OFFSET_DIGITS and stem.isdigit():
+                return int(stem), suffix
+    return None
+
+
+def log_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_log_dir_name(name: str) -> tuple[str, int] | None:
+    """`my-topic-3` -> ("my-topic", 3); topics may contain '-', so split at the last one."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)

@@ -1,0 +1,299 @@
+"""LogSegment: one `.log` file of back-to-back batches with its offset and time indexes.
+
+Reads go through os.pread on a file descriptor (never the whole file); appends use O_APPEND writes.
+Invariant: the file holds only complete batches from `base_offset` on, except after a crash, which
+`recover()` repairs by truncating at the first torn or corrupt batch.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from protocol.records import (
+    BATCH_LENGTH_OFFSET,
+    HEADER_SIZE,
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_V2,
+    BatchHeader,
+    batch_crc_ok,
+    decode_batch,
+)
+from storage.naming import log_file, offset_index_file, time_index_file
+from storage.offset_index import OffsetIndex
+from storage.time_index import TimeIndex
+
+READ_CHUNK = 64 * 1024  # forward scans from an index entry: an interval plus a few batches
+RECOVERY_CHUNK = 1024 * 1024  # whole-file scans read in bigger pieces
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+
+class LogSegment:
+    def __init__(
+        self, directory: Path, base_offset: int, *, index_interval_bytes: int, max_index_size: int
+    ) -> None:
+        self.base_offset = base_offset
+        self.path = log_file(directory, base_offset)
+        self.index_interval_bytes = index_interval_bytes
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.offset_index = OffsetIndex(
+            offset_index_file(directory, base_offset), base_offset, max_index_size
+        )
+        self.time_index = TimeIndex(
+            time_index_file(directory, base_offset), base_offset, max_index_size
+        )
+        # Offset after the last batch; set by load_tail(), recover() and append().
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.bytes_since_last_index_entry = 0
+        self.rolling_base_ms: int | None = None  # when this segment's segment.ms clock started
+        self._dirty = False
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
+
+    # -- scanning --------------------------------------------------------------------------------
+
+    def batches(
+        self, start: int = 0, *, chunk_size: int = READ_CHUNK
+    ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+        """Yield (position, header, batch bytes) for well-framed complete batches from `start`.
+
+        Stops silently at a torn tail or at bytes that cannot be a v2 batch; callers compare the end
+        of the last batch with `size` to tell. The memoryview is only valid until the next step.
+        """
+        pos, end, need = start, self.size, 0
+        while pos < end:
+            data = os.pread(self._fd, min(max(chunk_size, need), end - pos), pos)
+            view, n, off = memoryview(data), len(data), 0
+            while True:
+                if n - off < HEADER_SIZE:
+                    need = HEADER_SIZE
+                    break
+                length = int.from_bytes(
+                    view[off + BATCH_LENGTH_OFFSET : off + 12], "big", signed=True
+                )
+                if length < _MIN_BATCH_LENGTH or view[off + MAGIC_OFFSET] != MAGIC_V2:
+                    return
+                size = length + LOG_OVERHEAD
+                if n - off < size:
+                    need = size
+                    break
+                yield (
+                    pos + off,
+                    BatchHeader(*HEADER_STRUCT.unpack_from(view, off)),
+                    view[off : off + size],
+                )
+                off += size
+            if off == 0 and pos + need > end:
+                return  # torn tail: the next batch does not fit in the file
+            pos += off
+
+    def translate_offset(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset >= offset (index, then scan)."""
+        _, start = self.offset_index.lookup(offset)
+        for pos, header, _ in self.batches(start):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    def _index_batch(self, pos: int, header: BatchHeader) -> None:
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.last_offset
+        if (
+            self.bytes_since_last_index_entry > self.index_interval_bytes
+            and not self.offset_index.is_full
+        ):
+            self.offset_index.append(header.last_offset, pos)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += header.size
+
+    # -- loading and recovery ----------------------------------------------------------------------
+
+    def indexes_sane(self) -> bool:
+        return (
+            self.offset_index.existed
+            and self.time_index.existed
+            and self.offset_index.sane(self.size)
+            and self.time_index.sane()
+        )
+
+    def load_tail(self) -> bool:
+        """Trusting load: take state from the indexes, scan only past the last index entry.
+
+        Returns False when the indexes do not match the file (the caller then runs recover()).
+        """
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+        if self.max_timestamp < 0:
+            self.offset_of_max_timestamp = -1
+        start = self.offset_index.last_position
+        self.next_offset, end = self.base_offset, start
+        first = True
+        for pos, header, _ in self.batches(start):
+            if (
+                first
+                and self.offset_index.entries
+                and header.last_offset != self.offset_index.last_offset
+            ):
+                return False  # the last entry points at something other than its batch
+            first = False
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = (
+                    header.max_timestamp,
+                    header.last_offset,
+                )
+            self.next_offset, end = header.next_offset, pos + header.size
+        if end != self.size or (first and self.offset_index.entries):
+            return False
+        self.bytes_since_last_index_entry = end - start
+        return True
+
+    def recover(self) -> int:
+        """Rebuild both indexes by scanning every batch with its CRC; truncate at the first bad one.
+
+        Returns the number of bytes cut off the end of the file.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp, self.offset_of_max_timestamp = -1, -1
+        self.bytes_since_last_index_entry = 0
+        self.next_offset, valid_end = self.base_offset, 0
+        for pos, header, view in self.batches(0, chunk_size=RECOVERY_CHUNK):
+            if header.base_offset < self.next_offset or not batch_crc_ok(view, 0, header):
+                break
+            self._index_batch(pos, header)
+            self.next_offset, valid_end = header.next_offset, pos + header.size
+        truncated = self.size - valid_end
+        if truncated:
+            os.ftruncate(self._fd, valid_end)
+            self.size = valid_end
+            self._dirty = True
+        self.offset_index.flush()
+        self.time_index.flush()
+        return truncated
+
+    def first_batch_header(self) -> BatchHeader | None:
+        if self.size < HEADER_SIZE:
+            return None
+        return BatchHeader(*HEADER_STRUCT.unpack(os.pread(self._fd, HEADER_SIZE, 0)))
+
+    # -- appends and reads -------------------------------------------------------------------------
+
+    def append(
+        self, buf: bytes | bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int
+    ) -> None:
+        """Write whole batches (positions in `batches` are relative to buf) and index them."""
+        start = self.size
+        view = memoryview(buf)
+        written = 0
+        while written < len(view):
+            written += os.write(self._fd, view[written:])
+        for rel, header in batches:
+            self._index_batch(start + rel, header)
+            self.next_offset = header.next_offset
+        self.size += len(view)
+        self._dirty = True
+        if self.rolling_base_ms is None:
+            self.rolling_base_ms = now_ms
+
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool
+    ) -> tuple[bytes, int] | None:
+        """(whole batches from the one holding `offset`, file position); None if beyond this segment."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return None
+        pos, first = found
+        if max_offset is not None and first.base_offset >= max_offset:
+            return b"", pos
+        if first.size > max_bytes:
+            return (os.pread(self._fd, first.size, pos), pos) if min_one_message else (b"", pos)
+        data = os.pread(self._fd, min(max_bytes, self.size - pos), pos)
+        view, n = memoryview(data), len(data)
+        # Batches before an indexed one that starts inside the data (and below max_offset) are all
+        # whole and wanted: walk batch headers only from there, not from the first batch.
+        end = max(self.offset_index.floor_position(pos + n, max_offset) - pos, 0)
+        while n - end >= HEADER_SIZE:
+            size = int.from_bytes(view[end + BATCH_LENGTH_OFFSET : end + 12], "big") + LOG_OVERHEAD
+            if end + size > n:
+                break
+            if max_offset is not None and int.from_bytes(view[end : end + 8], "big") >= max_offset:
+                break
+            end += size
+        return (data if end == n else data[:end]), pos
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at/after starting_offset with timestamp >= target."""
+        # Entries with a smaller timestamp prove every record up to their offset is too early.
+        _, offset = self.time_index.lookup(timestamp - 1)
+        _, start = self.offset_index.lookup(max(offset, starting_offset))
+        for _, header, view in self.batches(start):
+            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+                continue
+            for record in decode_batch(view)[1]:
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    return record.offset, record.timestamp
+        return None
+
+    def largest_timestamp(self) -> int:
+        """Max record timestamp, or the file's mtime when no batch carries one (Kafka's rule)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.fstat(self._fd).st_mtime * 1000)
+
+    # -- truncation and lifecycle --------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop the batch holding `offset` and everything after it; returns bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        pos, header = found
+        removed = self.size - pos
+        os.ftruncate(self._fd, pos)
+        self.size = pos
+        self._dirty = True
+        self.offset_index.truncate_to(header.base_offset)
+        self.time_index.truncate_to(header.base_offset)
+        self.load_tail()  # recompute next offset and max timestamp from what is left
+        if self.size == 0:
+            self.rolling_base_ms = None
+        return removed
+
+    def on_become_inactive(self) -> None:
+        """Record the final max timestamp so that a reload finds it in the time index (as Kafka)."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(
+                self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
+            )
+        self.flush()
+
+    def flush(self) -> None:
+        if self._dirty:
+            os.fsync(self._fd)
+            self._dirty = False
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self.on_become_inactive()
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.path.unlink(missing_ok=True)
+        self.offset_index.delete()
+        self.time_index.delete()

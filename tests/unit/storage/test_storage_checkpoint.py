@@ -1,0 +1,50 @@
+"""Offset checkpoint files: Kafka's text format, atomic replacement, malformed input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from protocol.errors import ErrorCode, KafkaError
+from storage.checkpoint import OffsetCheckpointFile
+
+
+def test_round_trip_and_format(tmp_path: Path) -> None:
+    file = OffsetCheckpointFile(tmp_path / "recovery-point-offset-checkpoint")
+    assert file.read() == {}
+    offsets = {("orders", 0): 42, ("my-topic", 11): 0, ("a.b_c", 3): 9_000_000_000}
+    file.write(offsets)
+    assert file.read() == offsets
+    lines = file.path.read_text().splitlines()
+    assert lines[:2] == ["0", "3"] and "orders 0 42" in lines
+    file.write({})
+    assert file.read() == {} and file.path.read_text() == "0\n0\n"
+
+
+def test_write_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    file = OffsetCheckpointFile(tmp_path / "cp")
+    file.write({("t", 0): 1})
+
+    def crash(*_args: object) -> None:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr("storage.checkpoint.os.replace", crash)
+    with pytest.raises(OSError):
+        file.write({("t", 0): 2})
+    assert file.read() == {("t", 0): 1}  # the old file is intact
+    monkeypatch.undo()
+    file.write({("t", 0): 3})
+    assert file.read() == {("t", 0): 3}
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "1\n0\n", "0\n2\nt 0 1\n", "0\n1\nt 0\n", "0\nx\n", "0\n1\nt zero 1\n"],
+)
+def test_malformed_files(tmp_path: Path, text: str) -> None:
+    (tmp_path / "cp").write_text(text)
+    with pytest.raises(KafkaError) as info:
+        OffsetCheckpointFile(tmp_path / "cp").read()
+    assert info.value.code == ErrorCode.KAFKA_STORAGE_ERROR

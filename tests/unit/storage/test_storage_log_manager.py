@@ -1,0 +1,102 @@
+"""LogManager: loading folders, checkpoints, clean and unclean restarts, retention, deletion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from protocol.records import encode_batch
+from storage.checkpoint import OffsetCheckpointFile
+from storage.log_config import LogConfig
+from storage.log_manager import LogManager
+
+
+def now() -> int:
+    return 1_000_000
+
+
+def batch(n: int = 1) -> bytes:
+    return encode_batch([(None, b"x" * 100, [], 900_000 + i) for i in range(n)])
+
+
+def manager(path: Path, **config) -> LogManager:
+    m = LogManager(path, LogConfig(**config), now_ms=now)
+    m.load()
+    return m
+
+
+def test_create_append_shutdown_and_reload(tmp_path: Path) -> None:
+    m = manager(tmp_path)
+    a = m.create_log("orders", 0)
+    b = m.create_log("my-topic", 2, LogConfig(segment_bytes=1024))
+    assert m.create_log("orders", 0) is a and m.get_log("nope", 0) is None
+    for _ in range(10):
+        a.append_as_leader(batch(2), 0)
+        b.append_as_leader(batch(), 0)
+    a.high_watermark = 15
+    b.high_watermark = 10
+    assert set(m.all_logs()) == {("orders", 0), ("my-topic", 2)}
+    m.shutdown()
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+    assert OffsetCheckpointFile(tmp_path / "recovery-point-offset-checkpoint").read() == {
+        ("orders", 0): 20, ("my-topic", 2): 10,
+    }  # fmt: skip
+    assert OffsetCheckpointFile(tmp_path / "replication-offset-checkpoint").read() == {
+        ("orders", 0): 15, ("my-topic", 2): 10,
+    }  # fmt: skip
+
+    m = manager(tmp_path)
+    assert m.had_clean_shutdown and not (tmp_path / ".kafka_cleanshutdown").exists()
+    a, b = m.get_log("orders", 0), m.get_log("my-topic", 2)
+    assert a is not None and b is not None
+    assert (a.log_end_offset, a.high_watermark, b.log_end_offset) == (20, 15, 10)
+    assert len(b.segments) > 1  # rolled at 1024 bytes before the restart
+    assert a.append_as_leader(batch(), 0).first_offset == 20
+
+
+def test_unclean_restart_recovers_from_the_recovery_point(tmp_path: Path) -> None:
+    m = manager(tmp_path, segment_bytes=1024)
+    log = m.create_log("t", 0)
+    for _ in range(20):
+        log.append_as_leader(batch(), 0)
+    m.flush_all()
+    m.checkpoint()
+    assert log.recovery_point == 20
+    log.append_as_leader(batch(), 0)  # not flushed, not checkpointed
+    active = log.active_segment.path
+    log.close()  # "crash": no marker; tear the last batch
+    with open(active, "r+b") as f:
+        f.truncate(active.stat().st_size - 5)
+    m = manager(tmp_path, segment_bytes=1024)
+    log = m.get_log("t", 0)
+    assert log is not None and not m.had_clean_shutdown
+    assert log.log_end_offset == 20 and log.recovery_point == 20
+
+
+def test_retention_cleanup_and_log_start_checkpoint(tmp_path: Path) -> None:
+    m = manager(tmp_path, segment_bytes=1024, retention_bytes=1024)
+    log = m.create_log("t", 0)
+    for _ in range(30):
+        log.append_as_leader(batch(), 0)
+    log.high_watermark = log.log_end_offset
+    assert m.cleanup() > 0
+    start = log.log_start_offset
+    assert start > 0
+    m.shutdown()
+    assert OffsetCheckpointFile(tmp_path / "log-start-offset-checkpoint").read() == {
+        ("t", 0): start
+    }
+    m = manager(tmp_path, segment_bytes=1024, retention_bytes=1024)
+    assert m.get_log("t", 0).log_start_offset == start
+
+
+def test_update_config_and_delete(tmp_path: Path) -> None:
+    m = manager(tmp_path)
+    log = m.create_log("t", 0)
+    m.create_log("t", 1)
+    m.update_config("t", LogConfig(segment_bytes=2000))
+    assert log.config.segment_bytes == 2000 and m.config_for("t").segment_bytes == 2000
+    assert m.delete_log("t", 0) and not m.delete_log("t", 0)
+    assert not (tmp_path / "t-0").exists() and (tmp_path / "t-1").exists()
+    (tmp_path / "not-a-log-dir.x").mkdir()
+    m.shutdown()
+    assert set(manager(tmp_path).all_logs()) == {("t", 1)}
