@@ -1,18 +1,28 @@
 """Topic administration: create, auto-create, delete, and the configs DescribeConfigs reports.
 
-Validation follows Kafka's order and error codes so admin clients see what they would from Kafka.
+Creation writes the topic's replica assignment to the metadata store and (unless asked not to)
+waits until the controller has elected leaders and told this broker, as Kafka's
+DelayedCreatePartitions does. Validation follows Kafka's order and error codes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+import zlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from broker.config import PROPERTIES, TOPIC_DEFAULT_FROM_BROKER, BrokerConfig
-from broker.replica_manager import ReplicaManager
-from broker.topic_registry import TopicMetadata, TopicRegistry, validate_topic_name
+from broker import zk_paths as paths
+from broker.config import PROPERTIES, TOPIC_DEFAULT_FROM_BROKER
+from broker.metadata_cache import TopicInfo
+from broker.metadata_store import NodeExistsError
+from broker.topic_names import validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_config import LogConfig
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
 
 # DescribeConfigs config sources (Kafka's ConfigSource ids).
 SOURCE_TOPIC = 1
@@ -51,79 +61,109 @@ def _config_type(value: str) -> int:
     return TYPE_INT if -(2**31) <= number < 2**31 else TYPE_LONG
 
 
+def assign_replicas(name: str, brokers: list[int], num_partitions: int, rf: int) -> dict[int, list[int]]:
+    """Round-robin from a start that depends on the topic, so leaders spread over brokers."""
+    brokers = sorted(brokers)
+    start = zlib.crc32(name.encode()) % len(brokers)
+    return {
+        p: [brokers[(start + p + j) % len(brokers)] for j in range(rf)]
+        for p in range(num_partitions)
+    }
+
+
 class AdminManager:
-    def __init__(
-        self, config: BrokerConfig, registry: TopicRegistry, replica_manager: ReplicaManager
-    ) -> None:
-        self.config = config
-        self.registry = registry
-        self.replica_manager = replica_manager
-        self.num_brokers = 1
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.store = broker.store
+        self.cache = broker.metadata_cache
 
-    def log_config(self, topic: TopicMetadata) -> LogConfig:
-        return LogConfig.from_properties(topic.configs, defaults=self.config.log_config())
+    def log_config(self, configs: dict[str, str]) -> LogConfig:
+        return LogConfig.from_properties(configs, defaults=self.config.log_config())
 
-    def load(self) -> None:
-        """Become leader of every partition the registry knows (start-up)."""
-        for topic in self.registry.topics.values():
-            log_config = self.log_config(topic)
-            for index in range(topic.num_partitions):
-                self.replica_manager.make_leader(topic.name, index, log_config)
+    def live_brokers(self) -> list[int]:
+        return [int(b) for b in self.store.get_children(paths.BROKER_IDS)]
 
-    def create_topic(
+    def create_topic_in_store(
         self,
         name: str,
         num_partitions: int = -1,
         replication_factor: int = -1,
         configs: dict[str, str | None] | None = None,
         *,
+        assignment: dict[int, list[int]] | None = None,
         validate_only: bool = False,
-    ) -> TopicMetadata:
+    ) -> TopicInfo:
         validate_topic_name(name)
-        if self.registry.get(name) is not None:
-            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists")
-        if num_partitions == -1:
-            num_partitions = self.config["num.partitions"]
-        if replication_factor == -1:
-            replication_factor = self.config["default.replication.factor"]
-        if num_partitions < 1:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be at least 1")
-        if replication_factor < 1:
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be at least 1"
-            )
-        if replication_factor > self.num_brokers:
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"replication factor: {replication_factor} larger than available brokers: "
-                f"{self.num_brokers}",
-            )
+        if self.store.exists(paths.topic(name)) is not None:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        live = self.live_brokers()
+        if assignment is None:
+            if num_partitions == -1:
+                num_partitions = self.config["num.partitions"]
+            if replication_factor == -1:
+                replication_factor = self.config["default.replication.factor"]
+            if num_partitions < 1:
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                                 "Number of partitions must be larger than 0.")
+            if replication_factor < 1:
+                raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 "Replication factor must be larger than 0.")
+            if replication_factor > len(live):
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"Replication factor: {replication_factor} larger than available brokers: "
+                    f"{len(live)}.",
+                )
+            assignment = assign_replicas(name, live, num_partitions, replication_factor)
+        elif any(b not in live for replicas in assignment.values() for b in replicas):
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "unknown broker in assignment")
         overrides = {k: v for k, v in (configs or {}).items() if v is not None}
-        topic = TopicMetadata(name, uuid.uuid4(), num_partitions, replication_factor, overrides)
-        log_config = self.log_config(topic)  # raises INVALID_CONFIG
+        self.log_config(overrides)  # raises INVALID_CONFIG
+        topic = TopicInfo(name, uuid.uuid4(), assignment, overrides)
         if validate_only:
             return topic
-        self.registry.add(topic)
-        for index in range(num_partitions):
-            self.replica_manager.make_leader(name, index, log_config)
+        self.store.create_json(paths.topic_config(name), {"version": 1, "config": overrides})
+        try:
+            self.store.create_json(paths.topic(name), {
+                "version": 3,
+                "topic_id": str(topic.topic_id),
+                "partitions": {str(p): r for p, r in assignment.items()},
+            })
+        except NodeExistsError:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS,
+                             f"Topic '{name}' already exists.") from None
         return topic
 
-    def auto_create_topic(self, name: str) -> TopicMetadata:
-        return self.create_topic(name)
+    async def create_topic(self, name: str, *args, timeout_ms: int = 30_000, **kwargs) -> TopicInfo:
+        topic = self.create_topic_in_store(name, *args, **kwargs)
+        if (
+            not kwargs.get("validate_only")
+            and timeout_ms > 0
+            and not await self.cache.wait_for(lambda _: self.cache.has_leaders(name), timeout_ms)
+        ):
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
+                                 f"topic '{name}' was created but has no leaders yet")
+        return topic
 
-    def delete_topic(self, name: str) -> TopicMetadata:
+    async def delete_topic(self, name: str, timeout_ms: int = 30_000) -> TopicInfo:
         if not self.config["delete.topic.enable"]:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED)
-        if self.registry.get(name) is None:
+        topic = self.cache.topic(name)
+        if topic is None or self.store.exists(paths.topic(name)) is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        topic = self.registry.remove(name)
-        self.replica_manager.delete_partitions(name)
+        with contextlib.suppress(NodeExistsError):  # already being deleted
+            self.store.create(paths.delete_topic(name))
+        if timeout_ms > 0 and not await self.cache.wait_for(
+            lambda snapshot: name not in snapshot.topics, timeout_ms
+        ):
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"topic '{name}' is not deleted yet")
         return topic
 
     # -- DescribeConfigs --------------------------------------------------------------------
 
     def topic_configs(self, name: str) -> list[ConfigEntry]:
-        topic = self.registry.get(name)
+        topic = self.cache.topic(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         explicit_broker = {
@@ -132,7 +172,7 @@ class AdminManager:
             if broker_name in self.config.explicit
         }
         entries = []
-        for prop, value in sorted(self.log_config(topic).to_properties().items()):
+        for prop, value in sorted(self.log_config(topic.configs).to_properties().items()):
             if prop in topic.configs:
                 source = SOURCE_TOPIC
             elif prop in explicit_broker:
@@ -154,4 +194,3 @@ class AdminManager:
             )
             for p in PROPERTIES
         ]
-

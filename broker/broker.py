@@ -1,8 +1,10 @@
-"""Broker: wires the listener, ReplicaManager, purgatories, timer and reaper, and runs them.
+"""Broker: one Kafka broker of a cluster — its listener, logs, ReplicaManager, purgatories, metadata
+cache, and (when elected) the controller.
 
-Start-up recovers the logs and becomes leader of every known partition; stop() is graceful:
-it stops accepting, answers parked fetches, lets connections finish, then flushes and
-checkpoints the logs.
+Start-up recovers the logs, opens the listener, registers the broker in the metadata store (an
+ephemeral node, as in ZooKeeper) and runs for controller. stop() leaves as a crashed broker would
+for the rest of the cluster (its node vanishes with its session) while still answering parked
+requests, flushing and checkpointing locally.
 """
 
 from __future__ import annotations
@@ -10,17 +12,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from typing import TYPE_CHECKING
 
 import structlog
 
+from broker import zk_paths as paths
 from broker.admin_manager import AdminManager
 from broker.config import BrokerConfig, parse_listener
 from broker.connection import Connection
+from broker.controller import Controller
 from broker.handlers import load_handlers
-from broker.replica_manager import ReplicaManager
-from broker.topic_registry import TopicRegistry, load_or_create_cluster_id
+from broker.metadata_cache import MetadataCache
+from broker.metadata_store import BadVersionError, NodeExistsError, NoNodeError, WatchedEvent
+from broker.partition import LeaderAndIsr, Partition
+from broker.producer_id_manager import ProducerIdManager
+from broker.replica_fetcher import InProcessLeaderEndpoint
+from broker.replica_manager import ReplicaManager, ReplicationSettings
 from storage.log_manager import LogManager
-from timer import Clock, ExpiredOperationReaper, MonotonicClock, SystemTimer
+from timer import FunctionTimerTask
+
+if TYPE_CHECKING:
+    from broker.cluster import ClusterContext
 
 log = structlog.get_logger("kafka_sim.broker")
 SHUTDOWN_GRACE_S = 5.0
@@ -31,24 +43,37 @@ def wall_clock_ms() -> int:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, *, clock: Clock | None = None) -> None:
+    def __init__(self, config: BrokerConfig, context: ClusterContext) -> None:
         load_handlers()
         self.config = config
+        self.context = context
         self.broker_id = config.broker_id
-        self.clock = clock or MonotonicClock()
-        self.timer = SystemTimer(self.clock)
-        self.reaper = ExpiredOperationReaper(self.timer, self.clock)
-        data_dir = config.data_dir
-        data_dir.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = load_or_create_cluster_id(data_dir, self.broker_id, config["cluster.id"])
-        self.registry = TopicRegistry(data_dir)
-        self.log_manager = LogManager(data_dir, config.log_config(), now_ms=wall_clock_ms)
-        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.timer)
-        self.admin = AdminManager(config, self.registry, self.replica_manager)
+        self.clock = context.clock
+        self.store = context.store
+        self.cluster_id = context.cluster_id
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_manager = LogManager(config.data_dir, config.log_config(), now_ms=wall_clock_ms)
+        self.metadata_cache = MetadataCache()
+        self.replica_manager = ReplicaManager(
+            self.broker_id, self.log_manager, context.timer, context.clock,
+            alter_isr=self._alter_isr,
+            leader_endpoint=self._leader_endpoint,
+            settings=ReplicationSettings(
+                config["replica.lag.time.max.ms"],
+                config["replica.fetch.wait.max.ms"],
+                config["replica.fetch.max.bytes"],
+            ),
+        )  # fmt: skip
+        self.admin = AdminManager(self)
+        self.producer_ids = ProducerIdManager(self.store, self.broker_id)
+        self.controller: Controller | None = None
+        self.session: int | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task] = set()
         self._background: list[asyncio.Task] = []
+        self._isr_task: FunctionTimerTask | None = None
         self.address: tuple[str, int] = config.listener
+        self.running = False
 
     @property
     def advertised_address(self) -> tuple[str, int]:
@@ -60,24 +85,68 @@ class Broker:
     def port(self) -> int:
         return self.address[1]
 
+    # -- lifecycle --------------------------------------------------------------------------
+
     async def start(self) -> None:
         self.log_manager.load()
-        self.admin.load()
-        self.reaper.start()
+        for topic, partition in list(self.log_manager.all_logs()):
+            if self.store.exists(paths.topic(topic)) is None:  # deleted while we were down
+                self.log_manager.delete_log(topic, partition)
         host, port = self.config.listener
         self._server = await asyncio.start_server(self._on_connection, host, port)
         self.address = self._server.sockets[0].getsockname()[:2]
+        self.running = True
+        self.context.brokers[self.broker_id] = self
+        self.session = self.store.create_session()
+        host, port = self.advertised_address
+        self.store.create_json(paths.broker(self.broker_id), {"host": host, "port": port},
+                               ephemeral=True, session=self.session)
+        self._schedule_isr_expiration()
         self._background = [
-            asyncio.create_task(
-                self._every(self.config["log.flush.interval.ms"], self._flush_and_checkpoint)
-            ),
-            asyncio.create_task(
-                self._every(self.config["log.retention.check.interval.ms"], self.log_manager.cleanup)
-            ),
+            asyncio.create_task(self._every(self.config["log.flush.interval.ms"],
+                                            self._flush_and_checkpoint)),
+            asyncio.create_task(self._every(self.config["log.retention.check.interval.ms"],
+                                            self.log_manager.cleanup)),
         ]
+        self._run_for_controller()
         log.info("broker started", broker_id=self.broker_id, host=self.address[0],
-                 port=self.address[1], data_dir=str(self.config.data_dir),
-                 cluster_id=self.cluster_id, topics=len(self.registry.topics))
+                 port=self.address[1], data_dir=str(self.config.data_dir))
+
+    async def stop(self) -> None:
+        """Leave the cluster as a crashed broker would, then close down locally."""
+        if not self.running:
+            return
+        self.running = False
+        if self._server is not None:
+            self._server.close()
+        self.context.brokers.pop(self.broker_id, None)
+        if self.controller is not None:
+            await self.controller.stop()
+            self.controller = None
+        if self.session is not None:
+            self.store.close_session(self.session)  # our nodes vanish; watchers react
+            self.session = None
+        for task in self._background:
+            task.cancel()
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+        await self.replica_manager.shutdown()
+        await self._close_connections()
+        self.log_manager.shutdown()
+        log.info("broker stopped", broker_id=self.broker_id)
+
+    async def _close_connections(self) -> None:
+        if not self._connections:
+            return
+        # Parked requests have answered; give their writes a moment, then cut the rest.
+        _, pending = await asyncio.wait(list(self._connections), timeout=0.05)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=SHUTDOWN_GRACE_S)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), SHUTDOWN_GRACE_S)
 
     def _flush_and_checkpoint(self) -> None:
         self.log_manager.flush_all()
@@ -91,6 +160,19 @@ class Broker:
             except Exception:
                 log.exception("background job failed", job=getattr(job, "__name__", str(job)))
 
+    def _schedule_isr_expiration(self) -> None:
+        """Kafka's isr-expiration task, on the shared timer so tests drive it with the clock."""
+        interval = max(1, self.config["replica.lag.time.max.ms"] // 2)
+
+        def run() -> None:
+            if not self.running:
+                return
+            self.replica_manager.maybe_shrink_isr()
+            self._schedule_isr_expiration()
+
+        self._isr_task = FunctionTimerTask(interval, run)
+        self.context.timer.add(self._isr_task)
+
     async def _on_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
@@ -99,33 +181,76 @@ class Broker:
         self._connections.add(task)
         try:
             await Connection(self, reader, writer).serve()
+        except asyncio.CancelledError:
+            pass  # shutdown cut this connection; finishing quietly keeps asyncio from logging it
         finally:
             self._connections.discard(task)
 
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in self._background:
-            task.cancel()
-        self.replica_manager.complete_parked()
-        if self._connections:
-            # Parked requests have answered; give their writes a moment, then cut the rest.
-            _, pending = await asyncio.wait(list(self._connections), timeout=0.05)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=SHUTDOWN_GRACE_S)
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), SHUTDOWN_GRACE_S)
-        await self.reaper.stop()
-        self.timer.shutdown()
-        self.log_manager.shutdown()
-        log.info("broker stopped", broker_id=self.broker_id)
+    # -- controller election ----------------------------------------------------------------
 
-    async def __aenter__(self) -> Broker:
-        await self.start()
-        return self
+    def _run_for_controller(self) -> None:
+        """Whoever creates the ephemeral /controller node first is the controller."""
+        while self.running:
+            try:
+                self.store.create_json(paths.CONTROLLER, {"version": 1, "brokerid": self.broker_id},
+                                       ephemeral=True, session=self.session)
+            except NodeExistsError:
+                if self.store.exists(paths.CONTROLLER, watch=self._on_controller_change):
+                    return
+                continue  # it vanished between the two calls: try again
+            self.controller = Controller(self.context, self.broker_id, self._bump_controller_epoch())
+            self.controller.start()
+            return
 
-    async def __aexit__(self, *exc) -> None:
-        await self.stop()
+    def _on_controller_change(self, event: WatchedEvent) -> None:
+        if event.type == "DELETED":
+            self._run_for_controller()
+        elif self.running:
+            self.store.exists(paths.CONTROLLER, watch=self._on_controller_change)
+
+    def _bump_controller_epoch(self) -> int:
+        while True:
+            try:
+                data, stat = self.store.get(paths.CONTROLLER_EPOCH)
+            except NoNodeError:
+                try:
+                    self.store.create(paths.CONTROLLER_EPOCH, b"1")
+                    return 1
+                except NodeExistsError:
+                    continue
+            epoch = int(data) + 1
+            try:
+                self.store.set(paths.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
+                return epoch
+            except BadVersionError:
+                continue
+
+    # -- replication hooks ------------------------------------------------------------------
+
+    def _leader_endpoint(self, leader_id: int) -> InProcessLeaderEndpoint:
+        def lookup() -> ReplicaManager | None:
+            leader = self.context.running(leader_id)
+            return leader.replica_manager if leader is not None and self.running else None
+
+        return InProcessLeaderEndpoint(lookup)
+
+    def _alter_isr(self, partition: Partition, new_isr: list[int]) -> LeaderAndIsr | None:
+        """Write a leader's ISR change (conditional on the partition version), tell the controller."""
+        path = paths.partition_state(partition.topic, partition.index)
+        try:
+            data, stat = self.store.get_json(path)
+        except NoNodeError:
+            return None
+        if stat.version != partition.partition_version or data["leader_epoch"] != partition.leader_epoch:
+            return None  # the controller moved on; its LeaderAndIsr will tell us
+        data["isr"] = new_isr
+        try:
+            stat = self.store.set_json(path, data, version=stat.version)
+        except BadVersionError:
+            return None
+        self.store.create_json(f"{paths.ISR_CHANGES}/isr_change_",
+                               {"partitions": [[partition.topic, partition.index]]}, sequence=True)
+        log.info("ISR changed", broker_id=self.broker_id, topic=partition.topic,
+                 partition=partition.index, isr=new_isr, partition_version=stat.version)
+        return LeaderAndIsr(partition.topic, partition.index, partition.leader_id,
+                            partition.leader_epoch, new_isr, partition.replicas, stat.version)

@@ -1,4 +1,5 @@
-"""The `kafka-sim` command: `kafka-sim run` starts a broker in the foreground."""
+"""The `kafka-sim` command: `run` starts an embedded cluster in the foreground, `ctl` talks to a
+running one's control API, `pipeline` runs the Spark jobs over a data directory."""
 
 from __future__ import annotations
 
@@ -15,30 +16,53 @@ from broker.log_setup import configure_logging
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kafka-sim", description=__doc__)
     sub = parser.add_subparsers(dest="command")
-    run = sub.add_parser("run", help="start a broker in the foreground")
+    run = sub.add_parser("run", help="start an embedded cluster in the foreground")
+    run.add_argument("--brokers", type=int, default=3,
+                     help="brokers in the cluster, on consecutive ports (default 3)")
     run.add_argument("--config", type=Path, help="a Kafka-style server.properties file")
     run.add_argument("--override", "-o", action="append", default=[], metavar="NAME=VALUE",
                      help="set a broker property (repeatable), e.g. -o num.partitions=3")
-    run.add_argument("--listeners", help="shortcut for -o listeners=...")
+    run.add_argument("--listeners", help="shortcut for -o listeners=... (the first broker's)")
     run.add_argument("--log-dirs", help="shortcut for -o log.dirs=...")
     sub.add_parser("configs", help="list the broker properties and their defaults")
+    sub.add_parser("ctl", help="control a running cluster (kafka-sim ctl --help)", add_help=False)
+    sub.add_parser("pipeline", help="Spark jobs over a data directory (kafka-sim pipeline --help)",
+                   add_help=False)
     return parser
 
 
-async def _run(config) -> None:
-    from broker.broker import Broker
+async def _run(config, num_brokers: int) -> None:
+    from broker.cluster import Cluster
+    from broker.config import parse_listener
+    from broker.control_api import ControlServer
 
-    broker = Broker(config)
-    await broker.start()
+    cluster = Cluster(config, num_brokers)
+    await cluster.start()
+    control = None
+    if config["control.listener"]:
+        host, port = parse_listener(config["control.listener"])
+        control = ControlServer(cluster, host, port, allow_remote=config["control.allow.remote"])
+        await control.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    await broker.stop()
+    if control is not None:
+        await control.stop()
+    await cluster.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["ctl"]:
+        from broker.ctl import main as ctl_main
+
+        return ctl_main(argv[1:])
+    if argv[:1] == ["pipeline"]:
+        from pipeline.cli import main as pipeline_main  # Spark is an optional extra
+
+        return pipeline_main(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "configs":
         for p in PROPERTIES:
@@ -54,12 +78,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.log_dirs:
             overrides["log.dirs"] = args.log_dirs
         config = build_config(overrides, properties_file=args.config)
+        if args.brokers < 1:
+            raise ConfigError("--brokers must be at least 1")
     except (ConfigError, OSError) as exc:
         print(f"kafka-sim: {exc}", file=sys.stderr)
         return 2
     configure_logging(config["log.level"])
-    runner = _event_loop_runner()
-    runner(_run(config))
+    _event_loop_runner()(_run(config, args.brokers))
     return 0
 
 

@@ -64,6 +64,16 @@ PROPERTIES: tuple[Property, ...] = (
     Property("log.message.timestamp.type", str, "CreateTime", "CreateTime or LogAppendTime"),
     Property("min.insync.replicas", int, "1", "replicas that must have a write for acks=all"),
     Property("fetch.max.bytes", int, "57671680", "largest Fetch response the broker builds"),
+    Property("replica.lag.time.max.ms", int, "30000",
+             "a follower not caught up for this long leaves the ISR"),
+    Property("replica.fetch.wait.max.ms", int, "500", "longest a follower fetch waits for data"),
+    Property("replica.fetch.max.bytes", int, "1048576", "bytes a follower fetches per partition"),
+    Property("unclean.leader.election.enable", _bool, "false",
+             "elect a replica outside the ISR when no ISR member is alive (may lose data)"),
+    Property("control.listener", str, "127.0.0.1:9644",
+             "host:port of the HTTP control API (`kafka-sim ctl`); empty to turn it off"),
+    Property("control.allow.remote", _bool, "false",
+             "allow the control API on a non-loopback address"),
     Property("log.level", str, "info", "kafka-sim log level (debug shows one line per request)"),
 )
 PROPERTY_BY_NAME: dict[str, Property] = {p.name: p for p in PROPERTIES}
@@ -78,6 +88,7 @@ TOPIC_DEFAULT_FROM_BROKER: dict[str, str] = {
     "message.max.bytes": "max.message.bytes",
     "log.message.timestamp.type": "message.timestamp.type",
     "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
 
 

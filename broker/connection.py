@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.faults import Fault, FaultAction, error_response
 from broker.handlers import HANDLERS, RequestContext
 from broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
 from broker.handlers.api_versions import api_versions_fallback
@@ -26,12 +27,14 @@ from protocol import (
 )
 from protocol.errors import ProtocolDecodeError
 from protocol.framing import FrameDecoder
+from protocol.headers import RequestHeader
 
 if TYPE_CHECKING:
     from broker.broker import Broker
 
 log = structlog.get_logger("kafka_sim.connection")
 READ_CHUNK = 256 * 1024
+PRODUCE_KEY, METADATA_KEY = 0, 3
 
 
 class CloseConnection(Exception):
@@ -72,6 +75,30 @@ class Connection:
         finally:
             self.writer.close()
 
+    async def _handle(self, handler, header: RequestHeader, request, fault: Fault | None):
+        """Run the handler, unless an injected fault answers or disconnects instead."""
+        if fault is not None:
+            if fault.action is FaultAction.DISCONNECT:
+                raise CloseConnection(f"fault {fault.id}: disconnect")
+            if fault.action is FaultAction.DELAY:
+                await asyncio.sleep(fault.delay_ms / 1000)
+            elif fault.action is FaultAction.ERROR:
+                if header.api_key == PRODUCE_KEY and request.acks == 0:
+                    raise CloseConnection(f"fault {fault.id}: error on acks=0 closes, as Kafka")
+                return self._fault_response(header, request, fault.error_code)
+        return await handler.handle(RequestContext(header, self.broker, self.client_host), request)
+
+    def _fault_response(self, header: RequestHeader, request, code: int) -> dict:
+        response = error_response(header.api_key, header.api_version, request, code)
+        if header.api_key == METADATA_KEY:
+            cache = self.broker.metadata_cache
+            response.update(
+                brokers=[{"node_id": b, "host": h, "port": p} for b, (h, p) in cache.brokers.items()],
+                cluster_id=self.broker.cluster_id,
+                controller_id=cache.controller_id,
+            )
+        return response
+
     async def handle_frame(self, frame: bytes | memoryview) -> bytes | None:
         started = time.perf_counter()
         header, body_offset = decode_request_header(frame)
@@ -88,8 +115,10 @@ class Connection:
             body = encode_response(API_VERSIONS_KEY, 0, api_versions_fallback())
             return encode_frame(encode_response_header(header.correlation_id, 0) + body)
         request = decode_request(header.api_key, version, frame, body_offset)
-        ctx = RequestContext(header, self.broker, self.client_host)
-        response = await handler.handle(ctx, request)
+        fault = self.broker.context.faults.match(self.broker.broker_id, header.api_key, request)
+        response = await self._handle(handler, header, request, fault)
+        if fault is not None and fault.action is FaultAction.DROP_RESPONSE:
+            raise CloseConnection(f"fault {fault.id}: processed, response dropped")
         log.debug(
             "request",
             api=handler.name,

@@ -1,21 +1,31 @@
-"""ReplicaManager: the partitions this broker hosts, appends to them, reads from them, parked fetches.
+"""ReplicaManager: the partitions this broker hosts, as leader or follower, and what it does with them.
 
-Handlers never touch logs directly; they ask the ReplicaManager, which answers per partition with
-an error code where something is wrong, so one bad partition never fails a whole request.
+It appends produced records (parking acks=-1 in the produce purgatory until the ISR has them),
+serves fetches from consumers and followers (parking them in the fetch purgatory until there is
+data), follows leaders through its replica fetchers, and applies the controller's LeaderAndIsr
+and StopReplica decisions. Handlers never touch logs directly, and every answer is per partition,
+so one bad partition never fails a whole request.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import structlog
+
 from broker.delayed_fetch import DelayedFetch, FetchParams, FetchPartition, FetchPartitionData
-from broker.partition import Partition
+from broker.delayed_produce import DelayedProduce, ProducePartitionStatus
+from broker.partition import AlterIsr, LeaderAndIsr, Partition
 from broker.purgatory import DelayedOperationPurgatory
+from broker.replica_fetcher import LeaderEndpoint, ReplicaFetcher
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
-from timer import SystemTimer
+from timer import Clock, SystemTimer
+
+log = structlog.get_logger("kafka_sim.replica_manager")
 
 # ListOffsets special timestamps.
 LATEST_TIMESTAMP = -1
@@ -42,43 +52,132 @@ class OffsetLookup:
     leader_epoch: int = -1
 
 
+@dataclass(slots=True)
+class EpochEndOffset:
+    error: ErrorCode = ErrorCode.NONE
+    leader_epoch: int = -1
+    end_offset: int = -1
+
+
+@dataclass(slots=True)
+class ReplicationSettings:
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_max_bytes: int = 1_048_576
+
+
 class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: LogManager, timer: SystemTimer) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        log_manager: LogManager,
+        timer: SystemTimer,
+        clock: Clock,
+        *,
+        alter_isr: AlterIsr,
+        leader_endpoint: Callable[[int], LeaderEndpoint],
+        settings: ReplicationSettings | None = None,
+    ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
+        self.clock = clock
+        self.settings = settings or ReplicationSettings()
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch", timer)
-        self._parked: set[DelayedFetch] = set()
+        self.produce_purgatory = DelayedOperationPurgatory("Produce", timer)
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.controller_epoch = 0
+        self._alter_isr = alter_isr
+        self._leader_endpoint = leader_endpoint
+        self._parked: set[DelayedFetch | DelayedProduce] = set()
+        self._replication_paused = False
 
-    # -- partitions -------------------------------------------------------------------------
+    # -- the controller's decisions ---------------------------------------------------------
 
-    def make_leader(self, topic: str, index: int, config: LogConfig, leader_epoch: int = 0) -> None:
-        log = self.log_manager.get_log(topic, index) or self.log_manager.create_log(
-            topic, index, config
-        )
-        partition = Partition(
-            topic, index, log, self.broker_id, leader_epoch, [self.broker_id], [self.broker_id]
-        )
-        # A new leader moves the HW to the ISR's smallest LEO; alone in the ISR, to its own LEO
-        # (after a crash the checkpointed HW can lag what was acknowledged).
-        partition.maybe_increment_high_watermark()
-        self.partitions[(topic, index)] = partition
+    def _partition(self, state: LeaderAndIsr, config: LogConfig) -> Partition:
+        key = (state.topic, state.partition)
+        partition = self.partitions.get(key)
+        if partition is None:
+            log_ = self.log_manager.get_log(*key) or self.log_manager.create_log(*key, config)
+            partition = Partition(state.topic, state.partition, log_, self.broker_id,
+                                  self.clock.now_ms, self._alter_isr)
+            self.partitions[key] = partition
+        return partition
 
-    def update_config(self, topic: str, config: LogConfig) -> None:
-        self.log_manager.update_config(topic, config)
+    def become_leader_or_follower(
+        self, controller_epoch: int, states: list[LeaderAndIsr], configs: dict[str, LogConfig]
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Apply LeaderAndIsr: the partitions listed become leader or follower here."""
+        if controller_epoch < self.controller_epoch:
+            raise KafkaError(ErrorCode.STALE_CONTROLLER_EPOCH,
+                             f"controller epoch {controller_epoch} < {self.controller_epoch}")
+        self.controller_epoch = controller_epoch
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        for state in states:
+            key = (state.topic, state.partition)
+            current = self.partitions.get(key)
+            if current is not None and state.leader_epoch < current.leader_epoch:
+                errors[key] = ErrorCode.STALE_CONTROLLER_EPOCH  # an older decision: ignore it
+                continue
+            partition = self._partition(state, configs[state.topic])
+            if state.leader == self.broker_id:
+                self._remove_from_fetcher(key)
+                partition.make_leader(state)
+            elif partition.make_follower(state) or key not in self._fetched_keys():
+                self._remove_from_fetcher(key)
+                if state.leader >= 0:
+                    self._fetcher_for(state.leader).add_partition(*key, state.leader_epoch)
+            errors[key] = ErrorCode.NONE
+            # Parked requests re-check: a lost leadership answers them now (case A of both).
+            self._complete_delayed(key)
+        return errors
 
-    def delete_partitions(self, topic: str) -> None:
-        for key in [k for k in self.partitions if k[0] == topic]:
-            del self.partitions[key]
-            self.log_manager.delete_log(*key)
-            # Parked fetches on a deleted partition answer now (case A of DelayedFetch).
-            self.fetch_purgatory.check_and_complete(key)
+    def stop_replicas(self, keys: list[tuple[str, int]], *, delete: bool) -> None:
+        for key in keys:
+            self._remove_from_fetcher(key)
+            partition = self.partitions.pop(key, None)
+            if partition is not None or delete:
+                self._complete_delayed(key)
+            if delete:
+                self.log_manager.delete_log(*key)
+
+    def _fetched_keys(self) -> set[tuple[str, int]]:
+        return {k for f in self.fetchers.values() for k in f.partitions}
+
+    def _fetcher_for(self, leader_id: int) -> ReplicaFetcher:
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is None:
+            fetcher = ReplicaFetcher(self, leader_id, self._leader_endpoint(leader_id),
+                                     max_wait_ms=self.settings.replica_fetch_wait_max_ms,
+                                     max_bytes=self.settings.replica_fetch_max_bytes)
+            if self._replication_paused:
+                fetcher.pause()
+            self.fetchers[leader_id] = fetcher
+        return fetcher
+
+    def _remove_from_fetcher(self, key: tuple[str, int]) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove_partition(key)
+
+    def pause_replication(self) -> None:
+        self._replication_paused = True
+        for fetcher in self.fetchers.values():
+            fetcher.pause()
+
+    def resume_replication(self) -> None:
+        self._replication_paused = False
+        for fetcher in self.fetchers.values():
+            fetcher.resume()
+
+    @property
+    def replication_paused(self) -> bool:
+        return self._replication_paused
 
     def leader_partition(self, topic: str, index: int) -> Partition:
         partition = self.partitions.get((topic, index))
         if partition is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if partition.leader_id != self.broker_id:
+        if not partition.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return partition
 
@@ -90,10 +189,23 @@ class ReplicaManager:
         if current_leader_epoch > partition.leader_epoch:
             raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
+    def _complete_delayed(self, key: tuple[str, int]) -> None:
+        self.produce_purgatory.check_and_complete(key)
+        self.fetch_purgatory.check_and_complete(key)
+
+    def maybe_shrink_isr(self) -> None:
+        """Run every replica.lag.time.max.ms / 2 (Kafka's isr-expiration task)."""
+        for partition in list(self.partitions.values()):
+            if partition.maybe_shrink_isr(self.settings.replica_lag_time_max_ms):
+                self._complete_delayed(partition.key)
+            elif partition.is_leader:
+                # A shrink below min.insync.replicas can fail parked acks=-1 produces.
+                self.produce_purgatory.check_and_complete(partition.key)
+
     # -- produce ----------------------------------------------------------------------------
 
     def append_records(
-        self, entries: dict[tuple[str, int], bytes | memoryview | None]
+        self, entries: dict[tuple[str, int], bytes | memoryview | None], acks: int = 1
     ) -> dict[tuple[str, int], ProduceResult]:
         results: dict[tuple[str, int], ProduceResult] = {}
         for key, records in entries.items():
@@ -101,6 +213,12 @@ class ReplicaManager:
                 partition = self.leader_partition(*key)
                 if not records:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no record batch in the request")
+                min_isr = partition.log.config.min_insync_replicas
+                if acks == -1 and len(partition.isr) < min_isr:
+                    raise KafkaError(
+                        ErrorCode.NOT_ENOUGH_REPLICAS,
+                        f"the ISR {partition.isr} is smaller than min.insync.replicas={min_isr}",
+                    )
                 info = partition.append_records_as_leader(records)
             except KafkaError as exc:
                 results[key] = ProduceResult(exc.code, error_message=exc.message or None)
@@ -110,8 +228,50 @@ class ReplicaManager:
                 log_append_time_ms=info.log_append_time,
                 log_start_offset=partition.log_start_offset,
             )
+            # Followers wait for LEO growth, consumers for HW growth (HW may have moved too).
             self.fetch_purgatory.check_and_complete(key)
         return results
+
+    def _check_replicated(self, key: tuple[str, int], status: ProducePartitionStatus) -> ErrorCode | None:
+        partition = self.partitions.get(key)
+        if partition is None or not partition.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if partition.high_watermark >= status.required_offset:
+            if len(partition.isr) < partition.log.config.min_insync_replicas:
+                return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            return ErrorCode.NONE
+        return None
+
+    async def produce(
+        self, acks: int, timeout_ms: int, entries: dict[tuple[str, int], bytes | memoryview | None]
+    ) -> dict[tuple[str, int], ProduceResult]:
+        results = self.append_records(entries, acks)
+        if acks != -1:
+            return results
+        # Each appended partition waits until its HW covers the append: the LEO right after it.
+        statuses = {
+            key: ProducePartitionStatus(self.partitions[key].log_end_offset, r)
+            for key, r in results.items()
+            if r.error == ErrorCode.NONE
+        }
+        if not statuses:
+            return results
+        future = asyncio.get_running_loop().create_future()
+        op = DelayedProduce(max(0, timeout_ms), statuses, check=self._check_replicated,
+                            future=future)
+        await self._park(self.produce_purgatory, op, list(statuses), future)
+        return results
+
+    async def _park(self, purgatory: DelayedOperationPurgatory, op, keys, future) -> None:
+        self._parked.add(op)
+        try:
+            purgatory.try_complete_else_watch(op, keys)
+            await future
+        finally:
+            self._parked.discard(op)
+            if not future.done():  # the connection went away while we waited
+                future.cancel()
+                op.force_complete()
 
     # -- fetch ------------------------------------------------------------------------------
 
@@ -122,7 +282,7 @@ class ReplicaManager:
     def bytes_available(self, params: FetchParams, fp: FetchPartition) -> int | None:
         """Bytes a parked fetch could read now; None when it must answer at once (an error)."""
         partition = self.partitions.get((fp.topic, fp.partition))
-        if partition is None or partition.leader_id != self.broker_id:
+        if partition is None or not partition.is_leader:
             return None
         end = self._end_offset(params, partition)
         if fp.fetch_offset > end or fp.fetch_offset < partition.log_start_offset:
@@ -170,9 +330,21 @@ class ReplicaManager:
             results.append(data)
         return results
 
+    def _update_follower_fetch_state(self, params: FetchParams, partitions: list[FetchPartition]) -> None:
+        for fp in partitions:
+            partition = self.partitions.get((fp.topic, fp.partition))
+            if (
+                partition is not None
+                and partition.is_leader
+                and partition.update_follower_fetch_state(params.replica_id, fp.fetch_offset)
+            ):
+                self._complete_delayed(partition.key)
+
     async def fetch_messages(
         self, params: FetchParams, partitions: list[FetchPartition]
     ) -> list[FetchPartitionData]:
+        if params.is_from_follower:
+            self._update_follower_fetch_state(params, partitions)
         results = self.read_from_local_log(params, partitions)
         bytes_read = sum(len(r.records) for r in results)
         if (
@@ -183,30 +355,24 @@ class ReplicaManager:
         ):
             return results
         future = asyncio.get_running_loop().create_future()
-        op = DelayedFetch(
-            params,
-            partitions,
-            bytes_available=self.bytes_available,
-            read=self.read_from_local_log,
-            future=future,
-        )
-        self._parked.add(op)
-        try:
-            keys = [(fp.topic, fp.partition) for fp in partitions]
-            self.fetch_purgatory.try_complete_else_watch(op, keys)
-            return await future
-        finally:
-            self._parked.discard(op)
-            if not future.done():  # the connection was cancelled while we waited
-                future.cancel()
-                op.force_complete()
+        op = DelayedFetch(params, partitions, bytes_available=self.bytes_available,
+                          read=self.read_from_local_log, future=future)
+        await self._park(self.fetch_purgatory, op,
+                         [(fp.topic, fp.partition) for fp in partitions], future)
+        return future.result()
 
     def complete_parked(self) -> None:
-        """Answer every parked fetch with what is there now (graceful shutdown)."""
+        """Answer every parked request with what is there now (shutdown)."""
         for op in list(self._parked):
             op.force_complete()
 
-    # -- list offsets -----------------------------------------------------------------------
+    async def shutdown(self) -> None:
+        self.complete_parked()
+        for fetcher in self.fetchers.values():
+            await fetcher.stop()
+        self.fetchers.clear()
+
+    # -- offsets ----------------------------------------------------------------------------
 
     def offset_for_timestamp(
         self, topic: str, index: int, timestamp: int, current_leader_epoch: int, isolation_level: int
@@ -216,21 +382,33 @@ class ReplicaManager:
             self._check_leader_epoch(partition, current_leader_epoch)
         except KafkaError as exc:
             return OffsetLookup(exc.code)
-        log = partition.log
+        log_ = partition.log
         epoch = partition.leader_epoch
         if timestamp == LATEST_TIMESTAMP:
             return OffsetLookup(offset=partition.high_watermark, leader_epoch=epoch)
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            return OffsetLookup(offset=log.log_start_offset, leader_epoch=epoch)
+            return OffsetLookup(offset=log_.log_start_offset, leader_epoch=epoch)
         if timestamp == LATEST_TIERED_TIMESTAMP:  # no tiered storage here
             return OffsetLookup(offset=-1, leader_epoch=-1)
         if timestamp == MAX_TIMESTAMP:
-            found = log.max_timestamp_and_offset()
+            found = log_.max_timestamp_and_offset()
         elif timestamp < 0:
             return OffsetLookup(ErrorCode.INVALID_REQUEST)
         else:
-            found = log.fetch_offset_by_timestamp(timestamp)
+            found = log_.fetch_offset_by_timestamp(timestamp)
         if found is None or found[0] >= partition.high_watermark:
             return OffsetLookup()
         offset, ts = found
         return OffsetLookup(timestamp=ts, offset=offset, leader_epoch=epoch)
+
+    def last_offset_for_leader_epoch(
+        self, topic: str, index: int, current_leader_epoch: int, leader_epoch: int
+    ) -> EpochEndOffset:
+        """OffsetForLeaderEpoch: where `leader_epoch` ends in the leader's log."""
+        try:
+            partition = self.leader_partition(topic, index)
+            self._check_leader_epoch(partition, current_leader_epoch)
+        except KafkaError as exc:
+            return EpochEndOffset(exc.code)
+        epoch, end_offset = partition.log.end_offset_for_epoch(leader_epoch)
+        return EpochEndOffset(ErrorCode.NONE, epoch, end_offset)

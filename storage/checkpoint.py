@@ -74,3 +74,14 @@ class OffsetCheckpointFile:
             except ValueError:
                 raise _malformed(self.path, f"bad line {line!r}") from None
         return offsets
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Write `text` to `path` so that a crash leaves the old file or the new one, never a torn one."""
+    tmp = path.with_name(path.name + TEMP_SUFFIX)
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)

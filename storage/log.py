@@ -3,6 +3,8 @@
 Offsets: log start offset <= high watermark <= log end offset (the next offset to assign). Everything
 below the recovery point is known to be flushed; recovery scans only from the segment holding it.
 Single-threaded by design (the broker's event loop owns it), so there are no locks.
+The leader epoch cache mirrors the batches' partitionLeaderEpoch; every append, truncation and
+retention step keeps it so (see storage/leader_epoch_cache.py).
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import bisect
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.errors import ErrorCode, KafkaError
@@ -25,28 +26,11 @@ from protocol.records import (
     validate_produce_records,
 )
 from storage.checkpoint import fsync_dir
+from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_config import INT_MAX, LONG_MAX, LogConfig
+from storage.log_info import FetchDataInfo, LogAppendInfo
 from storage.naming import TEMP_SUFFIX, parse_segment_file
-from storage.segment import LogSegment
-
-
-@dataclass(slots=True)
-class LogAppendInfo:
-    first_offset: int
-    last_offset: int
-    log_append_time: int  # -1 with CreateTime
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    valid_bytes: int
-    num_records: int
-
-
-@dataclass(slots=True)
-class FetchDataInfo:
-    fetch_offset: int
-    records: bytes
-    segment_base_offset: int = -1  # where the returned bytes start: segment and file position
-    position: int = -1
+from storage.segment import RECOVERY_CHUNK, LogSegment
 
 
 class UnexpectedAppendOffsetError(KafkaError):
@@ -81,6 +65,7 @@ class Log:
             max(recovery_point, self._log_start_offset), self._log_end_offset
         )
         self._high_watermark = self._log_start_offset
+        self.leader_epoch_cache = self._load_leader_epoch_cache()
 
     # -- opening and recovery ----------------------------------------------------------------------
 
@@ -224,6 +209,9 @@ class Log:
             num_records += header.record_count
             pos += header.size
             offset = header.next_offset
+        # Before the write, as Kafka: a crash in between leaves an entry at the LEO, dropped on load.
+        if leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
         self._append(buf, batches, now)
         return LogAppendInfo(
             first_offset=first_offset,
@@ -256,6 +244,9 @@ class Log:
         buf = buf[:end]  # a torn trailing batch from a size-limited fetch is left for the next one
         self._check_fits_segment(len(buf))
         now = self._now_ms()
+        for _, header in batches:
+            if header.partition_leader_epoch >= 0:
+                self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
         self._append(buf, batches, now)
         max_header = max((h for _, h in batches), key=lambda h: h.max_timestamp)
         return LogAppendInfo(
@@ -371,6 +362,27 @@ class Log:
             return None
         return best.offset_of_max_timestamp, best.max_timestamp
 
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch; (-1, -1) when unknown (Kafka's rules)."""
+        return self.leader_epoch_cache.end_offset_for(epoch, self._log_end_offset)
+
+    # -- leader epoch cache --------------------------------------------------------------------------
+
+    def _load_leader_epoch_cache(self) -> LeaderEpochFileCache:
+        last = next((s for s in reversed(self._segments) if s.size > 0), None)
+        found = last.translate_offset(last.next_offset - 1) if last is not None else None
+        return LeaderEpochFileCache.load(
+            self.directory,
+            log_start_offset=self._log_start_offset,
+            log_end_offset=self._log_end_offset,
+            last_batch=found and (found[1].partition_leader_epoch, found[1].base_offset),
+            scan=lambda: (
+                (h.partition_leader_epoch, h.base_offset)
+                for segment in self._segments
+                for _, h, _ in segment.batches(chunk_size=RECOVERY_CHUNK)
+            ),
+        )
+
     # -- retention and truncation -------------------------------------------------------------------
 
     def delete_old_segments(self) -> int:
@@ -422,6 +434,7 @@ class Log:
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         self._high_watermark = max(self._high_watermark, self._log_start_offset)
         self._recovery_point = max(self._recovery_point, self._log_start_offset)
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         return len(doomed)
 
     def truncate_to(self, offset: int) -> bool:
@@ -442,6 +455,8 @@ class Log:
         self._log_end_offset = active.next_offset
         self._high_watermark = min(self._high_watermark, self._log_end_offset)
         self._recovery_point = min(self._recovery_point, self._log_end_offset)
+        # The LEO, not `offset`: the batch holding `offset` went whole.
+        self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -453,6 +468,7 @@ class Log:
         fsync_dir(self.directory)
         self._log_start_offset = self._log_end_offset = offset
         self._high_watermark = self._recovery_point = offset
+        self.leader_epoch_cache.clear()
 
     # -- durability and lifecycle ---------------------------------------------------------------------
 

@@ -52,6 +52,7 @@ _MODULES = (
     "create_topics",
     "delete_topics",
     "init_producer_id",
+    "offset_for_leader_epoch",
     "describe_configs",
 )
 

@@ -2,6 +2,7 @@
 
 - num_partitions / replication_factor -1 (v4+) take the broker defaults.
 - Manual replica assignments are accepted when they name only live brokers.
+- The answer waits (up to timeout_ms) until the controller has elected every partition's leader.
 - Errors per topic: INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
   INVALID_REPLICATION_FACTOR, INVALID_CONFIG, INVALID_REQUEST (a topic named twice).
 """
@@ -14,23 +15,22 @@ from broker.handlers import RequestContext, register
 from protocol.errors import ErrorCode, KafkaError
 
 
-def _create(ctx: RequestContext, request, topic) -> dict:
+async def _create(ctx: RequestContext, request, topic) -> dict:
     admin = ctx.broker.admin
     num_partitions, replication_factor = topic.num_partitions, topic.replication_factor
-    if topic.assignments:
-        if num_partitions != -1 or replication_factor != -1:
-            raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             "both partitions/replication factor and assignments were given")
-        num_partitions = len(topic.assignments)
-        replication_factor = len(topic.assignments[0].broker_ids)
-        if any(b != ctx.broker.broker_id for a in topic.assignments for b in a.broker_ids):
-            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "unknown broker in assignment")
-    created = admin.create_topic(
+    if topic.assignments and (num_partitions != -1 or replication_factor != -1):
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         "both partitions/replication factor and assignments were given")
+    assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
+    validate_only = request.get("validate_only", False)
+    created = await admin.create_topic(
         topic.name,
         num_partitions,
         replication_factor,
         {c.name: c.value for c in topic.configs},
-        validate_only=request.get("validate_only", False),
+        assignment=assignment,
+        validate_only=validate_only,
+        timeout_ms=request.timeout_ms,
     )
     return {
         "name": topic.name,
@@ -43,7 +43,7 @@ def _create(ctx: RequestContext, request, topic) -> dict:
             {"name": e.name, "value": e.value, "read_only": e.read_only,
              "config_source": e.source,
              "is_sensitive": False}
-            for e in (admin.topic_configs(topic.name) if not request.get("validate_only") else [])
+            for e in (admin.topic_configs(topic.name) if admin.cache.topic(topic.name) else [])
         ],
     }
 
@@ -57,7 +57,7 @@ async def handle(ctx: RequestContext, request) -> dict:
             if counts[topic.name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  f"topic '{topic.name}' appears more than once in the request")
-            results.append(_create(ctx, request, topic))
+            results.append(await _create(ctx, request, topic))
         except KafkaError as exc:
             results.append({"name": topic.name, "error_code": exc.code,
                             "error_message": exc.message or None, "configs": None})

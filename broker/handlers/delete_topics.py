@@ -1,5 +1,8 @@
 """DeleteTopics (key 20), v0-6: delete topics and their data, by name (v0-5) or name/id (v6).
 
+The topic is marked for deletion in the metadata store; the controller stops its replicas and
+removes their data; the answer waits (up to timeout_ms) until the metadata no longer has it.
+
 Errors per topic: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID (v6 by id),
 TOPIC_DELETION_DISABLED when `delete.topic.enable` is false.
 """
@@ -15,7 +18,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 @register(20, "DeleteTopics", 0, 6)
 async def handle(ctx: RequestContext, request) -> dict:
-    registry = ctx.broker.registry
+    cache = ctx.broker.metadata_cache
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
@@ -24,11 +27,11 @@ async def handle(ctx: RequestContext, request) -> dict:
     for name, topic_id in wanted:
         try:
             if name is None:
-                topic = registry.by_id.get(uuid.UUID(bytes=topic_id))
+                topic = cache.topic_by_id(uuid.UUID(bytes=topic_id))
                 if topic is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
                 name = topic.name
-            deleted = ctx.broker.admin.delete_topic(name)
+            deleted = await ctx.broker.admin.delete_topic(name, request.timeout_ms)
             responses.append({"name": name, "topic_id": deleted.topic_id.bytes,
                               "error_code": ErrorCode.NONE})
         except KafkaError as exc:

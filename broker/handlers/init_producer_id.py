@@ -16,6 +16,6 @@ async def handle(ctx: RequestContext, request) -> dict:
     if request.transactional_id is not None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 "producer_id": -1, "producer_epoch": -1}
-    producer_id = ctx.broker.registry.allocate_producer_id()
+    producer_id = ctx.broker.producer_ids.generate_producer_id()
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
             "producer_id": producer_id, "producer_epoch": 0}

@@ -1,9 +1,12 @@
-"""Metadata (key 3), v0-12: brokers, controller, cluster id, and topics with their partitions.
+"""Metadata (key 3), v0-12: live brokers, controller, cluster id, topics and partition states.
 
+- Answered from this broker's metadata cache (the controller's last UpdateMetadata).
 - Topics: v0 empty list = all topics; v1+ null = all. v10+ may name topics by id.
-- Auto-creation when the request allows it (v4+, always before) and `auto.create.topics.enable`.
-  Creation is immediate here, so the new topic is returned at once with its leader.
-- Invalid names get INVALID_TOPIC_EXCEPTION, unknown ones UNKNOWN_TOPIC_OR_PARTITION.
+- Auto-creation when the request allows it (v4+, always before) and `auto.create.topics.enable`:
+  the topic is written to the metadata store and answered LEADER_NOT_AVAILABLE until the
+  controller has elected its leaders, as Kafka does; clients retry.
+- Partitions without a live leader: LEADER_NOT_AVAILABLE, leader -1; replicas on stopped brokers
+  are listed as offline.
 """
 
 from __future__ import annotations
@@ -11,32 +14,31 @@ from __future__ import annotations
 import uuid
 
 from broker.handlers import RequestContext, register
+from broker.metadata_cache import TopicInfo
 from protocol.errors import ErrorCode, KafkaError
 
 ZERO_UUID = bytes(16)  # "no topic id" on the wire
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
-def _topic_entry(ctx: RequestContext, topic, error: ErrorCode = ErrorCode.NONE) -> dict:
-    rm = ctx.broker.replica_manager
+def _topic_entry(ctx: RequestContext, topic: TopicInfo) -> dict:
+    cache = ctx.broker.metadata_cache
+    live = cache.brokers
     partitions = []
-    for index in range(topic.num_partitions):
-        partition = rm.partitions.get((topic.name, index))
-        if partition is None:
-            partitions.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE,
-                               "partition_index": index, "leader_id": -1})
-            continue
+    for index, replicas in sorted(topic.assignment.items()):
+        state = cache.partition_state(topic.name, index)
+        leader = state.leader if state is not None else -1
         partitions.append({
-            "error_code": ErrorCode.NONE,
+            "error_code": ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
             "partition_index": index,
-            "leader_id": partition.leader_id,
-            "leader_epoch": partition.leader_epoch,
-            "replica_nodes": partition.replicas,
-            "isr_nodes": partition.isr,
-            "offline_replicas": [],
+            "leader_id": leader,
+            "leader_epoch": state.leader_epoch if state is not None else -1,
+            "replica_nodes": replicas,
+            "isr_nodes": state.isr if state is not None else [],
+            "offline_replicas": [r for r in replicas if r not in live],
         })
     return {
-        "error_code": error,
+        "error_code": ErrorCode.NONE,
         "name": topic.name,
         "topic_id": topic.topic_id.bytes,
         "is_internal": topic.internal,
@@ -50,41 +52,45 @@ def _error_entry(name: str | None, error: ErrorCode, topic_id: bytes = ZERO_UUID
             "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
+def _lookup(ctx: RequestContext, requested, auto_create: bool) -> dict:
+    cache = ctx.broker.metadata_cache
+    name = requested.name
+    if name is None:  # v10+: by topic id
+        topic = cache.topic_by_id(uuid.UUID(bytes=requested.topic_id))
+        return (_topic_entry(ctx, topic) if topic else
+                _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, requested.topic_id))
+    topic = cache.topic(name)
+    if topic is not None:
+        return _topic_entry(ctx, topic)
+    try:
+        if not auto_create:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        ctx.broker.admin.create_topic_in_store(name)
+    except KafkaError as exc:
+        if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:  # already on its way
+            return _error_entry(name, exc.code)
+    return _error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE)
+
+
 @register(3, "Metadata", 0, 12)
 async def handle(ctx: RequestContext, request) -> dict:
     broker = ctx.broker
-    registry = broker.registry
+    cache = broker.metadata_cache
     version = ctx.api_version
     auto_create = broker.config["auto.create.topics.enable"] and (
         version < 4 or request.allow_auto_topic_creation
     )
     if request.topics is None or (version == 0 and not request.topics):
-        topics = [_topic_entry(ctx, t) for t in sorted(registry.topics.values(), key=lambda t: t.name)]
+        topics = [_topic_entry(ctx, t) for _, t in sorted(cache.topics.items())]
     else:
-        topics = []
-        for requested in request.topics:
-            name = requested.name
-            if name is None:  # v10+: by topic id
-                topic = registry.by_id.get(uuid.UUID(bytes=requested.topic_id))
-                topics.append(_topic_entry(ctx, topic) if topic else
-                              _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, requested.topic_id))
-                continue
-            topic = registry.get(name)
-            if topic is None:
-                try:
-                    if not auto_create:
-                        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                    topic = broker.admin.auto_create_topic(name)
-                except KafkaError as exc:
-                    topics.append(_error_entry(name, exc.code))
-                    continue
-            topics.append(_topic_entry(ctx, topic))
-    host, port = broker.advertised_address
+        topics = [_lookup(ctx, requested, auto_create) for requested in request.topics]
+    brokers = cache.brokers or {broker.broker_id: broker.advertised_address}
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": broker.broker_id, "host": host, "port": port, "rack": None}],
+        "brokers": [{"node_id": b, "host": h, "port": p, "rack": None}
+                    for b, (h, p) in sorted(brokers.items())],
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.broker_id,
+        "controller_id": cache.controller_id,
         "topics": topics,
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }

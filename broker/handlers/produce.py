@@ -2,8 +2,10 @@
 
 - v3 is the first version carrying magic-2 batches only; Kafka 4 serves 3+ too.
 - acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS for every partition); acks=0 gets no
-  response at all. acks=-1 answers once the high watermark covers the append: on a single
-  broker that is at once; the replication issue parks it as a DelayedProduce.
+  response at all. acks=-1 parks as a DelayedProduce until the high watermark covers the
+  append (every ISR member has it); NOT_ENOUGH_REPLICAS when the ISR is below
+  min.insync.replicas before the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND when it falls below
+  while waiting, REQUEST_TIMED_OUT at timeout_ms.
 - Each partition fails alone: UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE (CRC, torn batch),
   UNSUPPORTED_FOR_MESSAGE_FORMAT (magic < 2), MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE.
 """
@@ -44,7 +46,7 @@ async def handle(ctx: RequestContext, request) -> dict | None:
     if request.acks not in (-1, 0, 1):
         results = {key: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for key in entries}
     else:
-        results = ctx.broker.replica_manager.append_records(entries)
+        results = await ctx.broker.replica_manager.produce(request.acks, request.timeout_ms, entries)
     if request.acks == 0:
         return None
     return _response(request, results)

@@ -33,7 +33,8 @@ def start_broker(data_dir: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "broker.cli", "run", "--listeners", f"PLAINTEXT://127.0.0.1:{port}",
-         "--log-dirs", data_dir, "-o", "log.level=warning"],
+         "--log-dirs", data_dir, "--brokers", "1", "-o", "log.level=warning",
+         "-o", "control.listener="],
         cwd=ROOT,
     )
     deadline = time.monotonic() + 30

@@ -1,7 +1,9 @@
-"""Fixtures that run a real broker on an ephemeral loopback port with a temporary data directory.
+"""Fixtures that run a real embedded cluster on ephemeral loopback ports with temporary data.
 
-The broker gets its own event loop in a thread, so blocking clients (kafka-python,
-confluent-kafka) and asyncio clients (aiokafka, in the test's loop) talk to it over real TCP.
+`BrokerThread` runs a cluster on its own event loop in a thread, so blocking clients
+(kafka-python, confluent-kafka) and asyncio clients (aiokafka, in the test's loop) talk to it
+over real TCP. `async_broker` runs a one-broker cluster on the test's own loop, for raw-protocol
+tests that look at the broker's state between steps.
 """
 
 from __future__ import annotations
@@ -14,55 +16,91 @@ from pathlib import Path
 import pytest
 
 from broker.broker import Broker
+from broker.cluster import Cluster
 from broker.config import build_config
 
 
-class BrokerThread:
-    """A broker in a background thread; start/stop/restart keep the same data directory."""
+def cluster_config(data_dir: Path, overrides: dict[str, str] | None = None):
+    return build_config({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir),
+                         "control.listener": "", **(overrides or {})}, environ={})
 
-    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None) -> None:
-        self.data_dir = data_dir
-        self.overrides = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir),
-                          **(overrides or {})}
-        self.broker: Broker | None = None
+
+class BrokerThread:
+    """A cluster in a background thread; stop/start/restart keep its data and ports."""
+
+    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None,
+                 brokers: int = 1) -> None:
+        self.root = data_dir
+        self.overrides = overrides or {}
+        self.num_brokers = brokers
+        self.cluster: Cluster | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self.port = 0
+        self._ports: dict[int, int] = {}
+
+    @property
+    def data_dir(self) -> Path:
+        """Broker 0's data directory (its partition folders)."""
+        return self.log_dir(0)
+
+    def log_dir(self, broker_id: int) -> Path:
+        return self.root / f"broker-{broker_id}"
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        assert self.cluster is not None
+        return self.cluster.bootstrap_servers
 
-    def start(self, *, port: int | None = None) -> BrokerThread:
-        overrides = dict(self.overrides)
-        if port is not None:  # a restart keeps its port so clients find it again
-            overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{port}"
-        config = build_config(overrides, environ={})
+    @property
+    def port(self) -> int:
+        return self._ports[0]
+
+    def start(self) -> BrokerThread:
         loop = asyncio.new_event_loop()
         started = threading.Event()
+        failure: list[BaseException] = []
 
         def run() -> None:
             asyncio.set_event_loop(loop)
-            self.broker = Broker(config)
-            loop.run_until_complete(self.broker.start())
+            try:
+                self.cluster = Cluster(cluster_config(self.root, self.overrides), self.num_brokers)
+                for broker_id, port in self._ports.items():  # a restart keeps the ports
+                    config = self.cluster.configs[broker_id]
+                    self.cluster.configs[broker_id] = config.with_overrides(
+                        {"listeners": f"PLAINTEXT://127.0.0.1:{port}"})
+                loop.run_until_complete(self.cluster.start())
+            except BaseException as exc:  # surface start-up failures in the test
+                failure.append(exc)
+                started.set()
+                return
             started.set()
             loop.run_forever()
 
         self._loop = loop
-        self._thread = threading.Thread(target=run, name="broker", daemon=True)
+        self._thread = threading.Thread(target=run, name="cluster", daemon=True)
         self._thread.start()
-        if not started.wait(30):
-            raise RuntimeError("broker did not start")
-        assert self.broker is not None
-        self.port = self.broker.port
+        if not started.wait(60):
+            raise RuntimeError("cluster did not start")
+        if failure:
+            raise failure[0]
+        assert self.cluster is not None
+        self._ports = {b.broker_id: b.port for b in self.cluster.brokers.values()}
+        self.call(self.wait_for_controller)
         return self
 
+    async def wait_for_controller(self) -> None:
+        """Every broker has heard from the controller (Metadata names it)."""
+        assert self.cluster is not None
+        for broker in self.cluster.brokers.values():
+            await broker.metadata_cache.wait_for(
+                lambda s: s.controller_id >= 0 and len(s.brokers) == self.num_brokers, 30_000)
+
     def call(self, coro_or_fn):
-        """Run a coroutine (or a plain function) on the broker's loop and return its result."""
+        """Run a coroutine function (or a plain function) on the cluster's loop; return its result."""
         assert self._loop is not None
 
         async def wrapper():
-            result = coro_or_fn() if callable(coro_or_fn) else coro_or_fn
+            result = coro_or_fn()
             if asyncio.iscoroutine(result):
                 result = await result
             return result
@@ -72,8 +110,8 @@ class BrokerThread:
     def stop(self) -> None:
         if self._loop is None:
             return
-        assert self.broker is not None
-        self.call(self.broker.stop())
+        assert self.cluster is not None
+        self.call(self.cluster.stop)
         self._loop.call_soon_threadsafe(self._loop.stop)
         assert self._thread is not None
         self._thread.join(30)
@@ -81,17 +119,17 @@ class BrokerThread:
         self._loop = None
 
     def restart(self) -> BrokerThread:
-        port = self.port
         self.stop()
-        return self.start(port=port)
+        return self.start()
 
 
 @pytest.fixture
 def broker_factory(tmp_path: Path) -> Iterator:
     started: list[BrokerThread] = []
 
-    def make(overrides: dict[str, str] | None = None, name: str = "broker") -> BrokerThread:
-        b = BrokerThread(tmp_path / name, overrides).start()
+    def make(overrides: dict[str, str] | None = None, name: str = "cluster",
+             brokers: int = 1) -> BrokerThread:
+        b = BrokerThread(tmp_path / name, overrides, brokers).start()
         started.append(b)
         return b
 
@@ -107,14 +145,13 @@ def kafka_broker(broker_factory) -> BrokerThread:
 
 @pytest.fixture
 async def async_broker(tmp_path: Path):
-    """A broker on the test's own event loop (for raw-protocol tests that inspect its state)."""
-    config = build_config(
-        {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data")}, environ={}
-    )
-    broker = Broker(config)
-    await broker.start()
+    """A one-broker cluster on the test's own event loop; yields its broker."""
+    cluster = Cluster(cluster_config(tmp_path / "data"), 1)
+    await cluster.start()
+    broker: Broker = cluster.brokers[0]
+    await broker.metadata_cache.wait_for(lambda s: s.controller_id == 0, 30_000)
     yield broker
-    await broker.stop()
+    await cluster.stop()
 
 
 async def until(condition, *, steps: int = 100_000) -> None:

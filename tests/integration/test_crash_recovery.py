@@ -26,7 +26,8 @@ def free_port() -> int:
 def start(data_dir: Path, port: int) -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, "-m", "broker.cli", "run", "--listeners", f"PLAINTEXT://127.0.0.1:{port}",
-         "--log-dirs", str(data_dir), "-o", "log.level=warning"],
+         "--log-dirs", str(data_dir), "--brokers", "1", "-o", "log.level=warning",
+         "-o", "control.listener="],
         cwd=ROOT,
     )
     deadline = time.monotonic() + 30
@@ -65,7 +66,7 @@ def test_kill_9_keeps_acknowledged_records_and_cuts_a_torn_tail(tmp_path):
         proc.wait(10)
 
     # A torn write: half a batch at the end of the active segment, as a crash mid-append leaves.
-    [segment] = sorted((tmp_path / "crash-0").glob("*.log"))
+    [segment] = sorted((tmp_path / "broker-0" / "crash-0").glob("*.log"))
     with open(segment, "ab") as f:
         f.write(segment.read_bytes()[:40])
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from broker.broker import Broker
-from broker.config import build_config
+from broker.cluster import Cluster
 from protocol.records import encode_batch, iter_batches
-from tests.integration.conftest import until
+from tests.integration.conftest import cluster_config, until
 from tests.integration.raw_client import RawClient
 from tests.integration.test_protocol_edges import FETCH, PRODUCE, create_topic, produce_body
 from timer import ManualClock
@@ -68,10 +67,10 @@ async def test_fetch_below_min_bytes_keeps_waiting(async_broker):
 
 async def test_fetch_answers_empty_at_max_wait_on_the_manual_clock(tmp_path):
     clock = ManualClock(1_000)
-    config = build_config({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path)},
-                          environ={})
-    broker = Broker(config, clock=clock)
-    await broker.start()
+    cluster = Cluster(cluster_config(tmp_path), 1, clock=clock)
+    await cluster.start()
+    broker = cluster.brokers[0]
+    await broker.metadata_cache.wait_for(lambda s: s.controller_id == 0, 30_000)
     try:
         client = await RawClient.connect(broker.port)
         await create_topic(client, "idle")
@@ -83,7 +82,7 @@ async def test_fetch_answers_empty_at_max_wait_on_the_manual_clock(tmp_path):
         for _ in range(200):  # give the reaper every chance to fire early
             await asyncio.sleep(0)
         assert not reply.done()
-        assert (purgatory.expired_count, broker.timer.size) == (0, 1)
+        assert (purgatory.expired_count, purgatory.delayed) == (0, 1)
         clock.advance(1)
         response = await asyncio.wait_for(reply, 10)
         partition = response.responses[0].partitions[0]
@@ -91,4 +90,4 @@ async def test_fetch_answers_empty_at_max_wait_on_the_manual_clock(tmp_path):
         assert purgatory.expired_count == 1
         await client.close()
     finally:
-        await broker.stop()
+        await cluster.stop()

@@ -43,7 +43,7 @@ async def test_api_versions_lists_exactly_the_implemented_ranges(async_broker):
     response = await client.request(API_VERSIONS, 0, {})
     ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert ranges == {0: (3, 11), 1: (4, 12), 2: (1, 9), 3: (0, 12), 18: (0, 4), 19: (0, 7),
-                      20: (0, 6), 22: (0, 5), 32: (0, 4)}
+                      20: (0, 6), 22: (0, 5), 23: (2, 4), 32: (0, 4)}
     await client.close()
 
 
@@ -119,8 +119,14 @@ async def test_metadata_invalid_topic_name(async_broker):
     response = await client.request(METADATA, 12, {
         "topics": [{"name": "no spaces"}, {"name": "a" * 250}, {"name": "ok.topic"}],
         "allow_auto_topic_creation": True})
+    # The valid name is auto-created: LEADER_NOT_AVAILABLE until the controller elects its leader.
     assert [t.error_code for t in response.topics] == [
-        ErrorCode.INVALID_TOPIC_EXCEPTION, ErrorCode.INVALID_TOPIC_EXCEPTION, ErrorCode.NONE]
+        ErrorCode.INVALID_TOPIC_EXCEPTION, ErrorCode.INVALID_TOPIC_EXCEPTION,
+        ErrorCode.LEADER_NOT_AVAILABLE]
+    assert await async_broker.metadata_cache.wait_for(lambda s: "ok.topic" in s.topics, 10_000)
+    response = await client.request(METADATA, 12, {"topics": [{"name": "ok.topic"}]})
+    assert response.topics[0].error_code == ErrorCode.NONE
+    assert response.topics[0].partitions[0].leader_id == async_broker.broker_id
     assert response.controller_id == async_broker.broker_id
     assert response.cluster_id == async_broker.cluster_id
     await client.close()

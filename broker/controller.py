@@ -1,0 +1,311 @@
+"""The controller: one per cluster, one task draining an event queue, so its state needs no locks.
+
+Events come from watches on the metadata store (brokers joining and leaving, topics created or
+marked for deletion, ISR changes reported by leaders). The controller elects leaders from the ISR
+(unclean election off by default), bumps leader epochs, writes partition states conditionally,
+and tells brokers their roles (LeaderAndIsr) and the cluster's shape (UpdateMetadata) — here by
+in-process calls. Every decision carries its `controller_epoch`; brokers refuse older ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker import zk_paths as paths
+from broker.metadata_cache import MetadataSnapshot, TopicInfo
+from broker.metadata_store import BadVersionError, MetadataStore, NoNodeError
+from broker.partition import LeaderAndIsr
+from protocol.errors import KafkaError
+
+if TYPE_CHECKING:
+    from broker.cluster import ClusterContext
+
+log = structlog.get_logger("kafka_sim.controller")
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerEvent:
+    kind: str  # startup, broker_change, topic_change, topic_deletion, isr_change, preferred_election
+    data: object = None
+
+
+class Controller:
+    def __init__(self, context: ClusterContext, broker_id: int, epoch: int) -> None:
+        self.context = context
+        self.store: MetadataStore = context.store
+        self.broker_id = broker_id
+        self.epoch = epoch
+        self.live_brokers: set[int] = set()
+        self.topics: dict[str, TopicInfo] = {}
+        self.states: dict[tuple[str, int], LeaderAndIsr] = {}
+        self.queue: asyncio.Queue[ControllerEvent] = asyncio.Queue()
+        self._watches: list = []
+        self._task: asyncio.Task | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.queue.put_nowait(ControllerEvent("startup"))
+        self._watches = [
+            self.store.ChildrenWatch(paths.BROKER_IDS, self._enqueue("broker_change")),
+            self.store.ChildrenWatch(paths.TOPICS, self._enqueue("topic_change")),
+            self.store.ChildrenWatch(paths.DELETE_TOPICS, self._enqueue("topic_deletion")),
+            self.store.ChildrenWatch(paths.ISR_CHANGES, self._enqueue("isr_change")),
+        ]
+        self._task = asyncio.create_task(self._run(), name=f"controller-{self.broker_id}")
+        log.info("controller elected", broker_id=self.broker_id, controller_epoch=self.epoch)
+
+    async def stop(self) -> None:
+        for watch in self._watches:
+            watch.cancel()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def _enqueue(self, kind: str):
+        def on_change(children: list[str]) -> None:
+            self.queue.put_nowait(ControllerEvent(kind, list(children)))
+
+        return on_change
+
+    def elect_preferred_leaders(self) -> None:
+        self.queue.put_nowait(ControllerEvent("preferred_election"))
+
+    async def _run(self) -> None:
+        handlers = {
+            "startup": self._on_startup,
+            "broker_change": self._on_broker_change,
+            "topic_change": self._on_topic_change,
+            "topic_deletion": self._on_topic_deletion,
+            "isr_change": self._on_isr_change,
+            "preferred_election": self._on_preferred_election,
+        }
+        while True:
+            event = await self.queue.get()
+            try:
+                handlers[event.kind](event.data)
+            except Exception:  # one bad event must not stop the controller
+                log.exception("controller event failed", kind=event.kind)
+
+    # -- reading and writing the store ------------------------------------------------------
+
+    def _read_topic(self, name: str) -> TopicInfo | None:
+        try:
+            data, _ = self.store.get_json(paths.topic(name))
+        except NoNodeError:
+            return None
+        configs = {}
+        with contextlib.suppress(NoNodeError):
+            configs = (self.store.get_json(paths.topic_config(name))[0] or {}).get("config", {})
+        return TopicInfo(
+            name,
+            uuid.UUID(data["topic_id"]),
+            {int(p): list(r) for p, r in data["partitions"].items()},
+            configs,
+            data.get("internal", False),
+        )
+
+    def _read_state(self, topic: str, partition: int) -> LeaderAndIsr | None:
+        try:
+            data, stat = self.store.get_json(paths.partition_state(topic, partition))
+        except NoNodeError:
+            return None
+        return LeaderAndIsr(topic, partition, data["leader"], data["leader_epoch"], data["isr"],
+                            self.topics[topic].assignment[partition], stat.version,
+                            data.get("controller_epoch", 0))
+
+    def _write_state(self, state: LeaderAndIsr, *, create: bool = False) -> LeaderAndIsr:
+        body = {"leader": state.leader, "leader_epoch": state.leader_epoch, "isr": state.isr,
+                "controller_epoch": self.epoch, "version": 1}
+        path = paths.partition_state(state.topic, state.partition)
+        if create:
+            self.store.create_json(path, body, makepath=True)
+            version = 0
+        else:
+            version = self.store.set_json(path, body, version=state.partition_version).version
+        state = LeaderAndIsr(state.topic, state.partition, state.leader, state.leader_epoch,
+                             list(state.isr), state.replicas, version, self.epoch)
+        self.states[(state.topic, state.partition)] = state
+        return state
+
+    def _update_state(self, key: tuple[str, int], leader: int, isr: list[int]) -> LeaderAndIsr:
+        """Write a new leader/ISR with a bumped leader epoch, re-reading on a lost race."""
+        for _ in range(3):
+            current = self._read_state(*key) or self.states[key]
+            try:
+                return self._write_state(LeaderAndIsr(
+                    key[0], key[1], leader, current.leader_epoch + 1, isr, current.replicas,
+                    current.partition_version))
+            except BadVersionError:
+                continue
+        raise RuntimeError(f"could not update the state of {key}")
+
+    # -- elections --------------------------------------------------------------------------
+
+    def _elect_leader(self, state: LeaderAndIsr) -> tuple[int, list[int]]:
+        """Offline-partition election: the first live replica (assignment order) in the ISR."""
+        live_isr = [r for r in state.isr if r in self.live_brokers]
+        for replica in state.replicas:
+            if replica in live_isr:
+                return replica, live_isr
+        if self.context.log_config(self.topics[state.topic]).unclean_leader_election_enable:
+            live = [r for r in state.replicas if r in self.live_brokers]
+            if live:
+                return live[0], [live[0]]
+        return -1, state.isr  # offline: keep the last ISR so that its return can lead again
+
+    def _elect_for(self, keys: list[tuple[str, int]]) -> list[LeaderAndIsr]:
+        changed = []
+        for key in keys:
+            state = self.states[key]
+            leader, isr = self._elect_leader(state)
+            if leader != state.leader or isr != state.isr:
+                changed.append(self._update_state(key, leader, isr))
+        return changed
+
+    # -- telling brokers --------------------------------------------------------------------
+
+    def _send_leader_and_isr(self, states: list[LeaderAndIsr], only: set[int] | None = None) -> None:
+        by_broker: dict[int, list[LeaderAndIsr]] = {}
+        for state in states:
+            for replica in state.replicas:
+                if replica in self.live_brokers and (only is None or replica in only):
+                    by_broker.setdefault(replica, []).append(state)
+        configs = {name: self.context.log_config(t) for name, t in self.topics.items()}
+        for broker_id, broker_states in by_broker.items():
+            broker = self.context.running(broker_id)
+            if broker is None:
+                continue
+            try:
+                broker.replica_manager.become_leader_or_follower(self.epoch, broker_states, configs)
+            except KafkaError as exc:
+                log.warning("LeaderAndIsr refused", broker_id=broker_id, error=exc.code.name)
+
+    def _send_update_metadata(self) -> None:
+        brokers = {}
+        for broker_id in sorted(self.live_brokers):
+            with contextlib.suppress(NoNodeError):
+                data, _ = self.store.get_json(paths.broker(broker_id))
+                brokers[broker_id] = (data["host"], data["port"])
+        snapshot = MetadataSnapshot(self.broker_id, self.epoch, brokers, dict(self.topics),
+                                    dict(self.states))
+        for broker_id in self.live_brokers:
+            broker = self.context.running(broker_id)
+            if broker is not None:
+                broker.metadata_cache.update(snapshot)
+
+    # -- events -----------------------------------------------------------------------------
+
+    def _load_topic(self, name: str) -> list[LeaderAndIsr]:
+        """Read a topic and its partition states, creating the states of a new topic."""
+        info = self._read_topic(name)
+        if info is None:
+            return []
+        self.topics[name] = info
+        states = []
+        for partition, replicas in sorted(info.assignment.items()):
+            state = self._read_state(name, partition)
+            if state is None:
+                live = [r for r in replicas if r in self.live_brokers]
+                state = self._write_state(LeaderAndIsr(
+                    name, partition, live[0] if live else -1, 0, live, replicas), create=True)
+            self.states[(name, partition)] = state
+            states.append(state)
+        return states
+
+    def _on_startup(self, _data: object) -> None:
+        self.live_brokers = {int(b) for b in self.store.get_children(paths.BROKER_IDS)}
+        for name in self.store.get_children(paths.TOPICS):
+            self._load_topic(name)
+        offline = [k for k, s in self.states.items() if s.leader not in self.live_brokers]
+        self._elect_for(offline)
+        self._send_update_metadata()
+        self._send_leader_and_isr(list(self.states.values()))
+        self._send_update_metadata()
+        self._on_topic_deletion(self.store.get_children(paths.DELETE_TOPICS))
+
+    def _on_broker_change(self, children: object) -> None:
+        live = {int(b) for b in children}  # type: ignore[union-attr]
+        new, dead = live - self.live_brokers, self.live_brokers - live
+        self.live_brokers = live
+        if dead:
+            log.info("brokers left", brokers=sorted(dead), controller_epoch=self.epoch)
+            affected = [k for k, s in self.states.items()
+                        if s.leader in dead or any(r in dead for r in s.isr)]
+            changed = []
+            for key in affected:
+                state = self.states[key]
+                if state.leader in dead or state.leader < 0:
+                    leader, isr = self._elect_leader(state)
+                else:  # leader alive: only the dead leave the ISR
+                    leader, isr = state.leader, [r for r in state.isr if r not in dead]
+                if (leader, isr) != (state.leader, state.isr):
+                    changed.append(self._update_state(key, leader, isr))
+            self._send_update_metadata()
+            self._send_leader_and_isr(changed)
+        if new:
+            log.info("brokers joined", brokers=sorted(new), controller_epoch=self.epoch)
+            offline = [k for k, s in self.states.items()
+                       if s.leader < 0 and any(r in new for r in s.replicas)]
+            self._elect_for(offline)
+            self._send_update_metadata()
+            # New brokers get every partition they hold (as followers, most of them).
+            self._send_leader_and_isr(list(self.states.values()), only=new)
+            self._send_leader_and_isr([self.states[k] for k in offline])
+        self._send_update_metadata()
+
+    def _on_topic_change(self, children: object) -> None:
+        created = [n for n in children if n not in self.topics]  # type: ignore[union-attr]
+        states = [s for name in created for s in self._load_topic(name)]
+        if states:
+            self._send_update_metadata()
+            self._send_leader_and_isr(states)
+            self._send_update_metadata()
+
+    def _on_topic_deletion(self, children: object) -> None:
+        for name in list(children):  # type: ignore[call-overload]
+            keys = [k for k in self.states if k[0] == name]
+            for broker_id in self.live_brokers:
+                broker = self.context.running(broker_id)
+                if broker is not None:
+                    broker.replica_manager.stop_replicas(keys, delete=True)
+            for key in keys:
+                del self.states[key]
+            self.topics.pop(name, None)
+            for path in (paths.topic(name), paths.topic_config(name), paths.delete_topic(name)):
+                with contextlib.suppress(NoNodeError):
+                    self.store.delete(path, recursive=True)
+            log.info("topic deleted", topic=name)
+        self._send_update_metadata()
+
+    def _on_isr_change(self, children: object) -> None:
+        if not children:
+            return
+        for child in children:  # type: ignore[union-attr]
+            with contextlib.suppress(NoNodeError):
+                data, _ = self.store.get_json(f"{paths.ISR_CHANGES}/{child}")
+                for topic, partition in data["partitions"]:
+                    if topic in self.topics:
+                        state = self._read_state(topic, partition)
+                        if state is not None:
+                            self.states[(topic, partition)] = state
+                self.store.delete(f"{paths.ISR_CHANGES}/{child}")
+        self._send_update_metadata()
+
+    def _on_preferred_election(self, _data: object) -> None:
+        changed = []
+        for key, state in self.states.items():
+            preferred = state.replicas[0]
+            if state.leader != preferred and preferred in state.isr and preferred in self.live_brokers:
+                changed.append(self._update_state(key, preferred, state.isr))
+        if changed:
+            self._send_update_metadata()
+            self._send_leader_and_isr(changed)
+            self._send_update_metadata()

@@ -1,0 +1,28 @@
+"""Kafka's rules for topic names, checked wherever a name comes in."""
+
+from __future__ import annotations
+
+import re
+
+from protocol.errors import ErrorCode, KafkaError
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+def validate_topic_name(name: str | None) -> None:
+    """Kafka's rules: 1-249 characters of [a-zA-Z0-9._-], and not `.` or `..`."""
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "topic name is empty")
+    if name in (".", ".."):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters",
+        )
+    if not _LEGAL_TOPIC.match(name):
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'",
+        )

@@ -1,0 +1,24 @@
+"""What a log append or read reports back (Kafka's LogAppendInfo and FetchDataInfo)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 with CreateTime
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    valid_bytes: int
+    num_records: int
+
+
+@dataclass(slots=True)
+class FetchDataInfo:
+    fetch_offset: int
+    records: bytes
+    segment_base_offset: int = -1  # where the returned bytes start: segment and file position
+    position: int = -1
