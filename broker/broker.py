@@ -22,12 +22,14 @@ from broker.config import BrokerConfig, parse_listener
 from broker.connection import Connection
 from broker.controller import Controller
 from broker.handlers import load_handlers
-from broker.metadata_cache import MetadataCache
+from broker.metadata_cache import MetadataCache, MetadataSnapshot
 from broker.metadata_store import BadVersionError, NodeExistsError, NoNodeError, WatchedEvent
 from broker.partition import LeaderAndIsr, Partition
 from broker.producer_id_manager import ProducerIdManager
 from broker.replica_fetcher import InProcessLeaderEndpoint
 from broker.replica_manager import ReplicaManager, ReplicationSettings
+from protocol.errors import ErrorCode, KafkaError
+from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from timer import FunctionTimerTask
 
@@ -224,6 +226,31 @@ class Broker:
                 return epoch
             except BadVersionError:
                 continue
+
+    # -- what the controller tells this broker (in-process LeaderAndIsr/UpdateMetadata/StopReplica)
+
+    def _check_controller_epoch(self, controller_epoch: int) -> None:
+        if controller_epoch < self.replica_manager.controller_epoch:
+            raise KafkaError(ErrorCode.STALE_CONTROLLER_EPOCH,
+                             f"controller epoch {controller_epoch} is older than "
+                             f"{self.replica_manager.controller_epoch}")
+        self.replica_manager.controller_epoch = controller_epoch
+
+    def handle_leader_and_isr(
+        self, controller_epoch: int, states: list[LeaderAndIsr], configs: dict[str, LogConfig]
+    ) -> dict[tuple[str, int], ErrorCode]:
+        self._check_controller_epoch(controller_epoch)
+        return self.replica_manager.become_leader_or_follower(states, configs)
+
+    def handle_update_metadata(self, snapshot: MetadataSnapshot) -> None:
+        self._check_controller_epoch(snapshot.controller_epoch)
+        self.metadata_cache.update(snapshot)
+
+    def handle_stop_replica(
+        self, controller_epoch: int, keys: list[tuple[str, int]], *, delete: bool
+    ) -> None:
+        self._check_controller_epoch(controller_epoch)
+        self.replica_manager.stop_replicas(keys, delete=delete)
 
     # -- replication hooks ------------------------------------------------------------------
 

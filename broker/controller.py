@@ -184,7 +184,7 @@ class Controller:
             if broker is None:
                 continue
             try:
-                broker.replica_manager.become_leader_or_follower(self.epoch, broker_states, configs)
+                broker.handle_leader_and_isr(self.epoch, broker_states, configs)
             except KafkaError as exc:
                 log.warning("LeaderAndIsr refused", broker_id=broker_id, error=exc.code.name)
 
@@ -199,7 +199,10 @@ class Controller:
         for broker_id in self.live_brokers:
             broker = self.context.running(broker_id)
             if broker is not None:
-                broker.metadata_cache.update(snapshot)
+                try:
+                    broker.handle_update_metadata(snapshot)
+                except KafkaError as exc:
+                    log.warning("UpdateMetadata refused", broker_id=broker_id, error=exc.code.name)
 
     # -- events -----------------------------------------------------------------------------
 
@@ -275,7 +278,7 @@ class Controller:
             for broker_id in self.live_brokers:
                 broker = self.context.running(broker_id)
                 if broker is not None:
-                    broker.replica_manager.stop_replicas(keys, delete=True)
+                    broker.handle_stop_replica(self.epoch, keys, delete=True)
             for key in keys:
                 del self.states[key]
             self.topics.pop(name, None)

@@ -46,9 +46,8 @@ class MetadataCache:
         self._waiters: list[tuple[Callable[[MetadataSnapshot], bool], asyncio.Future]] = []
 
     def update(self, snapshot: MetadataSnapshot) -> None:
-        """UpdateMetadata: replace the view, then wake whoever waits for a condition on it."""
-        if snapshot.controller_epoch < self.snapshot.controller_epoch:
-            return  # from a controller that has since been replaced
+        """UpdateMetadata (its controller epoch already checked): replace the view, then wake
+        whoever waits for a condition on it."""
         self.snapshot = snapshot
         still_waiting = []
         for condition, future in self._waiters:

