@@ -1,5 +1,47 @@
-"""Test-wide set-up: readable broker logs at info level (debug logs every request)."""
+"""Test-wide set-up: readable broker logs at info level (debug logs every request), and the
+cluster fixtures from tests/harness.py."""
 
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker.broker import Broker
+from broker.cluster import Cluster
 from broker.log_setup import configure_logging
+from tests.harness import BrokerThread, cluster_config
 
 configure_logging("info", json=False)
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator:
+    started: list[BrokerThread] = []
+
+    def make(overrides: dict[str, str] | None = None, name: str = "cluster",
+             brokers: int = 1, control: bool = False) -> BrokerThread:
+        b = BrokerThread(tmp_path / name, overrides, brokers, control).start()
+        started.append(b)
+        return b
+
+    yield make
+    for b in started:
+        b.stop()
+
+
+@pytest.fixture
+def kafka_broker(broker_factory) -> BrokerThread:
+    return broker_factory()
+
+
+@pytest.fixture
+async def async_broker(tmp_path: Path):
+    """A one-broker cluster on the test's own event loop; yields its broker."""
+    cluster = Cluster(cluster_config(tmp_path / "data"), 1)
+    await cluster.start()
+    broker: Broker = cluster.brokers[0]
+    await broker.metadata_cache.wait_for(lambda s: s.controller_id == 0, 30_000)
+    yield broker
+    await cluster.stop()

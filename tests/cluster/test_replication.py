@@ -12,7 +12,7 @@ from broker.cluster import Cluster
 from broker.metadata_cache import MetadataSnapshot
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import encode_batch, iter_batches
-from tests.integration.conftest import cluster_config, until
+from tests.harness import cluster_config, until
 from tests.integration.raw_client import RawClient
 from tests.integration.test_protocol_edges import CREATE_TOPICS, FETCH, PRODUCE, produce_body
 from timer import ManualClock

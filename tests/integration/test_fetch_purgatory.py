@@ -8,7 +8,7 @@ import time
 
 from broker.cluster import Cluster
 from protocol.records import encode_batch, iter_batches
-from tests.integration.conftest import cluster_config, until
+from tests.harness import cluster_config, until
 from tests.integration.raw_client import RawClient
 from tests.integration.test_protocol_edges import FETCH, PRODUCE, create_topic, produce_body
 from timer import ManualClock

@@ -25,7 +25,7 @@ def _ms(ts: datetime) -> int:
 
 def test_every_produced_record_field_by_field(spark, produced):
     rows = _read(spark, produced.data_dir).collect()
-    assert len(rows) == len(produced.records) == 5 * 150 + 300
+    assert len(rows) == len(produced.records) == 5 * 150 + 400
     by_key = {(r.topic, r.partition, r.offset): r for r in rows}
     assert by_key.keys() == produced.records.keys()
     for where, want in produced.records.items():

@@ -62,7 +62,7 @@ def test_topics_sizes_rates_and_producers(produced, stats_out):
     sizes = pd.read_parquet(folder / "sizes.parquet")
     want = Counter((t, 1 << (len(r.value).bit_length() - 1) if r.value else 0)
                    for (t, _, _), r in produced.records.items())  # fmt: skip
-    assert dict(zip(zip(sizes["topic"], sizes["size_bucket"]), sizes["records"], strict=True)) == want
+    assert dict(zip(zip(sizes["topic"], sizes["size_bucket"], strict=False), sizes["records"], strict=True)) == want
     rates = pd.read_parquet(folder / "rates.parquet")
     assert rates.groupby("topic")["records"].sum().to_dict() == {
         "orders": produced.count("orders"), "events": produced.count("events")
