@@ -69,3 +69,13 @@ def test_producer_ids_come_in_blocks_that_survive_a_restart(tmp_path):
     store = MetadataStore(tmp_path / "store.json")
     assert ProducerIdManager(store, 0).generate_producer_id() == 3 * BLOCK_SIZE
     assert ProducerIdManager(store, 1).generate_producer_id() == 4 * BLOCK_SIZE
+
+
+def test_readme_configuration_table_lists_every_property():
+    from pathlib import Path
+
+    from broker.config import PROPERTIES
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    for prop in PROPERTIES:
+        assert f"| `{prop.name}` | `{prop.default}` | {prop.doc} |" in readme, prop.name
