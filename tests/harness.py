@@ -134,3 +134,15 @@ async def until(condition, *, steps: int = 100_000) -> None:
             return
         await asyncio.sleep(0)
     raise AssertionError("condition never became true")
+
+
+def read_all(bootstrap: str, topic: str, partition: int = 0) -> list[bytes]:
+    """Every value in a partition, read with kafka-python from the earliest offset."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             enable_auto_commit=False, consumer_timeout_ms=3000)
+    consumer.assign([TopicPartition(topic, partition)])
+    values = [r.value for r in consumer]
+    consumer.close()
+    return values

@@ -1,8 +1,9 @@
 """Broker benchmarks with confluent-kafka against a `kafka-sim run` subprocess on loopback.
 
-Prints produce throughput (200k x 100 B and 20k x 10 KB, acks=1), consume throughput
-(200k x 100 B) and end-to-end latency p50/p99 at 1k msg/s with the default fetch wait.
-`--quick` divides the message counts by 10.
+Single broker: produce throughput (200k x 100 B and 20k x 10 KB, acks=1), consume throughput
+(200k x 100 B), end-to-end latency p50/p99 at 1k msg/s with the default fetch wait.
+Three brokers, RF=3: acks=1 vs acks=-1 produce throughput (100 B and 10 KB), e2e latency with
+acks=-1. `--quick` divides the message counts by 10.
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_broker(data_dir: str) -> tuple[subprocess.Popen, str]:
+def start_broker(data_dir: str, brokers: int = 1) -> tuple[subprocess.Popen, str]:
     port = free_port()
+    while any(not port_free(port + i) for i in range(1, brokers)):
+        port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "broker.cli", "run", "--listeners", f"PLAINTEXT://127.0.0.1:{port}",
-         "--log-dirs", data_dir, "--brokers", "1", "-o", "log.level=warning",
+         "--log-dirs", data_dir, "--brokers", str(brokers), "-o", "log.level=warning",
          "-o", "control.listener="],
         cwd=ROOT,
     )
@@ -48,13 +51,22 @@ def start_broker(data_dir: str) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("broker did not start")
 
 
-def create_topic(bootstrap: str, name: str) -> None:
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def create_topic(bootstrap: str, name: str, rf: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, 1, 1)])[name].result(10)
+    admin.create_topics([NewTopic(name, 1, rf)])[name].result(10)
 
 
-def produce(bootstrap: str, topic: str, count: int, size: int) -> float:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
+def produce(bootstrap: str, topic: str, count: int, size: int, acks: int = 1) -> float:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
                          "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000})
     payload = os.urandom(size)
     started = time.perf_counter()
@@ -84,13 +96,13 @@ def consume(bootstrap: str, topic: str, count: int) -> float:
     return elapsed
 
 
-def e2e_latency(bootstrap: str, topic: str, count: int, rate: int) -> list[float]:
+def e2e_latency(bootstrap: str, topic: str, count: int, rate: int, acks: int = 1) -> list[float]:
     from confluent_kafka import TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-e2e",
                          "enable.auto.commit": False, "auto.offset.reset": "latest"})
     consumer.assign([TopicPartition(topic, 0, 0)])
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0})
     latencies = []
     interval = 1 / rate
     next_send = time.perf_counter()
@@ -112,11 +124,15 @@ def e2e_latency(bootstrap: str, topic: str, count: int, rate: int) -> list[float
     return latencies
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    scale = 10 if args.quick else 1
+def report_latency(label: str, lat: list[float]) -> None:
+    if lat:
+        lat = sorted(lat)
+        p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+        print(f"{label} ({len(lat)} msgs): p50 {statistics.median(lat) * 1000:.2f} ms, "
+              f"p99 {p99 * 1000:.2f} ms")
+
+
+def single_broker(scale: int) -> None:
     with tempfile.TemporaryDirectory() as data_dir:
         proc, bootstrap = start_broker(data_dir)
         try:
@@ -124,19 +140,45 @@ def main() -> None:
                                        ("large", 20_000 // scale, 10_000)):
                 create_topic(bootstrap, topic)
                 elapsed = produce(bootstrap, topic, count, size)
-                print(f"produce {count} x {size} B acks=1: {count / elapsed:,.0f} msg/s, "
+                print(f"1 broker, produce {count} x {size} B acks=1: {count / elapsed:,.0f} msg/s, "
                       f"{count * size / elapsed / 1e6:,.1f} MB/s")
             elapsed = consume(bootstrap, "small", 200_000 // scale)
-            print(f"consume {200_000 // scale} x 100 B: {200_000 // scale / elapsed:,.0f} msg/s")
+            print(f"1 broker, consume {200_000 // scale} x 100 B: "
+                  f"{200_000 // scale / elapsed:,.0f} msg/s")
             create_topic(bootstrap, "e2e")
-            lat = sorted(e2e_latency(bootstrap, "e2e", 3_000 // scale, 1_000))
-            if lat:
-                p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
-                print(f"e2e latency at 1k msg/s ({len(lat)} msgs): p50 "
-                      f"{statistics.median(lat) * 1000:.2f} ms, p99 {p99 * 1000:.2f} ms")
+            report_latency("1 broker, e2e latency at 1k msg/s acks=1",
+                           e2e_latency(bootstrap, "e2e", 3_000 // scale, 1_000))
         finally:
             proc.terminate()
             proc.wait(30)
+
+
+def replicated(scale: int) -> None:
+    with tempfile.TemporaryDirectory() as data_dir:
+        proc, bootstrap = start_broker(data_dir, brokers=3)
+        try:
+            for count, size in ((100_000 // scale, 100), (10_000 // scale, 10_000)):
+                for acks in (1, -1):
+                    topic = f"rf3-{size}-{'all' if acks == -1 else acks}"
+                    create_topic(bootstrap, topic, rf=3)
+                    elapsed = produce(bootstrap, topic, count, size, acks)
+                    print(f"3 brokers RF=3, produce {count} x {size} B acks={acks}: "
+                          f"{count / elapsed:,.0f} msg/s, {count * size / elapsed / 1e6:,.1f} MB/s")
+            create_topic(bootstrap, "rf3-e2e", rf=3)
+            report_latency("3 brokers RF=3, e2e latency at 1k msg/s acks=-1",
+                           e2e_latency(bootstrap, "rf3-e2e", 3_000 // scale, 1_000, acks=-1))
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    scale = 10 if args.quick else 1
+    single_broker(scale)
+    replicated(scale)
 
 
 if __name__ == "__main__":

@@ -10,10 +10,11 @@ import asyncio
 import pytest
 from aiokafka import AIOKafkaProducer
 from confluent_kafka import Producer
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient
 
 from broker.control_client import ControlClient
+from tests.harness import read_all
 
 COUNT, FAIL_AT = 120, 60
 
@@ -68,15 +69,6 @@ PRODUCERS = {"kafka-python": produce_kafka_python, "confluent-kafka": produce_co
              "aiokafka": produce_aiokafka}
 
 
-def read_partition(bootstrap: str, topic: str) -> list[bytes]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                             enable_auto_commit=False, consumer_timeout_ms=3000)
-    consumer.assign([TopicPartition(topic, 0)])
-    values = [r.value for r in consumer]
-    consumer.close()
-    return values
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("client", sorted(PRODUCERS))
 def test_producers_keep_going_through_a_leader_failover(broker_factory, client):
@@ -100,7 +92,7 @@ def test_producers_keep_going_through_a_leader_failover(broker_factory, client):
     [during] = control.partitions(topic)
     assert during["leader"] not in (-1, old_leader)
     assert during["leader_epoch"] > before["leader_epoch"]
-    stored = read_partition(cluster.bootstrap, topic)
+    stored = read_all(cluster.bootstrap, topic)
     first_seen = list(dict.fromkeys(stored))  # a retried batch may be stored twice (no idempotence)
     assert first_seen == acked
 

@@ -12,7 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
+
+from tests.harness import read_all
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,15 +42,6 @@ def start(data_dir: Path, port: int) -> subprocess.Popen:
             time.sleep(0.02)
     proc.kill()
     raise RuntimeError("broker did not start")
-
-
-def read_all(bootstrap: str, topic: str) -> list[bytes]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                             enable_auto_commit=False, consumer_timeout_ms=3000)
-    consumer.assign([TopicPartition(topic, 0)])
-    values = [r.value for r in consumer]
-    consumer.close()
-    return values
 
 
 @pytest.mark.slow

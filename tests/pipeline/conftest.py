@@ -74,9 +74,6 @@ def produced(tmp_path_factory) -> Workload:
     from tests.harness import BrokerThread
 
     data_dir = tmp_path_factory.mktemp("produced") / "broker"
-    import os
-    if os.environ.get("STANDIN"):
-        return _standin(data_dir)
     rng = random.Random(6)
     broker = BrokerThread(data_dir, {"log.segment.bytes": str(SEGMENT_BYTES)}).start()
     workload = Workload(broker.data_dir)  # broker 0's log.dirs inside the cluster folder
@@ -173,35 +170,3 @@ def make_cluster(source: Path, target: Path, replicas: int = 2) -> list[Path]:
 def cluster_of():
     return make_cluster
 
-
-def _standin(data_dir: Path) -> Workload:  # TEMPORARY while the broker is being finished
-    workload = Workload(data_dir)
-    rng = random.Random(6)
-    now = int(time.time() * 1000)
-    manager = LogManager(data_dir, LogConfig(segment_bytes=SEGMENT_BYTES), now_ms=lambda: now)
-    manager.load()
-    logs = [manager.create_log("orders", p) for p in range(3)]
-    for n, codec in enumerate(CODECS):
-        for p in range(3):
-            rows = []
-            for i in range(p, 150, 3):
-                key = None if i % 10 == 9 else f"key-{i % 13}".encode()
-                rows.append((key, _value(rng, i), [("codec", codec.encode()), ("i", str(i).encode())], now - 60_000 + n * 1000 + i))
-            for chunk in range(0, len(rows), 7):
-                part = rows[chunk:chunk + 7]
-                info = logs[p].append_as_leader(encode_batch(part, compression=CODECS[codec]), 0)
-                for off, r in zip(range(info.first_offset, info.last_offset + 1), part, strict=True):
-                    workload.records[("orders", p, off)] = Expected(r[0], r[1], r[2], r[3], codec)
-    ev = manager.create_log("events", 0)
-    seq = 0
-    for chunk in range(0, 300, 11):
-        rows = [(f"user-{i % 40}".encode(), _value(rng, i), [("n", str(i).encode())], now - 50_000 + i) for i in range(chunk, min(chunk + 11, 300))]
-        info = ev.append_as_leader(encode_batch(rows, compression=LZ4, producer_id=0, producer_epoch=0, base_sequence=seq), 0)
-        seq += len(rows)
-        for off, r in zip(range(info.first_offset, info.last_offset + 1), rows, strict=True):
-            workload.records[("events", 0, off)] = Expected(r[0], r[1], r[2], r[3], "lz4", True)
-    for log in [*logs, ev]:
-        log.high_watermark = log.log_end_offset
-    manager.shutdown()
-    (data_dir / "meta.properties").write_text("version=1\ncluster.id=test\nnode.id=0\n")
-    return workload
