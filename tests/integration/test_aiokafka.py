@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -82,3 +84,17 @@ async def test_large_message_and_over_limit(kafka_broker):
         await producer.stop()
     [record] = await consume_all(kafka_broker.bootstrap, "ak-big", 0, 1)
     assert record.value == big
+
+
+async def test_restart_keeps_everything(kafka_broker):
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap)
+    await producer.start()
+    try:
+        for i in range(20):
+            await producer.send_and_wait("ak-durable", b"v%d" % i, key=b"k%d" % i)
+    finally:
+        await producer.stop()
+    await asyncio.get_running_loop().run_in_executor(None, kafka_broker.restart)
+    records = await consume_all(kafka_broker.bootstrap, "ak-durable", 0, 20)
+    assert [(r.offset, r.key, r.value) for r in records] == [
+        (i, b"k%d" % i, b"v%d" % i) for i in range(20)]

@@ -88,3 +88,15 @@ def test_over_limit_message_is_refused(broker_factory):
     # The refusal cost that batch only: the partition takes the next one at offset 0.
     [(err, msg)] = produce(broker.bootstrap, "ck-limit", [(None, b"small", None)], **conf)
     assert (err, msg.offset()) == (None, 0)
+
+
+def test_large_message_round_trip_and_restart_keeps_everything(kafka_broker):
+    big = bytes(range(256)) * (900_000 // 256)
+    [(err, msg)] = produce(kafka_broker.bootstrap, "ck-big", [(b"big", big, None)],
+                           **{"message.max.bytes": 1_000_000})
+    assert (err, msg.offset()) == (None, 0)
+    produce(kafka_broker.bootstrap, "ck-big", [(None, b"after-%d" % i, None) for i in range(5)])
+    kafka_broker.restart()
+    records = consume_all(kafka_broker.bootstrap, "ck-big", 0, 6)
+    assert [m.value() for m in records] == [big] + [b"after-%d" % i for i in range(5)]
+    assert [m.offset() for m in records] == list(range(6))
