@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    # PySpark 4 warns on every toPandas() under pandas 3; our conversions are flat tables.
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     # Spark is imported here so that `--help` and argument errors answer at once.
     from pipeline.layout import find_brokers
     from pipeline.session import spark_session

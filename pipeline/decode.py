@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +22,7 @@ from protocol.records import (
     LOG_OVERHEAD,
     RECORDS_OFFSET,
     BatchHeader,
+    decode_varint,
     decompress,
     read_batch_header,
 )
@@ -210,18 +211,18 @@ class _RecordColumns:
                     end = pos + v
                     pos += 1  # record attributes: unused by Kafka
             _, ts_delta, off_delta = fields
-            klen, pos = _varint(data, pos)
+            klen, pos = decode_varint(data, pos)
             key = None if klen < 0 else (data[pos : pos + klen] if want_key else b"")
             pos += max(klen, 0)
-            vlen, pos = _varint(data, pos)
+            vlen, pos = decode_varint(data, pos)
             value = None if vlen < 0 else (data[pos : pos + vlen] if want_value else b"")
             pos += max(vlen, 0)
-            nheaders, pos = _varint(data, pos)
+            nheaders, pos = decode_varint(data, pos)
             for _ in range(nheaders):
-                hklen, pos = _varint(data, pos)
+                hklen, pos = decode_varint(data, pos)
                 hkey = data[pos : pos + hklen]
                 pos += hklen
-                hvlen, pos = _varint(data, pos)
+                hvlen, pos = decode_varint(data, pos)
                 if want_headers:
                     hkeys.append(hkey.decode())
                     hvalues.append(None if hvlen < 0 else data[pos : pos + hvlen])
@@ -236,23 +237,6 @@ class _RecordColumns:
             key_sizes.append(klen)
             value_sizes.append(vlen)
             sequences.append(record_sequence(base_seq, off_delta))
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    b = data[pos]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    z, shift = b & 0x7F, 7
-    pos += 1
-    while True:
-        b = data[pos]
-        pos += 1
-        z |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (z >> 1) ^ -(z & 1), pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")
 
 
 def _record_batch(
@@ -316,9 +300,3 @@ def record_batches(
 def segment_constants(replica: int, topic: str, partition: int, segment: int) -> dict[str, object]:
     return {"broker_id": replica, "topic": topic, "partition": partition, "segment": segment}
 
-
-def project(names: Sequence[str], all_names: Sequence[str]) -> list[str]:
-    unknown = [n for n in names if n not in all_names]
-    if unknown:
-        raise ValueError(f"unknown columns {unknown}; known: {list(all_names)}")
-    return [n for n in all_names if n in set(names)]

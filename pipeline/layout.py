@@ -114,10 +114,6 @@ def find_replicas(data_dir: str | Path) -> list[PartitionReplica]:
     return replicas
 
 
-def find_segments(data_dir: str | Path) -> list[SegmentFile]:
-    return [s for r in find_replicas(data_dir) for s in r.segments]
-
-
 def compacted_topics(data_dir: str | Path) -> set[str]:
     """Topics whose cleanup.policy includes compact: offset gaps there are expected."""
     out: set[str] = set()

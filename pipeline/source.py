@@ -184,21 +184,14 @@ class KafkaSimLogReader(DataSourceReader):
         with open(partition.path, "rb") as f:
             buf = f.read()
         arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
-        const = decode.segment_constants(
-            partition.replica, partition.topic, partition.partition, partition.base_offset
-        )
+        where = (partition.replica, partition.topic, partition.partition, partition.base_offset)
         if self.level == "batches":
-            cols = decode.batch_rows(buf, **_rename(const))
+            cols = decode.batch_rows(buf, *where)
             if cols["position"]:
                 arrays = [pa.array(cols[f.name], f.type) for f in arrow_schema]
                 yield pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
             return
-        yield from decode.record_batches(buf, arrow_schema, const)
-
-
-def _rename(const: dict) -> dict:
-    return {"replica": const["broker_id"], "topic": const["topic"],
-            "partition": const["partition"], "segment": const["segment"]}  # fmt: skip
+        yield from decode.record_batches(buf, arrow_schema, decode.segment_constants(*where))
 
 
 def register(spark) -> None:
