@@ -30,6 +30,7 @@ bench: $(VENV)/.installed-test
 	$(PY) tests/bench/bench_protocol.py
 	$(PY) tests/bench/bench_storage.py
 	$(PY) tests/bench/bench_broker.py
+	$(PY) tests/bench/bench_groups.py
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .

@@ -93,6 +93,7 @@ class AdminManager:
         *,
         assignment: dict[int, list[int]] | None = None,
         validate_only: bool = False,
+        internal: bool = False,
     ) -> TopicInfo:
         validate_topic_name(name)
         if self.store.exists(paths.topic(name)) is not None:
@@ -120,7 +121,7 @@ class AdminManager:
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "unknown broker in assignment")
         overrides = {k: v for k, v in (configs or {}).items() if v is not None}
         self.log_config(overrides)  # raises INVALID_CONFIG
-        topic = TopicInfo(name, uuid.uuid4(), assignment, overrides)
+        topic = TopicInfo(name, uuid.uuid4(), assignment, overrides, internal)
         if validate_only:
             return topic
         self.store.create_json(paths.topic_config(name), {"version": 1, "config": overrides})
@@ -129,6 +130,7 @@ class AdminManager:
                 "version": 3,
                 "topic_id": str(topic.topic_id),
                 "partitions": {str(p): r for p, r in assignment.items()},
+                **({"internal": True} if internal else {}),
             })
         except NodeExistsError:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS,

@@ -21,6 +21,7 @@ from broker.admin_manager import AdminManager
 from broker.config import BrokerConfig, parse_listener
 from broker.connection import Connection
 from broker.controller import Controller
+from broker.group import OFFSETS_TOPIC, GroupCoordinator
 from broker.handlers import load_handlers
 from broker.metadata_cache import MetadataCache, MetadataSnapshot
 from broker.metadata_store import BadVersionError, NodeExistsError, NoNodeError, WatchedEvent
@@ -54,7 +55,9 @@ class Broker:
         self.store = context.store
         self.cluster_id = context.cluster_id
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        self.log_manager = LogManager(config.data_dir, config.log_config(), now_ms=wall_clock_ms)
+        self.log_manager = LogManager(
+            config.data_dir, config.log_config(), now_ms=wall_clock_ms,
+            producer_id_expiration_ms=config["producer.id.expiration.ms"])
         self.metadata_cache = MetadataCache()
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, context.timer, context.clock,
@@ -68,6 +71,7 @@ class Broker:
         )  # fmt: skip
         self.admin = AdminManager(self)
         self.producer_ids = ProducerIdManager(self.store, self.broker_id)
+        self.group_coordinator = GroupCoordinator(self, wall_clock_ms)
         self.controller: Controller | None = None
         self.session: int | None = None
         self._server: asyncio.Server | None = None
@@ -109,7 +113,10 @@ class Broker:
                                             self._flush_and_checkpoint)),
             asyncio.create_task(self._every(self.config["log.retention.check.interval.ms"],
                                             self.log_manager.cleanup)),
+            asyncio.create_task(self._every(self.config["producer.id.expiration.check.interval.ms"],
+                                            self.log_manager.remove_expired_producers)),
         ]
+        self.group_coordinator.schedule_retention()
         self._run_for_controller()
         log.info("broker started", broker_id=self.broker_id, host=self.address[0],
                  port=self.address[1], data_dir=str(self.config.data_dir))
@@ -132,6 +139,7 @@ class Broker:
             task.cancel()
         if self._isr_task is not None:
             self._isr_task.cancel()
+        self.group_coordinator.shutdown()
         await self.replica_manager.shutdown()
         await self._close_connections()
         self.log_manager.shutdown()
@@ -240,7 +248,12 @@ class Broker:
         self, controller_epoch: int, states: list[LeaderAndIsr], configs: dict[str, LogConfig]
     ) -> dict[tuple[str, int], ErrorCode]:
         self._check_controller_epoch(controller_epoch)
-        return self.replica_manager.become_leader_or_follower(states, configs)
+        errors = self.replica_manager.become_leader_or_follower(states, configs)
+        for state in states:  # the group coordinator follows the offsets partitions it leads
+            if state.topic == OFFSETS_TOPIC and errors.get((state.topic, state.partition)) == 0:
+                self.group_coordinator.on_leadership(state.partition,
+                                                     state.leader == self.broker_id)
+        return errors
 
     def handle_update_metadata(self, snapshot: MetadataSnapshot) -> None:
         self._check_controller_epoch(snapshot.controller_epoch)
@@ -251,6 +264,9 @@ class Broker:
     ) -> None:
         self._check_controller_epoch(controller_epoch)
         self.replica_manager.stop_replicas(keys, delete=delete)
+        for topic, partition in keys:
+            if topic == OFFSETS_TOPIC:
+                self.group_coordinator.on_leadership(partition, False)
 
     # -- replication hooks ------------------------------------------------------------------
 

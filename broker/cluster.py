@@ -17,6 +17,7 @@ from broker import zk_paths as paths
 from broker.broker import Broker
 from broker.config import BrokerConfig, parse_listener
 from broker.faults import FaultInjector
+from broker.group.view import group_view
 from broker.metadata_cache import TopicInfo
 from broker.metadata_store import MetadataStore, NodeExistsError
 from storage.checkpoint import write_text_atomically
@@ -193,7 +194,10 @@ class Cluster:
                     entry["high_watermark"] = local.high_watermark
             out.append({"topic": name, "partition": index, "leader": state.leader,
                         "leader_epoch": state.leader_epoch, "isr": state.isr,
-                        "replicas": state.replicas, "replicas_state": replicas_state})
+                        "replicas": state.replicas, "replicas_state": replicas_state,
+                        # idempotent producers as the leader knows them (storage/producer_state.py)
+                        "producers": partition.log.producer_state.describe()
+                        if partition and partition.is_leader else []})
         return out
 
     def pause_replication(self, broker_id: int) -> None:
@@ -208,11 +212,31 @@ class Cluster:
                 str(b.broker_id): {
                     "fetch": b.replica_manager.fetch_purgatory.stats(),
                     "produce": b.replica_manager.produce_purgatory.stats(),
+                    "heartbeat": b.group_coordinator.heartbeat_purgatory.stats(),
+                    "rebalance": b.group_coordinator.join_purgatory.stats(),
                 }
                 for b in self.brokers.values() if b.running
             },
             "timer": self.context.timer.stats(),
         }
+
+    def groups(self, group: str | None = None) -> list[dict]:
+        """Consumer groups as their coordinators hold them (KeyError for an unknown group)."""
+        def high_watermark(topic: str, partition: int) -> int | None:
+            controller = self.controller()
+            state = controller.controller.states.get((topic, partition)) if controller and \
+                controller.controller else None
+            leader = self.context.running(state.leader) if state is not None else None
+            local = leader.replica_manager.partitions.get((topic, partition)) if leader else None
+            return local.high_watermark if local is not None else None
+
+        out = [group_view(g, b.broker_id, high_watermark)
+               for b in self.brokers.values() if b.running
+               for g in b.group_coordinator.manager.groups.values()
+               if group is None or g.group_id == group]
+        if group is not None and not out:
+            raise KeyError(f"no group {group!r} on a running coordinator")
+        return sorted(out, key=lambda g: g["group"])
 
 
 def write_meta_properties(data_dir: Path, cluster_id: str, broker_id: int) -> None:

@@ -52,6 +52,12 @@ class ClusterControl(Protocol):
         tasks and occupied buckets per wheel level."""
         ...
 
+    def groups(self, group: str | None) -> list[dict]:
+        """Per consumer group: group, coordinator, state, generation, protocol_type, protocol,
+        leader, members (member_id, client_id, client_host, assignment), offsets (topic,
+        partition, committed_offset, high_watermark, lag). KeyError for an unknown group."""
+        ...
+
 
 class RemoteBindRefused(ValueError):
     """The control API was asked to listen beyond loopback without allow_remote."""
@@ -224,6 +230,14 @@ async def get_purgatory(request: web.Request) -> web.Response:
     return _ok(_control(request).purgatory())
 
 
+async def get_groups(request: web.Request) -> web.Response:
+    group = request.query.get("group")
+    if group == "":
+        raise ApiError(400, "group must not be empty")
+    control = _control(request)
+    return _ok(await _guarded(lambda: control.groups(group), "group"))
+
+
 ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/", get_index),
     ("GET", "/brokers", get_brokers),
@@ -236,6 +250,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/faults", add_fault),
     ("DELETE", "/faults", clear_faults),
     ("GET", "/purgatory", get_purgatory),
+    ("GET", "/groups", get_groups),
 ]
 
 

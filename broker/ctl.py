@@ -103,6 +103,39 @@ def cmd_purgatory(client: ControlClient, args: argparse.Namespace) -> str:
     return _json(client.purgatory())
 
 
+def _assigned(member: dict) -> str:
+    assignment = member.get("assignment")
+    if isinstance(assignment, dict):
+        return " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(assignment.items())) or "-"
+    return assignment or "-"
+
+
+def _group_detail(g: dict) -> str:
+    lines = [f"group {g['group']}  coordinator {g['coordinator']}  state {g['state']}  "
+             f"generation {g['generation']}  protocol {g['protocol_type'] or '-'}/{g['protocol'] or '-'}"]
+    members = [[m["member_id"] + (" *" if m["member_id"] == g["leader"] else ""),
+                m.get("group_instance_id") or "-", m["client_id"], m["client_host"], _assigned(m)]
+               for m in g["members"]]
+    lines += ["", table(members, ["MEMBER (* leader)", "INSTANCE", "CLIENT", "HOST", "ASSIGNMENT"])]
+    offsets = [[o["topic"], o["partition"], o["committed_offset"],
+                "-" if o["high_watermark"] is None else o["high_watermark"],
+                "-" if o["lag"] is None else o["lag"]] for o in g["offsets"]]
+    lines += ["", table(offsets, ["TOPIC", "PARTITION", "COMMITTED", "HIGH_WATERMARK", "LAG"])]
+    return "\n".join(lines)
+
+
+def cmd_groups(client: ControlClient, args: argparse.Namespace) -> str:
+    if args.json:
+        return _json(client.groups(args.group))
+    if args.group is not None:
+        return "\n\n".join(_group_detail(g) for g in client.groups(args.group))
+    rows = [[g["group"], g["coordinator"], g["state"], g["generation"],
+             g["protocol"] or "-", len(g["members"]),
+             sum(o["lag"] or 0 for o in g["offsets"])] for g in client.groups()]
+    return table(rows, ["GROUP", "COORDINATOR", "STATE", "GENERATION", "PROTOCOL", "MEMBERS",
+                        "TOTAL_LAG"])
+
+
 Command = Callable[[ControlClient, argparse.Namespace], str]
 
 
@@ -124,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
         "id", type=int)
     leaf(broker, "start", cmd_broker_start, "start a stopped broker").add_argument("id", type=int)
     leaf(commands, "partitions", cmd_partitions,
-         "partitions as JSON: leader, epoch, ISR, replicas with LEO/HW/lag").add_argument(
+         "partitions as JSON: leader, epoch, ISR, replicas with LEO/HW/lag, producers").add_argument(
         "topic", nargs="?")
     replication = commands.add_parser(
         "replication", help="pause or resume a broker's followers").add_subparsers(
@@ -157,6 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
     clear.add_argument("--broker", type=int, metavar="ID", help="only this broker's faults")
     leaf(commands, "purgatory", cmd_purgatory,
          "purgatory and timer statistics per broker, as JSON")
+    groups = leaf(commands, "groups", cmd_groups,
+                  "consumer groups: state, generation, members, committed offsets and lag")
+    groups.add_argument("group", nargs="?", help="show this group in detail")
+    groups.add_argument("--json", action="store_true", help="print the API's JSON")
     return parser
 
 

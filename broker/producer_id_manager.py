@@ -28,6 +28,16 @@ class ProducerIdManager:
         self._next += 1
         return producer_id
 
+    def was_issued(self, producer_id: int) -> bool:
+        """True when `producer_id` lies in a block some broker of this cluster has claimed."""
+        if 0 <= producer_id < self._next:
+            return True
+        try:
+            current, _ = self.store.get_json(paths.PRODUCER_ID_BLOCK)
+        except NoNodeError:
+            return False
+        return 0 <= producer_id <= current["block_end"]
+
     def _claim_block(self) -> None:
         for _ in range(MAX_ATTEMPTS):
             try:

@@ -4,14 +4,16 @@ Offsets: log start offset <= high watermark <= log end offset (the next offset t
 below the recovery point is known to be flushed; recovery scans only from the segment holding it.
 Single-threaded by design (the broker's event loop owns it), so there are no locks.
 The leader epoch cache mirrors the batches' partitionLeaderEpoch; every append, truncation and
-retention step keeps it so (see storage/leader_epoch_cache.py).
+retention step keeps it so (see storage/leader_epoch_cache.py). Producer state checks idempotent
+leader appends, records follower appends, is snapshotted at roll and close and rebuilt after a
+truncation (see storage/producer_state.py).
 """
 
 from __future__ import annotations
 
 import bisect
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from protocol.errors import ErrorCode, KafkaError
@@ -30,6 +32,12 @@ from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_config import INT_MAX, LONG_MAX, LogConfig
 from storage.log_info import FetchDataInfo, LogAppendInfo
 from storage.naming import TEMP_SUFFIX, parse_segment_file
+from storage.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    BatchMetadata,
+    ProducerStateManager,
+    duplicate_append_info,
+)
 from storage.segment import RECOVERY_CHUNK, LogSegment
 
 
@@ -51,6 +59,7 @@ class Log:
         segments: list[LogSegment],
         log_start_offset: int,
         recovery_point: int,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.directory = directory
         self.config = config
@@ -66,6 +75,10 @@ class Log:
         )
         self._high_watermark = self._log_start_offset
         self.leader_epoch_cache = self._load_leader_epoch_cache()
+        self.producer_state = ProducerStateManager(
+            directory, now_ms=now_ms, producer_id_expiration_ms=producer_id_expiration_ms
+        )
+        self._reload_producer_state()
 
     # -- opening and recovery ----------------------------------------------------------------------
 
@@ -79,6 +92,7 @@ class Log:
         recovery_point: int = 0,
         log_start_offset: int | None = None,
         clean_shutdown: bool = False,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> Log:
         """Load every segment; after an unclean shutdown scan those at/after the recovery point."""
         directory = Path(directory)
@@ -107,7 +121,7 @@ class Log:
         log = cls(
             directory, config, now_ms, segments,
             segments[0].base_offset if log_start_offset is None else log_start_offset,
-            recovery_point,
+            recovery_point, producer_id_expiration_ms,
         )  # fmt: skip
         if not clean_shutdown:
             log.flush()  # what recovery kept is now durable: the recovery point moves to the LEO
@@ -194,6 +208,9 @@ class Log:
         batches: list[tuple[int, BatchHeader]] = []
         pos = 0
         self._check_timestamps(headers, now)
+        pending = self.producer_state.validate(headers, first_offset, now if append_time else None)
+        if isinstance(pending, BatchMetadata):  # a retry of a batch already here: write nothing
+            return duplicate_append_info(pending, append_time)
         for header in headers:
             assign_offsets(buf, pos, offset, leader_epoch)
             header.base_offset, header.partition_leader_epoch = offset, leader_epoch
@@ -213,6 +230,7 @@ class Log:
         if leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
         self._append(buf, batches, now)
+        self.producer_state.commit(pending)
         return LogAppendInfo(
             first_offset=first_offset,
             last_offset=offset - 1,
@@ -248,6 +266,7 @@ class Log:
             if header.partition_leader_epoch >= 0:
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
         self._append(buf, batches, now)
+        self.producer_state.update(h for _, h in batches)
         max_header = max((h for _, h in batches), key=lambda h: h.max_timestamp)
         return LogAppendInfo(
             first_offset=batches[0][1].base_offset,
@@ -313,6 +332,7 @@ class Log:
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
         fsync_dir(self.directory)
+        self.producer_state.take_snapshot(self._log_end_offset)
         return segment
 
     # -- reads ---------------------------------------------------------------------------------------
@@ -383,6 +403,20 @@ class Log:
             ),
         )
 
+    # -- producer state ------------------------------------------------------------------------------
+
+    def _reload_producer_state(self) -> None:
+        self.producer_state.truncate_and_reload(
+            self._log_start_offset, self._log_end_offset, self._batch_headers_from
+        )
+
+    def _batch_headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        for segment in self._segments[i:]:
+            start = segment.offset_index.lookup(offset)[1] if segment.base_offset <= offset else 0
+            for _, header, _ in segment.batches(start, chunk_size=RECOVERY_CHUNK):
+                yield header
+
     # -- retention and truncation -------------------------------------------------------------------
 
     def delete_old_segments(self) -> int:
@@ -435,6 +469,7 @@ class Log:
         self._high_watermark = max(self._high_watermark, self._log_start_offset)
         self._recovery_point = max(self._recovery_point, self._log_start_offset)
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self.producer_state.delete_snapshots_before(self._log_start_offset)
         return len(doomed)
 
     def truncate_to(self, offset: int) -> bool:
@@ -457,6 +492,7 @@ class Log:
         self._recovery_point = min(self._recovery_point, self._log_end_offset)
         # The LEO, not `offset`: the batch holding `offset` went whole.
         self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+        self._reload_producer_state()
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -469,6 +505,7 @@ class Log:
         self._log_start_offset = self._log_end_offset = offset
         self._high_watermark = self._recovery_point = offset
         self.leader_epoch_cache.clear()
+        self.producer_state.truncate_fully_and_start_at(offset)
 
     # -- durability and lifecycle ---------------------------------------------------------------------
 
@@ -484,6 +521,7 @@ class Log:
             segment.index_interval_bytes = config.index_interval_bytes
 
     def close(self) -> None:
+        self.producer_state.take_snapshot(self._log_end_offset)
         for segment in self._segments:
             segment.close()
 

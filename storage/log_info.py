@@ -14,6 +14,7 @@ class LogAppendInfo:
     offset_of_max_timestamp: int
     valid_bytes: int
     num_records: int
+    duplicate: bool = False  # a retried idempotent batch: the offsets are the original append's
 
 
 @dataclass(slots=True)

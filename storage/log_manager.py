@@ -21,15 +21,22 @@ from storage.naming import (
     log_dir_name,
     parse_log_dir_name,
 )
+from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 TopicPartition = tuple[str, int]
 
 
 class LogManager:
     def __init__(
-        self, data_dir: Path, default_config: LogConfig, *, now_ms: Callable[[], int]
+        self,
+        data_dir: Path,
+        default_config: LogConfig,
+        *,
+        now_ms: Callable[[], int],
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         self.default_config = default_config
         self._now_ms = now_ms
         self._logs: dict[TopicPartition, Log] = {}
@@ -58,6 +65,7 @@ class LogManager:
                 recovery_point=recovery_points.get(key, 0),
                 log_start_offset=log_starts.get(key),
                 clean_shutdown=self.had_clean_shutdown,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
             )
             log.high_watermark = high_watermarks.get(key, 0)
             self._logs[key] = log
@@ -79,7 +87,8 @@ class LogManager:
             directory = self.data_dir / log_dir_name(topic, partition)
             if parse_log_dir_name(directory.name) != (topic, partition):
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"bad topic name {topic!r}")
-            log = Log.open(directory, self.config_for(topic), now_ms=self._now_ms)
+            log = Log.open(directory, self.config_for(topic), now_ms=self._now_ms,
+                           producer_id_expiration_ms=self.producer_id_expiration_ms)
             fsync_dir(self.data_dir)
             self._logs[(topic, partition)] = log
         return log
@@ -113,6 +122,10 @@ class LogManager:
     def cleanup(self) -> int:
         """Retention on every log; returns the number of segments deleted."""
         return sum(log.delete_old_segments() for log in self._logs.values())
+
+    def remove_expired_producers(self) -> int:
+        """Forget idle producers (producer.id.expiration.ms) in every log; returns how many."""
+        return sum(len(log.producer_state.remove_expired_producers()) for log in self._logs.values())
 
     def flush_all(self) -> None:
         for log in self._logs.values():

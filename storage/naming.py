@@ -9,6 +9,7 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 TEMP_SUFFIX = ".tmp"
+SNAPSHOT_SUFFIX = ".snapshot"  # producer state (storage/producer_state.py)
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -33,6 +34,16 @@ def offset_index_file(directory: Path, base_offset: int) -> Path:
 
 def time_index_file(directory: Path, base_offset: int) -> Path:
     return directory / (filename_prefix(base_offset) + TIME_INDEX_SUFFIX)
+
+
+def producer_snapshot_file(directory: Path, offset: int) -> Path:
+    return directory / (filename_prefix(offset) + SNAPSHOT_SUFFIX)
+
+
+def parse_snapshot_file(name: str) -> int | None:
+    """`00000000000000000042.snapshot` -> 42; None for any other name."""
+    stem = name[: -len(SNAPSHOT_SUFFIX)] if name.endswith(SNAPSHOT_SUFFIX) else ""
+    return int(stem) if len(stem) == _OFFSET_DIGITS and stem.isdigit() else None
 
 
 def parse_segment_file(name: str) -> tuple[int, str] | None:

@@ -48,12 +48,23 @@ _MODULES = (
     "fetch",
     "list_offsets",
     "metadata",
+    "offset_commit",
+    "offset_fetch",
+    "find_coordinator",
+    "join_group",
+    "heartbeat",
+    "leave_group",
+    "sync_group",
+    "describe_groups",
+    "list_groups",
     "api_versions",
     "create_topics",
     "delete_topics",
     "init_producer_id",
     "offset_for_leader_epoch",
     "describe_configs",
+    "delete_groups",
+    "offset_delete",
 )
 
 

@@ -1,8 +1,19 @@
-"""InitProducerId (key 22), v0-5: a fresh producer id with epoch 0 for an idempotent producer.
+"""InitProducerId (key 22), v0-5: a producer id and epoch for an idempotent producer.
 
-The idempotence issue adds id blocks, epoch bumps and sequence checks. Transactions are not
-implemented: a non-null transactional_id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients
-treat as fatal and report, rather than a retriable error they would loop on.
+- No producer id in the request (v0-2, or -1/-1): a fresh id from the broker's block of 1000
+  (broker/producer_id_manager.py), epoch 0.
+- v3+ with the producer's current id and epoch (KIP-360, after UNKNOWN_PRODUCER_ID or
+  OUT_OF_ORDER_SEQUENCE_NUMBER): the same id with the epoch bumped; the partitions then accept
+  the new epoch from sequence 0 and refuse the old one (INVALID_PRODUCER_EPOCH). An exhausted
+  epoch (>= 32766, Kafka's isEpochExhausted) or an id this cluster never issued gets a fresh id.
+  Without a transactional id no coordinator keeps per-producer state: each id belongs to exactly
+  one producer session and the partition leaders are the epoch authority, so the bump is
+  stateless and a retried bump answers the same. (Kafka's TransactionCoordinator hands out a
+  fresh id here instead; either lets the client start over at sequence 0.)
+- Only one of producer_id / producer_epoch set: INVALID_REQUEST, as Kafka.
+- Transactions are not implemented: a non-null transactional_id gets
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as fatal and report, rather than a
+  retriable error they would loop on.
 """
 
 from __future__ import annotations
@@ -10,12 +21,26 @@ from __future__ import annotations
 from broker.handlers import RequestContext, register
 from protocol.errors import ErrorCode
 
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+MAX_EPOCH = 32767  # Short.MAX_VALUE
+
+
+def _answer(error: ErrorCode, producer_id: int = NO_PRODUCER_ID,
+            producer_epoch: int = NO_PRODUCER_EPOCH) -> dict:
+    return {"throttle_time_ms": 0, "error_code": error, "producer_id": producer_id,
+            "producer_epoch": producer_epoch}
+
 
 @register(22, "InitProducerId", 0, 5)
 async def handle(ctx: RequestContext, request) -> dict:
     if request.transactional_id is not None:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                "producer_id": -1, "producer_epoch": -1}
-    producer_id = ctx.broker.producer_ids.generate_producer_id()
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
-            "producer_id": producer_id, "producer_epoch": 0}
+        return _answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    producer_id = getattr(request, "producer_id", NO_PRODUCER_ID)
+    epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
+    if (producer_id == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
+        return _answer(ErrorCode.INVALID_REQUEST)
+    ids = ctx.broker.producer_ids
+    if producer_id >= 0 and epoch < MAX_EPOCH - 1 and ids.was_issued(producer_id):
+        return _answer(ErrorCode.NONE, producer_id, epoch + 1)
+    return _answer(ErrorCode.NONE, ids.generate_producer_id(), 0)

@@ -7,7 +7,12 @@
   min.insync.replicas before the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND when it falls below
   while waiting, REQUEST_TIMED_OUT at timeout_ms.
 - Each partition fails alone: UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE (CRC, torn batch),
-  UNSUPPORTED_FOR_MESSAGE_FORMAT (magic < 2), MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE.
+  UNSUPPORTED_FOR_MESSAGE_FORMAT (magic < 2), MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE,
+  INVALID_RECORD (more than one batch for a partition: Kafka's ProduceRequest.validateRecords).
+- Idempotent batches (storage/producer_state.py): a retried batch is answered NONE with its
+  original base offset and not written again; OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
+  UNKNOWN_PRODUCER_ID otherwise. v3-4 predate UNKNOWN_PRODUCER_ID (Kafka 1.0, with v5's
+  log_start_offset): those clients get OUT_OF_ORDER_SEQUENCE_NUMBER instead.
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ from __future__ import annotations
 from broker.handlers import RequestContext, register
 from broker.replica_manager import ProduceResult
 from protocol.errors import ErrorCode
+from protocol.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD
+
+FIRST_VERSION_WITH_UNKNOWN_PRODUCER_ID = 5
 
 
 def _response(request, results: dict) -> dict:
@@ -40,13 +48,38 @@ def _response(request, results: dict) -> dict:
     }
 
 
+def _more_than_one_batch(records) -> bool:
+    """A second complete batch after the first (a torn tail is left to the log: CORRUPT_MESSAGE)."""
+    pos = 0
+    for _ in range(2):
+        if records is None or len(records) - pos < LOG_OVERHEAD:
+            return False
+        length = int.from_bytes(records[pos + BATCH_LENGTH_OFFSET : pos + LOG_OVERHEAD], "big",
+                                signed=True)
+        if length <= 0 or pos + LOG_OVERHEAD + length > len(records):
+            return False
+        pos += LOG_OVERHEAD + length
+    return True
+
+
 @register(0, "Produce", 3, 11)
 async def handle(ctx: RequestContext, request) -> dict | None:
     entries = {(t.name, p.index): p.records for t in request.topic_data for p in t.partition_data}
+    results: dict = {}
     if request.acks not in (-1, 0, 1):
         results = {key: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for key in entries}
     else:
-        results = await ctx.broker.replica_manager.produce(request.acks, request.timeout_ms, entries)
+        for key in [k for k, records in entries.items() if _more_than_one_batch(records)]:
+            del entries[key]
+            results[key] = ProduceResult(ErrorCode.INVALID_RECORD, error_message=(
+                f"produce v{ctx.api_version} allows exactly one record batch per partition"))
+        if entries:
+            results |= await ctx.broker.replica_manager.produce(
+                request.acks, request.timeout_ms, entries)
+    if ctx.api_version < FIRST_VERSION_WITH_UNKNOWN_PRODUCER_ID:
+        for result in results.values():
+            if result.error == ErrorCode.UNKNOWN_PRODUCER_ID:
+                result.error = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     if request.acks == 0:
         return None
     return _response(request, results)

@@ -1,0 +1,38 @@
+"""DescribeGroups (key 15), v0-5: state, protocol and members of groups this broker coordinates.
+
+- Member metadata and assignments are shown only for a Stable group (Kafka's summary); an
+  unknown group is described as Dead with no members. v3+: authorized operations are omitted.
+"""
+
+from __future__ import annotations
+
+from broker.group.group_metadata import GroupState
+from broker.handlers import RequestContext, register
+from protocol.errors import ErrorCode
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def describe(ctx: RequestContext, group_id: str) -> dict:
+    error, group = ctx.broker.group_coordinator.handle_describe_group(group_id)
+    entry = {"error_code": error, "group_id": group_id, "group_state": "", "protocol_type": "",
+             "protocol_data": "", "members": [],
+             "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+    if error != ErrorCode.NONE:
+        return entry
+    if group is None:
+        return {**entry, "group_state": GroupState.DEAD.value}
+    stable = group.is_(GroupState.STABLE)
+    return {**entry, "group_state": group.state.value, "protocol_type": group.protocol_type or "",
+            "protocol_data": (group.protocol_name or "") if stable else "",
+            "members": [{
+                "member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id, "client_host": m.client_host,
+                "member_metadata": m.metadata(group.protocol_name) if stable else b"",
+                "member_assignment": m.assignment if stable else b"",
+            } for m in group.members.values()]}
+
+
+@register(15, "DescribeGroups", 0, 5)
+async def handle(ctx: RequestContext, request) -> dict:
+    return {"throttle_time_ms": 0, "groups": [describe(ctx, g) for g in request.groups]}
