@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 
+from broker.group import OFFSETS_TOPIC
 from broker.handlers import RequestContext, register
 from broker.metadata_cache import TopicInfo
 from protocol.errors import ErrorCode, KafkaError
@@ -65,7 +66,10 @@ def _lookup(ctx: RequestContext, requested, auto_create: bool) -> dict:
     try:
         if not auto_create:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        ctx.broker.admin.create_topic_in_store(name)
+        if name == OFFSETS_TOPIC:  # internal: created with its own partitions and configs
+            ctx.broker.group_coordinator.manager.ensure_offsets_topic()
+        else:
+            ctx.broker.admin.create_topic_in_store(name)
     except KafkaError as exc:
         if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:  # already on its way
             return _error_entry(name, exc.code)

@@ -6,7 +6,8 @@
   append (every ISR member has it); NOT_ENOUGH_REPLICAS when the ISR is below
   min.insync.replicas before the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND when it falls below
   while waiting, REQUEST_TIMED_OUT at timeout_ms.
-- Each partition fails alone: UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE (CRC, torn batch),
+- Each partition fails alone: UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (an internal
+  topic such as __consumer_offsets), CORRUPT_MESSAGE (CRC, torn batch),
   UNSUPPORTED_FOR_MESSAGE_FORMAT (magic < 2), MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE,
   INVALID_RECORD (more than one batch for a partition: Kafka's ProduceRequest.validateRecords).
 - Idempotent batches (storage/producer_state.py): a retried batch is answered NONE with its
@@ -62,6 +63,11 @@ def _more_than_one_batch(records) -> bool:
     return True
 
 
+def _is_internal(ctx: RequestContext, topic: str) -> bool:
+    info = ctx.broker.metadata_cache.topic(topic)
+    return info is not None and info.internal
+
+
 @register(0, "Produce", 3, 11)
 async def handle(ctx: RequestContext, request) -> dict | None:
     entries = {(t.name, p.index): p.records for t in request.topic_data for p in t.partition_data}
@@ -73,6 +79,10 @@ async def handle(ctx: RequestContext, request) -> dict | None:
             del entries[key]
             results[key] = ProduceResult(ErrorCode.INVALID_RECORD, error_message=(
                 f"produce v{ctx.api_version} allows exactly one record batch per partition"))
+        for key in [k for k in entries if _is_internal(ctx, k[0])]:
+            del entries[key]  # only the broker itself writes to internal topics
+            results[key] = ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=(
+                f"Cannot append to internal topic {key[0]}"))
         if entries:
             results |= await ctx.broker.replica_manager.produce(
                 request.acks, request.timeout_ms, entries)

@@ -179,3 +179,25 @@ async def test_commit_with_retention_time_writes_an_expire_timestamp(cluster, cl
     assert record.value.expire_timestamp == record.value.commit_timestamp + 1000
     coordinator = cluster.brokers[0].group_coordinator
     assert await coordinator.cleanup_expired_offsets(record.value.commit_timestamp + 1000) == 1
+
+
+async def test_clients_cannot_produce_to_the_offsets_topic_and_metadata_creates_it_internal(
+    async_broker,
+):
+    from protocol.errors import ErrorCode
+    from protocol.records import encode_batch
+    from tests.integration.raw_client import RawClient
+    from tests.integration.test_protocol_edges import METADATA, PRODUCE, produce_body
+
+    client = await RawClient.connect(async_broker.port)
+    response = await client.request(METADATA, 12, {"topics": [{"name": "__consumer_offsets"}]})
+    assert response.topics[0].error_code == ErrorCode.LEADER_NOT_AVAILABLE
+    cache = async_broker.metadata_cache
+    assert await cache.wait_for(lambda s: cache.has_leaders("__consumer_offsets"), 10_000)
+    info = cache.topic("__consumer_offsets")
+    assert info.internal and info.configs["cleanup.policy"] == "compact"
+    response = await client.request(PRODUCE, 9, produce_body(
+        {("__consumer_offsets", 0): encode_batch([(b"k", b"v", [], 1)])}))
+    assert response.responses[0].partition_responses[0].error_code == \
+        ErrorCode.INVALID_TOPIC_EXCEPTION
+    await client.close()
