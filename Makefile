@@ -31,6 +31,8 @@ bench: $(VENV)/.installed-test
 	$(PY) tests/bench/bench_storage.py
 	$(PY) tests/bench/bench_broker.py
 	$(PY) tests/bench/bench_groups.py
+	$(PY) tests/bench/bench_idempotence.py
+	$(PY) tests/bench/bench_pipeline.py --quick
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
