@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("kafka_sim.broker")
 SHUTDOWN_GRACE_S = 5.0
+NEVER_MS = 2**62  # an interval this long (Kafka's Long.MAX defaults) means the job never runs
 
 
 def wall_clock_ms() -> int:
@@ -110,7 +111,10 @@ class Broker:
         self._schedule_isr_expiration()
         self._background = [
             asyncio.create_task(self._every(self.config["log.flush.interval.ms"],
-                                            self._flush_and_checkpoint)),
+                                            self.log_manager.flush_all)),
+            asyncio.create_task(self._every(
+                self.config["replica.high.watermark.checkpoint.interval.ms"],
+                self.log_manager.checkpoint)),
             asyncio.create_task(self._every(self.config["log.retention.check.interval.ms"],
                                             self.log_manager.cleanup)),
             asyncio.create_task(self._every(self.config["producer.id.expiration.check.interval.ms"],
@@ -158,11 +162,9 @@ class Broker:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), SHUTDOWN_GRACE_S)
 
-    def _flush_and_checkpoint(self) -> None:
-        self.log_manager.flush_all()
-        self.log_manager.checkpoint()
-
     async def _every(self, interval_ms: int, job) -> None:
+        if interval_ms >= NEVER_MS:
+            return
         while True:
             await asyncio.sleep(interval_ms / 1000)
             try:

@@ -188,7 +188,22 @@ class ReplicaFetcher:
                                            self.max_bytes, fp.leader_epoch))
         params = FetchParams(replica_id=self.follower.broker_id, max_wait_ms=self.max_wait_ms,
                              min_bytes=1, max_bytes=self.max_bytes)
-        results = await self.endpoint.fetch(params, requests)
+        # A fetch can wait up to max_wait_ms at the leader; a partition added meanwhile must not
+        # wait that long for its first fetch, so a change of partitions cuts the wait short.
+        self._changed.clear()
+        fetch = asyncio.ensure_future(self.endpoint.fetch(params, requests))
+        changed = asyncio.ensure_future(self._changed.wait())
+        try:
+            await asyncio.wait({fetch, changed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            changed.cancel()
+            if not fetch.done():
+                fetch.cancel()  # the leader answers the parked fetch as abandoned
+        if not fetch.done() or fetch.cancelled():
+            with contextlib.suppress(asyncio.CancelledError):
+                await fetch
+            return
+        results = fetch.result()
         if not self._running.is_set():
             return  # paused while the fetch was parked: what came back is not appended
         progressed = False

@@ -41,8 +41,13 @@ def spark_session(
         "spark.sql.shuffle.partitions": "8",
         "spark.sql.python.filterPushdown.enabled": "true",
         "spark.ui.showConsoleProgress": "true" if progress else "false",
-        **(conf or {}),
     }
+    if master.startswith("local"):
+        # Everything stays on loopback: no web UI on 0.0.0.0:4040, driver bound to 127.0.0.1.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        settings |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                     "spark.ui.enabled": "false"}
+    settings |= conf or {}
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)

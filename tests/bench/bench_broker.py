@@ -9,6 +9,7 @@ acks=-1. `--quick` divides the message counts by 10.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import socket
 import statistics
@@ -22,6 +23,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # the raw client lives in tests/
 
 
 def free_port() -> int:
@@ -124,6 +126,60 @@ def e2e_latency(bootstrap: str, topic: str, count: int, rate: int, acks: int = 1
     return latencies
 
 
+def raw_e2e_latency(bootstrap: str, topic: str, count: int, acks: int) -> list[float]:
+    """The broker alone: our sans-I/O client produces one record per ms and long-polls a fetch,
+    so client-library batching and fetch scheduling are out of the figure."""
+    from protocol.records import decode_batch, encode_batch, iter_batches
+    from tests.integration.raw_client import RawClient
+    from tests.integration.test_protocol_edges import FETCH, METADATA, PRODUCE, produce_body
+
+    async def run() -> list[float]:
+        port = int(bootstrap.split(",")[0].rsplit(":", 1)[1])
+        probe = await RawClient.connect(port)
+        metadata = await probe.request(METADATA, 12, {"topics": [{"name": topic}]})
+        await probe.close()
+        leader = metadata.topics[0].partitions[0].leader_id
+        leader_port = {b.node_id: b.port for b in metadata.brokers}[leader]
+        producer = await RawClient.connect(leader_port)
+        consumer = await RawClient.connect(leader_port)
+        latencies: list[float] = []
+        offset = 0
+
+        async def consume() -> None:
+            nonlocal offset
+            while len(latencies) < count:
+                response = await consumer.request(FETCH, 12, {
+                    "replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1 << 20,
+                    "topics": [{"topic": topic, "partitions": [
+                        {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}]})
+                records = response.responses[0].partitions[0].records
+                now = time.perf_counter()
+                for pos, _ in iter_batches(records):
+                    for record in decode_batch(records, pos)[1]:
+                        if record.offset >= offset:
+                            latencies.append(now - float(record.value))
+                            offset = record.offset + 1
+
+        async def produce() -> None:
+            for _ in range(count):
+                batch = encode_batch([(None, str(time.perf_counter()).encode(), [], None)])
+                await producer.send(PRODUCE, 9, produce_body({(topic, 0): batch}, acks=acks))
+                await asyncio.sleep(0.001)
+
+        async def drain() -> None:
+            for _ in range(count):
+                await producer.read_frame()
+
+        consuming = asyncio.create_task(consume())
+        await asyncio.gather(produce(), drain())
+        await asyncio.wait_for(consuming, 60)
+        await producer.close()
+        await consumer.close()
+        return latencies
+
+    return asyncio.run(run())
+
+
 def report_latency(label: str, lat: list[float]) -> None:
     if lat:
         lat = sorted(lat)
@@ -146,8 +202,11 @@ def single_broker(scale: int) -> None:
             print(f"1 broker, consume {200_000 // scale} x 100 B: "
                   f"{200_000 // scale / elapsed:,.0f} msg/s")
             create_topic(bootstrap, "e2e")
-            report_latency("1 broker, e2e latency at 1k msg/s acks=1",
+            report_latency("1 broker, e2e latency at 1k msg/s acks=1, confluent-kafka",
                            e2e_latency(bootstrap, "e2e", 3_000 // scale, 1_000))
+            create_topic(bootstrap, "e2e-raw")
+            report_latency("1 broker, e2e latency at 1k msg/s acks=1, broker only (raw client)",
+                           raw_e2e_latency(bootstrap, "e2e-raw", 2_000 // scale, 1))
         finally:
             proc.terminate()
             proc.wait(30)
@@ -165,8 +224,11 @@ def replicated(scale: int) -> None:
                     print(f"3 brokers RF=3, produce {count} x {size} B acks={acks}: "
                           f"{count / elapsed:,.0f} msg/s, {count * size / elapsed / 1e6:,.1f} MB/s")
             create_topic(bootstrap, "rf3-e2e", rf=3)
-            report_latency("3 brokers RF=3, e2e latency at 1k msg/s acks=-1",
+            report_latency("3 brokers RF=3, e2e latency at 1k msg/s acks=-1, confluent-kafka",
                            e2e_latency(bootstrap, "rf3-e2e", 3_000 // scale, 1_000, acks=-1))
+            create_topic(bootstrap, "rf3-e2e-raw", rf=3)
+            report_latency("3 brokers RF=3, e2e latency at 1k msg/s acks=-1, broker only (raw)",
+                           raw_e2e_latency(bootstrap, "rf3-e2e-raw", 2_000 // scale, -1))
         finally:
             proc.terminate()
             proc.wait(30)

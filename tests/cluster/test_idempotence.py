@@ -8,88 +8,18 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from aiokafka import AIOKafkaProducer
 from confluent_kafka import Producer
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import KafkaAdminClient
 
 from broker.control_client import ControlClient
 from protocol.errors import ErrorCode
 from protocol.records import encode_batch, iter_batches
+from tests.cluster.client_producers import PRODUCERS, create_replicated_topic
+from tests.harness import read_all
 from tests.integration.raw_client import RawClient
 from tests.integration.test_protocol_edges import PRODUCE, create_topic, produce_body
 
 INIT_PRODUCER_ID = 22
 COUNT = 60
-
-
-def produce_kafka_python(bootstrap: str, topic: str, on_sent, count: int = COUNT) -> list[bytes]:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True,
-                             retries=50, retry_backoff_ms=100, request_timeout_ms=5000,
-                             linger_ms=0, max_in_flight_requests_per_connection=5)
-    acked = []
-    for i in range(count):
-        on_sent(i)
-        value = b"kp-%d" % i
-        producer.send(topic, value=value).get(timeout=60)
-        acked.append(value)
-    producer.close()
-    return acked
-
-
-def produce_confluent(bootstrap: str, topic: str, on_sent, count: int = COUNT) -> list[bytes]:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                         "acks": "all", "linger.ms": 0, "retry.backoff.ms": 100,
-                         "message.timeout.ms": 60000})
-    acked: list[bytes] = []
-    errors: list = []
-    for i in range(count):
-        on_sent(i)
-        producer.produce(topic, value=b"ck-%d" % i,
-                         on_delivery=lambda err, msg: (errors if err else acked).append(msg.value()))
-        assert producer.flush(60) == 0
-    assert errors == []
-    return acked
-
-
-def produce_aiokafka(bootstrap: str, topic: str, on_sent, count: int = COUNT) -> list[bytes]:
-    async def run() -> list[bytes]:
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all",
-                                    enable_idempotence=True, retry_backoff_ms=100,
-                                    request_timeout_ms=5000)
-        await producer.start()
-        acked = []
-        try:
-            for i in range(count):
-                await asyncio.get_running_loop().run_in_executor(None, on_sent, i)
-                value = b"ak-%d" % i
-                await producer.send_and_wait(topic, value)
-                acked.append(value)
-        finally:
-            await producer.stop()
-        return acked
-
-    return asyncio.run(run())
-
-
-PRODUCERS = {"kafka-python": produce_kafka_python, "confluent-kafka": produce_confluent,
-             "aiokafka": produce_aiokafka}
-
-
-def read_partition(bootstrap: str, topic: str) -> list[bytes]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                             enable_auto_commit=False, consumer_timeout_ms=3000)
-    consumer.assign([TopicPartition(topic, 0)])
-    values = [r.value for r in consumer]
-    consumer.close()
-    return values
-
-
-def create_replicated_topic(bootstrap: str, topic: str) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    admin.create_topics({topic: {"num_partitions": 1, "replication_factor": 3,
-                                 "configs": {"min.insync.replicas": "2"}}})
-    admin.close()
 
 
 @pytest.mark.slow
@@ -106,9 +36,9 @@ def test_retries_after_lost_responses_are_deduplicated(broker_factory, client):
         if i == 20:  # the next 3 produce requests are appended, then their connections cut
             control.add_fault(state["leader"], "Produce", drop_response=True, count=dropped)
 
-    acked = PRODUCERS[client](cluster.bootstrap, topic, on_sent)
+    acked = PRODUCERS[client](cluster.bootstrap, topic, on_sent, COUNT, idempotent=True)
     assert control.faults() == []  # every drop was used: the client really retried 3 times
-    stored = read_partition(cluster.bootstrap, topic)
+    stored = read_all(cluster.bootstrap, topic)
     assert stored == acked and len(stored) == COUNT  # exactly once, in send order
     [after] = control.partitions(topic)
     [producer] = after["producers"]
@@ -133,11 +63,11 @@ def test_every_acknowledged_record_once_through_a_leader_failover(broker_factory
         if i == COUNT // 2:
             control.stop_broker(old_leader)
 
-    acked = PRODUCERS[client](cluster.bootstrap, topic, on_sent)
+    acked = PRODUCERS[client](cluster.bootstrap, topic, on_sent, COUNT, idempotent=True)
     assert len(acked) == COUNT
     [during] = control.partitions(topic)
     assert during["leader"] not in (-1, old_leader)
-    assert read_partition(cluster.bootstrap, topic) == acked
+    assert read_all(cluster.bootstrap, topic) == acked
     [producer] = during["producers"]  # the new leader built the state as a follower
     assert producer["last_offset"] == COUNT - 1
 
@@ -256,7 +186,7 @@ def test_a_long_lived_producer_survives_a_whole_cluster_restart(broker_factory):
 
     answer = asyncio.run(replay())
     assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, 0)
-    assert read_partition(cluster.bootstrap, topic) == first + second
+    assert read_all(cluster.bootstrap, topic) == first + second
 
 
 async def until_leader(cluster, topic: str) -> None:
