@@ -1,4 +1,5 @@
-"""Log: one partition's folder of segments; appends, reads, retention, truncation and crash recovery.
+"""Log: one partition's folder of segments; appends, reads, retention and truncation (loading and
+crash recovery are in storage/log_loader.py).
 
 Offsets: log start offset <= high watermark <= log end offset (the next offset to assign). Everything
 below the recovery point is known to be flushed; recovery scans only from the segment holding it.
@@ -31,7 +32,7 @@ from storage.checkpoint import fsync_dir
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_config import INT_MAX, LONG_MAX, LogConfig
 from storage.log_info import FetchDataInfo, LogAppendInfo
-from storage.naming import TEMP_SUFFIX, parse_segment_file
+from storage.log_loader import load_segments, new_segment
 from storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
@@ -96,28 +97,8 @@ class Log:
     ) -> Log:
         """Load every segment; after an unclean shutdown scan those at/after the recovery point."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        bases: set[int] = set()
-        index_files: list[tuple[int, Path]] = []
-        for path in directory.iterdir():
-            if path.name.endswith(TEMP_SUFFIX):
-                path.unlink()
-                continue
-            parsed = parse_segment_file(path.name)
-            if parsed is None:
-                continue
-            if parsed[1] == ".log":
-                bases.add(parsed[0])
-            else:
-                index_files.append((parsed[0], path))
-        for base, path in index_files:
-            if base not in bases:
-                path.unlink()  # an index whose segment is gone
-        segments = [cls._new_segment(directory, config, base) for base in sorted(bases)]
-        if segments:
-            cls._recover_segments(segments, recovery_point, clean_shutdown)
-        else:
-            segments = [cls._new_segment(directory, config, log_start_offset or 0)]
+        segments = load_segments(directory, config, recovery_point, clean_shutdown,
+                                 log_start_offset or 0)
         log = cls(
             directory, config, now_ms, segments,
             segments[0].base_offset if log_start_offset is None else log_start_offset,
@@ -130,35 +111,6 @@ class Log:
         if first is not None:
             active.rolling_base_ms = first.max_timestamp if first.max_timestamp >= 0 else now_ms()
         return log
-
-    @staticmethod
-    def _new_segment(directory: Path, config: LogConfig, base_offset: int) -> LogSegment:
-        return LogSegment(
-            directory,
-            base_offset,
-            index_interval_bytes=config.index_interval_bytes,
-            max_index_size=config.segment_index_bytes,
-        )
-
-    @staticmethod
-    def _recover_segments(segments: list[LogSegment], recovery_point: int, clean: bool) -> None:
-        """Deep-scan from the segment holding the recovery point; cut everything after a bad batch."""
-        first_unflushed = max(
-            bisect.bisect_right([s.base_offset for s in segments], recovery_point) - 1, 0
-        )
-        for i, segment in enumerate(segments):
-            deep = not clean and i >= first_unflushed
-            if deep or not segment.indexes_sane() or not segment.load_tail():
-                truncated = segment.recover()
-            else:
-                truncated = 0
-            if truncated or (
-                i + 1 < len(segments) and segment.next_offset > segments[i + 1].base_offset
-            ):
-                for later in segments[i + 1 :]:
-                    later.delete()
-                del segments[i + 1 :]
-                return
 
     # -- properties ----------------------------------------------------------------------------------
 
@@ -328,7 +280,7 @@ class Log:
         if active.size == 0:
             return active
         active.on_become_inactive()
-        segment = self._new_segment(self.directory, self.config, self._log_end_offset)
+        segment = new_segment(self.directory, self.config, self._log_end_offset)
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
         fsync_dir(self.directory)
@@ -499,7 +451,7 @@ class Log:
         """Drop every segment and restart the log empty at `offset`."""
         for segment in self._segments:
             segment.delete()
-        self._segments = [self._new_segment(self.directory, self.config, offset)]
+        self._segments = [new_segment(self.directory, self.config, offset)]
         self._bases = [offset]
         fsync_dir(self.directory)
         self._log_start_offset = self._log_end_offset = offset
