@@ -7,7 +7,7 @@ is fsynced, so a crash leaves either the old or the new file, never a torn one.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from protocol.errors import ErrorCode, KafkaError
@@ -16,7 +16,7 @@ from storage.naming import TEMP_SUFFIX
 CHECKPOINT_VERSION = 0
 
 
-def _malformed(path: Path, why: str) -> KafkaError:
+def malformed_checkpoint(path: Path, why: str) -> KafkaError:
     return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"malformed checkpoint {path}: {why}")
 
 
@@ -29,6 +29,35 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def write_checkpoint(path: Path, rows: Sequence[str]) -> None:
+    """Kafka's checkpoint layout: a version line, a count line, then one line per entry."""
+    write_text_atomically(path, "\n".join([str(CHECKPOINT_VERSION), str(len(rows)), *rows]) + "\n")
+
+
+def read_checkpoint(path: Path, fields: int) -> list[list[str]] | None:
+    """The entries of a checkpoint file, each split into `fields` words; None when there is no file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    lines = text.splitlines()
+    if len(lines) < 2:
+        raise malformed_checkpoint(path, "missing version or count line")
+    if lines[0].strip() != str(CHECKPOINT_VERSION):
+        raise malformed_checkpoint(path, f"unknown version {lines[0]!r}")
+    try:
+        count = int(lines[1])
+    except ValueError:
+        raise malformed_checkpoint(path, f"bad count {lines[1]!r}") from None
+    rows = [line.split() for line in lines[2:] if line.strip()]
+    if len(rows) != count:
+        raise malformed_checkpoint(path, f"expected {count} entries, found {len(rows)}")
+    for row in rows:
+        if len(row) != fields:
+            raise malformed_checkpoint(path, f"bad line {' '.join(row)!r}")
+    return rows
+
+
 class OffsetCheckpointFile:
     """One checkpoint file mapping (topic, partition) to an offset."""
 
@@ -36,43 +65,16 @@ class OffsetCheckpointFile:
         self.path = Path(path)
 
     def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
-        lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
-        lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in offsets.items()]
-        tmp = self.path.with_name(self.path.name + TEMP_SUFFIX)
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fsync_dir(self.path.parent)
+        write_checkpoint(self.path, [f"{t} {p} {offset}" for (t, p), offset in offsets.items()])
 
     def read(self) -> dict[tuple[str, int], int]:
         """The stored offsets; {} when the file does not exist."""
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return {}
-        lines = text.splitlines()
-        if len(lines) < 2:
-            raise _malformed(self.path, "missing version or count line")
-        if lines[0].strip() != str(CHECKPOINT_VERSION):
-            raise _malformed(self.path, f"unknown version {lines[0]!r}")
-        try:
-            count = int(lines[1])
-        except ValueError:
-            raise _malformed(self.path, f"bad count {lines[1]!r}") from None
-        entries = [line for line in lines[2:] if line.strip()]
-        if len(entries) != count:
-            raise _malformed(self.path, f"expected {count} entries, found {len(entries)}")
         offsets: dict[tuple[str, int], int] = {}
-        for line in entries:
-            parts = line.split()
-            if len(parts) != 3:
-                raise _malformed(self.path, f"bad line {line!r}")
+        for topic, partition, offset in read_checkpoint(self.path, 3) or []:
             try:
-                offsets[(parts[0], int(parts[1]))] = int(parts[2])
+                offsets[(topic, int(partition))] = int(offset)
             except ValueError:
-                raise _malformed(self.path, f"bad line {line!r}") from None
+                raise malformed_checkpoint(self.path, f"bad line {topic} {partition} {offset}") from None
         return offsets
 
 

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from protocol.errors import ErrorCode, KafkaError
-from storage.checkpoint import CHECKPOINT_VERSION, write_text_atomically
+from protocol.errors import KafkaError
+from storage.checkpoint import malformed_checkpoint, read_checkpoint, write_checkpoint
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -27,12 +27,6 @@ class EpochEntry(NamedTuple):
     start_offset: int
 
 
-def _malformed(path: Path, why: str) -> KafkaError:
-    return KafkaError(
-        ErrorCode.KAFKA_STORAGE_ERROR, f"malformed leader epoch checkpoint {path}: {why}"
-    )
-
-
 class LeaderEpochCheckpointFile:
     """The file alone: Kafka's text format, replaced atomically (temp file, fsync, rename)."""
 
@@ -40,40 +34,23 @@ class LeaderEpochCheckpointFile:
         self.path = Path(path)
 
     def write(self, entries: Sequence[EpochEntry]) -> None:
-        lines = [str(CHECKPOINT_VERSION), str(len(entries))]
-        lines += [f"{e.epoch} {e.start_offset}" for e in entries]
-        write_text_atomically(self.path, "\n".join(lines) + "\n")
+        write_checkpoint(self.path, [f"{e.epoch} {e.start_offset}" for e in entries])
 
     def read(self) -> list[EpochEntry] | None:
         """The stored entries; None when there is no file. Raises on a malformed or unordered file."""
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        rows = read_checkpoint(self.path, 2)
+        if rows is None:
             return None
-        lines = text.splitlines()
-        if len(lines) < 2:
-            raise _malformed(self.path, "missing version or count line")
-        if lines[0].strip() != str(CHECKPOINT_VERSION):
-            raise _malformed(self.path, f"unknown version {lines[0]!r}")
-        try:
-            count = int(lines[1])
-        except ValueError:
-            raise _malformed(self.path, f"bad count {lines[1]!r}") from None
-        rows = [line for line in lines[2:] if line.strip()]
-        if len(rows) != count:
-            raise _malformed(self.path, f"expected {count} entries, found {len(rows)}")
         entries: list[EpochEntry] = []
-        for line in rows:
-            parts = line.split()
+        for epoch, start_offset in rows:
+            line = f"{epoch} {start_offset}"
             try:
-                if len(parts) != 2:
-                    raise ValueError
-                entry = EpochEntry(int(parts[0]), int(parts[1]))
+                entry = EpochEntry(int(epoch), int(start_offset))
             except ValueError:
-                raise _malformed(self.path, f"bad line {line!r}") from None
+                raise malformed_checkpoint(self.path, f"bad line {line!r}") from None
             previous = entries[-1] if entries else EpochEntry(-1, -1)
             if entry.epoch <= previous.epoch or entry.start_offset <= previous.start_offset:
-                raise _malformed(self.path, f"entry {line!r} breaks the order")
+                raise malformed_checkpoint(self.path, f"entry {line!r} breaks the order")
             entries.append(entry)
         return entries
 
