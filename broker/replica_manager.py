@@ -285,6 +285,8 @@ class ReplicaManager:
             return None
         if fp.fetch_offset == end:
             return 0
+        if params.min_bytes <= 1:
+            return 1  # something is there, and one byte is all this fetch waits for: no read
         data = partition.log.read(
             fp.fetch_offset, max(fp.partition_max_bytes, 1), max_offset=end, min_one_message=True
         )

@@ -28,6 +28,7 @@ from storage.time_index import TimeIndex
 
 READ_CHUNK = 64 * 1024  # forward scans from an index entry: an interval plus a few batches
 RECOVERY_CHUNK = 1024 * 1024  # whole-file scans read in bigger pieces
+RECENT_BATCHES = 64  # appended batch positions remembered for tail fetches
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 
@@ -53,6 +54,9 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self.rolling_base_ms: int | None = None  # when this segment's segment.ms clock started
         self._dirty = False
+        # Followers and consumers at the tail fetch from the base offset of a batch just appended:
+        # remembering the last few spares the index lookup and the forward scan behind it.
+        self._recent: dict[int, tuple[int, BatchHeader]] = {}
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
@@ -96,6 +100,9 @@ class LogSegment:
 
     def translate_offset(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset >= offset (index, then scan)."""
+        recent = self._recent.get(offset)
+        if recent is not None:
+            return recent
         _, start = self.offset_index.lookup(offset)
         for pos, header, _ in self.batches(start):
             if header.last_offset >= offset:
@@ -162,6 +169,7 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
+        self._recent.clear()
         self.max_timestamp, self.offset_of_max_timestamp = -1, -1
         self.bytes_since_last_index_entry = 0
         self.next_offset, valid_end = self.base_offset, 0
@@ -198,6 +206,9 @@ class LogSegment:
         for rel, header in batches:
             self._index_batch(start + rel, header)
             self.next_offset = header.next_offset
+            self._recent[header.base_offset] = (start + rel, header)
+        while len(self._recent) > RECENT_BATCHES:
+            del self._recent[next(iter(self._recent))]  # the oldest: dicts keep insertion order
         self.size += len(view)
         self._dirty = True
         if self.rolling_base_ms is None:
@@ -259,6 +270,7 @@ class LogSegment:
             return 0
         pos, header = found
         removed = self.size - pos
+        self._recent.clear()
         os.ftruncate(self._fd, pos)
         self.size = pos
         self._dirty = True

@@ -105,6 +105,11 @@ def e2e_latency(bootstrap: str, topic: str, count: int, rate: int, acks: int = 1
                          "enable.auto.commit": False, "auto.offset.reset": "latest"})
     consumer.assign([TopicPartition(topic, 0, 0)])
     producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0})
+    # Warm up: both clients connected and the consumer fetching, so start-up is not measured.
+    producer.produce(topic, b"warm-up")
+    producer.flush(10)
+    while not any(m.error() is None for m in consumer.consume(1, timeout=1)):
+        pass
     latencies = []
     interval = 1 / rate
     next_send = time.perf_counter()
