@@ -200,6 +200,12 @@ class Cluster:
                         if partition and partition.is_leader else []})
         return out
 
+    async def elect_preferred_leaders(self) -> None:
+        controller = self.controller()
+        if controller is None or controller.controller is None:
+            raise ValueError("there is no controller right now")
+        await controller.controller.elect_preferred_leaders()
+
     def pause_replication(self, broker_id: int) -> None:
         self.broker(broker_id).replica_manager.pause_replication()
 

@@ -47,6 +47,8 @@ class ClusterControl(Protocol):
 
     def resume_replication(self, broker_id: int) -> None: ...
 
+    async def elect_preferred_leaders(self) -> None: ...
+
     def purgatory(self) -> dict:
         """Per broker and purgatory: watched keys, delayed, completed, expired; the timer's pending
         tasks and occupied buckets per wheel level."""
@@ -175,6 +177,12 @@ async def pause_replication(request: web.Request) -> web.Response:
     return _ok({"broker": broker_id, "replication": "paused"})
 
 
+async def elect_preferred_leaders(request: web.Request) -> web.Response:
+    control = _control(request)
+    await _guarded(control.elect_preferred_leaders)
+    return _ok(control.partitions(None))
+
+
 async def resume_replication(request: web.Request) -> web.Response:
     control, broker_id = _control(request), _broker_id(request)
     await _guarded(lambda: control.resume_replication(broker_id))
@@ -246,6 +254,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/partitions", get_partitions),
     ("POST", "/replication/{id}/pause", pause_replication),
     ("POST", "/replication/{id}/resume", resume_replication),
+    ("POST", "/leaders/preferred", elect_preferred_leaders),
     ("GET", "/faults", get_faults),
     ("POST", "/faults", add_fault),
     ("DELETE", "/faults", clear_faults),

@@ -75,6 +75,10 @@ class ControlClient:
         """Clear one fault, a broker's faults, or all of them; returns how many were cleared."""
         return self._call("DELETE", "/faults", query={"id": id, "broker": broker})["cleared"]
 
+    def elect_preferred_leaders(self) -> list[dict]:
+        """Preferred-replica election; returns the partitions afterwards."""
+        return self._call("POST", "/leaders/preferred")
+
     def purgatory(self) -> dict:
         return self._call("GET", "/purgatory")
 

@@ -22,6 +22,7 @@ from broker.metadata_cache import MetadataSnapshot, TopicInfo
 from broker.metadata_store import BadVersionError, MetadataStore, NoNodeError
 from broker.partition import LeaderAndIsr
 from protocol.errors import KafkaError
+from timer import FunctionTimerTask
 
 if TYPE_CHECKING:
     from broker.cluster import ClusterContext
@@ -31,7 +32,7 @@ log = structlog.get_logger("kafka_sim.controller")
 
 @dataclass(frozen=True, slots=True)
 class ControllerEvent:
-    kind: str  # startup, broker_change, topic_change, topic_deletion, isr_change, preferred_election
+    kind: str  # a key of Controller._run's handler table
     data: object = None
 
 
@@ -47,6 +48,7 @@ class Controller:
         self.queue: asyncio.Queue[ControllerEvent] = asyncio.Queue()
         self._watches: list = []
         self._task: asyncio.Task | None = None
+        self._rebalance_task: FunctionTimerTask | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -59,9 +61,12 @@ class Controller:
             self.store.ChildrenWatch(paths.ISR_CHANGES, self._enqueue("isr_change")),
         ]
         self._task = asyncio.create_task(self._run(), name=f"controller-{self.broker_id}")
+        self._schedule_leader_rebalance()
         log.info("controller elected", broker_id=self.broker_id, controller_epoch=self.epoch)
 
     async def stop(self) -> None:
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
         for watch in self._watches:
             watch.cancel()
         if self._task is not None:
@@ -75,8 +80,24 @@ class Controller:
 
         return on_change
 
-    def elect_preferred_leaders(self) -> None:
+    async def elect_preferred_leaders(self) -> None:
+        """Move every partition's leadership to its preferred replica where it can lead now."""
         self.queue.put_nowait(ControllerEvent("preferred_election"))
+        await self.queue.join()
+
+    def _schedule_leader_rebalance(self) -> None:
+        """Kafka's auto leader rebalance, on the shared timer (tests drive it with the clock)."""
+        config = self.context.config
+        if not config["auto.leader.rebalance.enable"]:
+            return
+
+        def check() -> None:
+            self.queue.put_nowait(ControllerEvent("auto_leader_rebalance"))
+            self._schedule_leader_rebalance()
+
+        self._rebalance_task = FunctionTimerTask(
+            config["leader.imbalance.check.interval.seconds"] * 1000, check)
+        self.context.timer.add(self._rebalance_task)
 
     async def _run(self) -> None:
         handlers = {
@@ -86,6 +107,7 @@ class Controller:
             "topic_deletion": self._on_topic_deletion,
             "isr_change": self._on_isr_change,
             "preferred_election": self._on_preferred_election,
+            "auto_leader_rebalance": self._on_auto_leader_rebalance,
         }
         while True:
             event = await self.queue.get()
@@ -93,6 +115,8 @@ class Controller:
                 handlers[event.kind](event.data)
             except Exception:  # one bad event must not stop the controller
                 log.exception("controller event failed", kind=event.kind)
+            finally:
+                self.queue.task_done()
 
     # -- reading and writing the store ------------------------------------------------------
 
@@ -302,12 +326,32 @@ class Controller:
                 self.store.delete(f"{paths.ISR_CHANGES}/{child}")
         self._send_update_metadata()
 
-    def _on_preferred_election(self, _data: object) -> None:
-        changed = []
+    def _can_lead_preferred(self, state: LeaderAndIsr) -> bool:
+        preferred = state.replicas[0]
+        return state.leader != preferred and preferred in state.isr and preferred in self.live_brokers
+
+    def _on_auto_leader_rebalance(self, _data: object) -> None:
+        """Elect preferred leaders for brokers whose share of not-led preferred partitions is above
+        leader.imbalance.per.broker.percentage (Kafka's checkAndTriggerAutoLeaderRebalance)."""
+        threshold = self.context.config["leader.imbalance.per.broker.percentage"] / 100
+        by_preferred: dict[int, list[tuple[str, int]]] = {}
         for key, state in self.states.items():
-            preferred = state.replicas[0]
-            if state.leader != preferred and preferred in state.isr and preferred in self.live_brokers:
-                changed.append(self._update_state(key, preferred, state.isr))
+            by_preferred.setdefault(state.replicas[0], []).append(key)
+        keys = []
+        for broker_id, owned in by_preferred.items():
+            not_led = [k for k in owned if self.states[k].leader != broker_id]
+            if broker_id in self.live_brokers and len(not_led) / len(owned) > threshold:
+                keys += [k for k in not_led if self._can_lead_preferred(self.states[k])]
+        if keys:
+            log.info("auto leader rebalance", partitions=len(keys), controller_epoch=self.epoch)
+            self._on_preferred_election(keys)
+
+    def _on_preferred_election(self, keys: object) -> None:
+        changed = []
+        for key in keys if keys is not None else list(self.states):  # type: ignore[union-attr]
+            state = self.states.get(key)
+            if state is not None and self._can_lead_preferred(state):
+                changed.append(self._update_state(key, state.replicas[0], state.isr))
         if changed:
             self._send_update_metadata()
             self._send_leader_and_isr(changed)

@@ -99,6 +99,12 @@ def cmd_fault_clear(client: ControlClient, args: argparse.Namespace) -> str:
     return f"cleared {cleared} fault(s)"
 
 
+def cmd_elect_leaders(client: ControlClient, args: argparse.Namespace) -> str:
+    rows = [[p["topic"], p["partition"], p["leader"], p["replicas"][0], p["leader_epoch"]]
+            for p in client.elect_preferred_leaders()]
+    return table(rows, ["TOPIC", "PARTITION", "LEADER", "PREFERRED", "LEADER_EPOCH"])
+
+
 def cmd_purgatory(client: ControlClient, args: argparse.Namespace) -> str:
     return _json(client.purgatory())
 
@@ -188,6 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     clear = leaf(fault, "clear", cmd_fault_clear, "clear one fault, a broker's, or all")
     clear.add_argument("--id", type=int, metavar="N", help="only this fault")
     clear.add_argument("--broker", type=int, metavar="ID", help="only this broker's faults")
+    leaf(commands, "elect-leaders", cmd_elect_leaders,
+         "move leadership to each partition's preferred replica where it is in the ISR")
     leaf(commands, "purgatory", cmd_purgatory,
          "purgatory and timer statistics per broker, as JSON")
     groups = leaf(commands, "groups", cmd_groups,

@@ -241,3 +241,35 @@ async def test_controller_failover_bumps_the_epoch(cluster):
         with pytest.raises(KafkaError) as exc:
             stale(second)
         assert exc.value.code == ErrorCode.STALE_CONTROLLER_EPOCH
+
+
+async def test_leadership_returns_to_preferred_replicas(tmp_path):
+    clock = ManualClock(1_000_000)
+    overrides = {"leader.imbalance.check.interval.seconds": "60",
+                 "replica.lag.time.max.ms": "3600000"}  # this test moves time in large steps
+    cluster = Cluster(cluster_config(tmp_path, overrides), 3, clock=clock)
+    await cluster.start()
+    try:
+        client = await RawClient.connect(cluster.brokers[0].port)
+        response = await client.request(CREATE_TOPICS, 7, {"topics": [{
+            "name": "balance", "num_partitions": 3, "replication_factor": 3}], "timeout_ms": 10_000})
+        assert response.topics[0].error_code == 0
+        await client.close()
+        states = cluster.controller().controller.states
+        assert sorted(states[("balance", p)].leader for p in range(3)) == [0, 1, 2]
+
+        def preferred_leading() -> list[bool]:
+            live = cluster.controller().controller.states
+            return [live[("balance", p)].leader == live[("balance", p)].replicas[0]
+                    for p in range(3)]
+
+        victim = states[("balance", 0)].leader
+        await cluster.stop_broker(victim)
+        await until(lambda: cluster.controller() is not None and not all(preferred_leading()))
+        await cluster.start_broker(victim)
+        await until(lambda: all(len(s.isr) == 3 for s in cluster.controller().controller.states.values()))
+        assert not all(preferred_leading())  # nothing moves before the check interval
+        clock.advance(60_000)
+        await until(lambda: all(preferred_leading()))
+    finally:
+        await cluster.stop()

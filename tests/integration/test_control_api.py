@@ -28,6 +28,7 @@ class FakeCluster:
         self.alive = {1: True, 2: True, 3: True}
         self.controller, self.controller_epoch = 1, 1
         self.paused: set[int] = set()
+        self.elections = 0
         self.faults = FaultInjector()
         self.loop_thread: str | None = None  # where stop/start ran: the server's loop
 
@@ -70,6 +71,11 @@ class FakeCluster:
     def pause_replication(self, broker_id: int) -> None:
         self._known(broker_id)
         self.paused.add(broker_id)
+
+    async def elect_preferred_leaders(self) -> None:
+        if not any(self.alive.values()):
+            raise ValueError("there is no controller right now")
+        self.elections += 1
 
     def resume_replication(self, broker_id: int) -> None:
         self._known(broker_id)
@@ -165,6 +171,18 @@ def test_partitions_and_replication(client: ControlClient):
         client.partitions("nope")
     with pytest.raises(ControlError, match="404: unknown broker 7"):
         client.pause_replication(7)
+
+
+def test_elect_preferred_leaders(client: ControlClient, cluster: FakeCluster, capsys):
+    assert [p["partition"] for p in client.elect_preferred_leaders()] == [0, 1]
+    assert cluster.elections == 1
+    assert ctl.main(["--url", client.url, "elect-leaders"]) == 0
+    assert "PREFERRED" in capsys.readouterr().out
+    assert cluster.elections == 2
+    for broker_id in (1, 2, 3):
+        cluster.alive[broker_id] = False
+    with pytest.raises(ControlError, match="409: there is no controller right now"):
+        client.elect_preferred_leaders()
 
 
 def test_faults_round_trip(client: ControlClient, cluster: FakeCluster):
