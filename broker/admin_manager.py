@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from broker import zk_paths as paths
 from broker.config import PROPERTIES, TOPIC_DEFAULT_FROM_BROKER
 from broker.metadata_cache import TopicInfo
-from broker.metadata_store import NodeExistsError
+from broker.metadata_store import NodeExistsError, NoNodeError
 from broker.topic_names import validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_config import LogConfig
@@ -147,6 +147,51 @@ class AdminManager:
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
                                  f"topic '{name}' was created but has no leaders yet")
         return topic
+
+    async def create_partitions(
+        self, name: str, count: int, assignments: list[list[int]] | None = None, *,
+        validate_only: bool = False, timeout_ms: int = 30_000,
+    ) -> None:
+        """Grow a topic to `count` partitions (CreatePartitions); partitions never shrink."""
+        try:
+            data, stat = self.store.get_json(paths.topic(name))
+        except NoNodeError:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) from None
+        current = {int(p): r for p, r in data["partitions"].items()}
+        if count < len(current):
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic currently has {len(current)} "
+                             f"partitions, which is higher than the requested {count}.")
+        if count == len(current):
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic already has {len(current)} partitions.")
+        live = self.live_brokers()
+        rf = len(next(iter(current.values())))
+        if assignments is None:
+            if rf > len(live):
+                raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 f"Replication factor: {rf} larger than available brokers: {len(live)}.")
+            grown = assign_replicas(name, live, count, rf)
+            added = {p: grown[p] for p in range(len(current), count)}
+        else:
+            if len(assignments) != count - len(current):
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"{len(assignments)} assignments for {count - len(current)} "
+                                 "new partitions")
+            for replicas in assignments:
+                if len(replicas) != rf or len(set(replicas)) != rf or any(b not in live for b in replicas):
+                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"assignment {replicas} must name {rf} distinct live brokers")
+            added = {len(current) + i: list(r) for i, r in enumerate(assignments)}
+        if validate_only:
+            return
+        data["partitions"] = {str(p): r for p, r in {**current, **added}.items()}
+        self.store.set_json(paths.topic(name), data, version=stat.version)
+        if timeout_ms > 0 and not await self.cache.wait_for(
+            lambda s: (t := s.topics.get(name)) is not None and t.num_partitions == count
+            and self.cache.has_leaders(name), timeout_ms
+        ):
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
+                             f"topic '{name}' has {count} partitions but not all have leaders yet")
 
     async def delete_topic(self, name: str, timeout_ms: int = 30_000) -> TopicInfo:
         if not self.config["delete.topic.enable"]:

@@ -108,6 +108,7 @@ class Controller:
             "isr_change": self._on_isr_change,
             "preferred_election": self._on_preferred_election,
             "auto_leader_rebalance": self._on_auto_leader_rebalance,
+            "partition_change": self._on_partition_change,
         }
         while True:
             event = await self.queue.get()
@@ -235,6 +236,10 @@ class Controller:
         info = self._read_topic(name)
         if info is None:
             return []
+        if name not in self.topics:  # CreatePartitions rewrites the assignment: watch for it
+            self._watches.append(self.store.DataWatch(
+                paths.topic(name), lambda data, _stat: data is not None and self.queue.put_nowait(
+                    ControllerEvent("partition_change", name))))
         self.topics[name] = info
         states = []
         for partition, replicas in sorted(info.assignment.items()):
@@ -291,6 +296,17 @@ class Controller:
     def _on_topic_change(self, children: object) -> None:
         created = [n for n in children if n not in self.topics]  # type: ignore[union-attr]
         states = [s for name in created for s in self._load_topic(name)]
+        if states:
+            self._send_update_metadata()
+            self._send_leader_and_isr(states)
+            self._send_update_metadata()
+
+    def _on_partition_change(self, name: object) -> None:
+        """A topic's assignment grew (CreatePartitions): elect leaders for the new partitions."""
+        if name not in self.topics:
+            return
+        known = {k for k in self.states if k[0] == name}
+        states = [s for s in self._load_topic(name) if (s.topic, s.partition) not in known]
         if states:
             self._send_update_metadata()
             self._send_leader_and_isr(states)

@@ -60,6 +60,7 @@ _MODULES = (
     "api_versions",
     "create_topics",
     "delete_topics",
+    "create_partitions",
     "init_producer_id",
     "offset_for_leader_epoch",
     "describe_configs",

@@ -273,3 +273,36 @@ async def test_leadership_returns_to_preferred_replicas(tmp_path):
         await until(lambda: all(preferred_leading()))
     finally:
         await cluster.stop()
+
+
+async def test_create_partitions_grows_a_topic_and_refuses_to_shrink(cluster):
+    create_partitions = 37
+    client = await RawClient.connect(cluster.brokers[0].port)
+    response = await client.request(CREATE_TOPICS, 7, {"topics": [{
+        "name": "grow", "num_partitions": 2, "replication_factor": 3}], "timeout_ms": 10_000})
+    assert response.topics[0].error_code == 0
+
+    async def grow(count: int, assignments=None, validate_only=False) -> tuple[int, str | None]:
+        response = await client.request(create_partitions, 3, {
+            "topics": [{"name": "grow", "count": count, "assignments": assignments}],
+            "timeout_ms": 10_000, "validate_only": validate_only})
+        result = response.results[0]
+        return result.error_code, result.error_message
+
+    assert await grow(5, validate_only=True) == (ErrorCode.NONE, None)
+    assert cluster.brokers[0].metadata_cache.topic("grow").num_partitions == 2
+    assert await grow(4) == (ErrorCode.NONE, None)
+    states = cluster.controller().controller.states
+    assert [p for t, p in states if t == "grow"] == [0, 1, 2, 3]
+    assert all(states[("grow", p)].leader >= 0 and len(states[("grow", p)].isr) == 3
+               for p in (2, 3))
+    code, message = await grow(3)
+    assert code == ErrorCode.INVALID_PARTITIONS and "higher than the requested 3" in message
+    assert (await grow(5, assignments=[{"broker_ids": [0, 0, 1]}]))[0] == \
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert await grow(5, assignments=[{"broker_ids": [2, 0, 1]}]) == (ErrorCode.NONE, None)
+    assert cluster.controller().controller.states[("grow", 4)].leader == 2
+    response = await client.request(create_partitions, 0, {
+        "topics": [{"name": "nope", "count": 3, "assignments": None}], "timeout_ms": 1000})
+    assert response.results[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    await client.close()

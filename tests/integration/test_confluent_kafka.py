@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -52,6 +52,11 @@ def test_admin_create_describe_delete(kafka_broker):
     with pytest.raises(KafkaException) as exc:
         admin.create_topics([NewTopic("bad/name", 1, 1)])["bad/name"].result(10)
     assert exc.value.args[0].code() == KafkaError.TOPIC_EXCEPTION
+    admin.create_partitions([NewPartitions("ck-admin", 3)])["ck-admin"].result(10)
+    assert len(admin.list_topics(timeout=10).topics["ck-admin"].partitions) == 3
+    producer = Producer({"bootstrap.servers": kafka_broker.bootstrap})
+    producer.produce("ck-admin", b"in the new partition", partition=2)
+    assert producer.flush(10) == 0
     admin.delete_topics(["ck-admin"])["ck-admin"].result(10)
     assert "ck-admin" not in admin.list_topics(timeout=10).topics
 

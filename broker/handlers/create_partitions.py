@@ -1,0 +1,36 @@
+"""CreatePartitions (key 37), v0-3: grow topics to a new partition count, or only validate.
+
+- New partitions get replicas round-robin like new topics, or the assignments given (one list of
+  brokers per new partition, as many as the topic's replication factor, all live).
+- Errors per topic: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (fewer or as many partitions
+  as now), INVALID_REPLICA_ASSIGNMENT, INVALID_REPLICATION_FACTOR, INVALID_REQUEST (a topic named
+  twice), REQUEST_TIMED_OUT when the new partitions have no leaders within timeout_ms.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from broker.handlers import RequestContext, register
+from protocol.errors import ErrorCode, KafkaError
+
+
+@register(37, "CreatePartitions", 0, 3)
+async def handle(ctx: RequestContext, request) -> dict:
+    counts = Counter(t.name for t in request.topics)
+    results = []
+    for topic in request.topics:
+        try:
+            if counts[topic.name] > 1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 f"topic '{topic.name}' appears more than once in the request")
+            assignments = ([list(a.broker_ids) for a in topic.assignments]
+                           if topic.assignments is not None else None)
+            await ctx.broker.admin.create_partitions(
+                topic.name, topic.count, assignments,
+                validate_only=request.validate_only, timeout_ms=request.timeout_ms)
+            results.append({"name": topic.name, "error_code": ErrorCode.NONE})
+        except KafkaError as exc:
+            results.append({"name": topic.name, "error_code": exc.code,
+                            "error_message": exc.message or None})
+    return {"throttle_time_ms": 0, "results": results}
