@@ -207,6 +207,43 @@ class AdminManager:
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"topic '{name}' is not deleted yet")
         return topic
 
+    # -- AlterConfigs / IncrementalAlterConfigs ---------------------------------------------
+
+    def topic_config_overrides(self, name: str) -> dict[str, str]:
+        """A topic's overrides as the store has them (the truth; metadata caches may lag)."""
+        if self.store.exists(paths.topic(name)) is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        try:
+            data, _ = self.store.get_json(paths.topic_config(name))
+        except NoNodeError:
+            return {}
+        return dict((data or {}).get("config", {}))
+
+    def alter_topic_configs(self, name: str, overrides: dict[str, str], *, validate_only: bool) -> None:
+        """Replace a topic's overrides, validated as a whole. The controller watches the config node:
+        it re-reads it and sends UpdateMetadata, and every broker applies the new LogConfig."""
+        try:
+            self.log_config(overrides)
+        except KafkaError as exc:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid config value for resource "
+                             f"ConfigResource(type=TOPIC, name='{name}'): {exc.message}") from None
+        if validate_only:
+            return
+        body = {"version": 1, "config": overrides}
+        try:
+            self.store.set_json(paths.topic_config(name), body)
+        except NoNodeError:
+            self.store.create_json(paths.topic_config(name), body)
+
+    def alter_broker_configs(self, name: str, config_names: list[str]) -> None:
+        """Broker configs are static here (all read-only in DescribeConfigs): a change is refused as
+        Kafka refuses a non-dynamic one (DynamicBrokerConfig.validateConfigs), with INVALID_REQUEST."""
+        if name and not (name.isdigit() and int(name) in self.cache.snapshot.brokers):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown broker '{name}'")
+        if config_names:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: "
+                             f"Set({', '.join(sorted(config_names))})")
+
     # -- DescribeConfigs --------------------------------------------------------------------
 
     def topic_configs(self, name: str) -> list[ConfigEntry]:

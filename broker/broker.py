@@ -117,6 +117,9 @@ class Broker:
                 self.log_manager.checkpoint)),
             asyncio.create_task(self._every(self.config["log.retention.check.interval.ms"],
                                             self.log_manager.cleanup)),
+            asyncio.create_task(self._every(
+                self.config["log.cleaner.backoff.ms"] if self.config["log.cleaner.enable"]
+                else NEVER_MS, self.log_manager.clean_logs)),
             asyncio.create_task(self._every(self.config["producer.id.expiration.check.interval.ms"],
                                             self.log_manager.remove_expired_producers)),
         ]
@@ -259,6 +262,11 @@ class Broker:
 
     def handle_update_metadata(self, snapshot: MetadataSnapshot) -> None:
         self._check_controller_epoch(snapshot.controller_epoch)
+        before = self.metadata_cache.snapshot.topics
+        for name, topic in snapshot.topics.items():  # AlterConfigs, restarts: configs apply at once
+            old = before.get(name)
+            if (old.configs if old is not None else {}) != topic.configs:
+                self.log_manager.update_config(name, self.context.log_config(topic))
         self.metadata_cache.update(snapshot)
 
     def handle_stop_replica(

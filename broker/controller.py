@@ -109,6 +109,7 @@ class Controller:
             "preferred_election": self._on_preferred_election,
             "auto_leader_rebalance": self._on_auto_leader_rebalance,
             "partition_change": self._on_partition_change,
+            "config_change": self._on_config_change,
         }
         while True:
             event = await self.queue.get()
@@ -240,6 +241,10 @@ class Controller:
             self._watches.append(self.store.DataWatch(
                 paths.topic(name), lambda data, _stat: data is not None and self.queue.put_nowait(
                     ControllerEvent("partition_change", name))))
+            # AlterConfigs rewrites the config node (Kafka's /config/changes, as a data watch)
+            self._watches.append(self.store.DataWatch(
+                paths.topic_config(name), lambda data, _stat: data is not None
+                and self.queue.put_nowait(ControllerEvent("config_change", name))))
         self.topics[name] = info
         states = []
         for partition, replicas in sorted(info.assignment.items()):
@@ -310,6 +315,15 @@ class Controller:
         if states:
             self._send_update_metadata()
             self._send_leader_and_isr(states)
+            self._send_update_metadata()
+
+    def _on_config_change(self, name: object) -> None:
+        """A topic's config overrides changed: every broker learns them through UpdateMetadata
+        (and applies them to its logs); DescribeConfigs answers from there."""
+        current = self.topics.get(name)  # type: ignore[arg-type]
+        info = self._read_topic(name) if current is not None else None  # type: ignore[arg-type]
+        if info is not None and info.configs != current.configs:  # type: ignore[union-attr]
+            self.topics[info.name] = info
             self._send_update_metadata()
 
     def _on_topic_deletion(self, children: object) -> None:

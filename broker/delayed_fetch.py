@@ -28,6 +28,7 @@ class FetchPartition:
     fetch_offset: int
     partition_max_bytes: int
     current_leader_epoch: int = -1
+    log_start_offset: int = -1  # a follower's own log start offset (Fetch v5+)
 
 
 @dataclass(slots=True)

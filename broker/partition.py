@@ -20,6 +20,7 @@ class ReplicaState:
     """What the leader knows of one follower."""
 
     log_end_offset: int = -1
+    log_start_offset: int = -1
     last_caught_up_time_ms: int = 0
     last_fetch_leader_log_end_offset: int = -1
     last_fetch_time_ms: int = 0
@@ -117,11 +118,14 @@ class Partition:
         self.maybe_increment_high_watermark()  # with the leader alone in the ISR, HW = LEO now
         return info
 
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> bool:
+    def update_follower_fetch_state(
+        self, replica_id: int, fetch_offset: int, log_start_offset: int = -1
+    ) -> bool:
         """A follower fetched from `fetch_offset`: that is its LEO. True when the HW moved."""
         replica = self.remote_replicas.get(replica_id)
         if replica is None:
             return False
+        replica.log_start_offset = log_start_offset
         now = self.now_ms()
         leader_leo = self.log.log_end_offset
         if fetch_offset >= leader_leo:
@@ -171,6 +175,17 @@ class Partition:
         if accepted is not None:
             self.update_isr(accepted)
 
+    @property
+    def low_watermark(self) -> int:
+        """The smallest log start offset over the ISR (Kafka's lowWatermarkIfLeader, which takes
+        every live replica): DeleteRecords is done when this reaches its offset."""
+        low = self.log.log_start_offset
+        for r in self.isr:
+            replica = self.remote_replicas.get(r)
+            if r != self.local_broker_id and replica is not None:
+                low = min(low, replica.log_start_offset)
+        return low
+
     def maybe_increment_high_watermark(self) -> bool:
         """HW = the smallest log end offset over the ISR (the leader's own included)."""
         if not self.is_leader:
@@ -187,10 +202,14 @@ class Partition:
 
     # -- follower side ----------------------------------------------------------------------
 
-    def append_records_as_follower(self, records: bytes, leader_high_watermark: int) -> None:
+    def append_records_as_follower(
+        self, records: bytes, leader_high_watermark: int, leader_log_start_offset: int = -1
+    ) -> None:
         if records:
             self.log.append_as_follower(records)
         self.log.high_watermark = min(leader_high_watermark, self.log.log_end_offset)
+        # Follow the leader's log start offset (DeleteRecords, retention), up to what we have.
+        self.log.increment_log_start_offset(min(leader_log_start_offset, self.log.high_watermark))
 
     def replica_states(self) -> list[dict]:
         """Per replica LEO, HW and lag, for the control API."""

@@ -185,7 +185,8 @@ class ReplicaFetcher:
             if partition is None:
                 continue
             requests.append(FetchPartition(fp.topic, fp.partition, partition.log_end_offset,
-                                           self.max_bytes, fp.leader_epoch))
+                                           self.max_bytes, fp.leader_epoch,
+                                           partition.log_start_offset))
         params = FetchParams(replica_id=self.follower.broker_id, max_wait_ms=self.max_wait_ms,
                              min_bytes=1, max_bytes=self.max_bytes)
         # A fetch can wait up to max_wait_ms at the leader; a partition added meanwhile must not
@@ -214,10 +215,16 @@ class ReplicaFetcher:
             if fp is None or partition is None or partition.log_end_offset != request.fetch_offset:
                 continue  # removed, or moved on (truncated) while the fetch was out
             if data.error == ErrorCode.NONE:
-                partition.append_records_as_follower(data.records, data.high_watermark)
+                partition.append_records_as_follower(data.records, data.high_watermark,
+                                                     data.log_start_offset)
                 progressed = True
             elif data.error == ErrorCode.OFFSET_OUT_OF_RANGE:
-                fp.truncating = True  # find the common point again
+                if data.log_start_offset > partition.log_end_offset:
+                    # All we lack is below the leader's log start (DeleteRecords, retention): start
+                    # over there, as Kafka's fetchOffsetAndTruncate does.
+                    partition.log.truncate_fully_and_start_at(data.log_start_offset)
+                else:
+                    fp.truncating = True  # find the common point again
             # NOT_LEADER / FENCED / UNKNOWN_LEADER_EPOCH: wait for the controller's next word
         if not progressed:
             await asyncio.sleep(BACKOFF_S)  # every partition erred: do not spin on the leader

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from broker.delayed_delete_records import DelayedDeleteRecords, DeleteRecordsPartitionStatus
 from broker.delayed_fetch import DelayedFetch, FetchParams, FetchPartition, FetchPartitionData
 from broker.delayed_produce import DelayedProduce, ProducePartitionStatus
 from broker.partition import AlterIsr, LeaderAndIsr, Partition
@@ -85,6 +86,7 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch", timer)
         self.produce_purgatory = DelayedOperationPurgatory("Produce", timer)
+        self.delete_records_purgatory = DelayedOperationPurgatory("DeleteRecords", timer)
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.controller_epoch = 0  # the newest controller heard from; older ones are refused
         self._alter_isr = alter_isr
@@ -188,6 +190,7 @@ class ReplicaManager:
     def _complete_delayed(self, key: tuple[str, int]) -> None:
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
+        self.delete_records_purgatory.check_and_complete(key)
 
     def maybe_shrink_isr(self) -> None:
         """Run every replica.lag.time.max.ms / 2 (Kafka's isr-expiration task)."""
@@ -269,6 +272,39 @@ class ReplicaManager:
                 future.cancel()
                 op.force_complete()
 
+    # -- delete records ---------------------------------------------------------------------
+
+    def _low_watermark(self, key: tuple[str, int]) -> int | None:
+        partition = self.partitions.get(key)
+        return partition.low_watermark if partition is not None and partition.is_leader else None
+
+    async def delete_records(
+        self, timeout_ms: int, offsets: dict[tuple[str, int], int]
+    ) -> dict[tuple[str, int], DeleteRecordsPartitionStatus]:
+        """Move each led partition's log start offset (-1: to the high watermark), then wait until
+        the ISR followed (Kafka's deleteRecordsOnLeader and DelayedDeleteRecords)."""
+        statuses: dict[tuple[str, int], DeleteRecordsPartitionStatus] = {}
+        for key, offset in offsets.items():
+            try:
+                partition = self.leader_partition(*key)
+                if "delete" not in partition.log.config.cleanup_policy.split(","):
+                    raise KafkaError(ErrorCode.POLICY_VIOLATION, f"Records of partition {key} can "
+                                     "not be deleted due to the configured policy")
+                target = partition.high_watermark if offset == -1 else offset
+                if target < 0:
+                    raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {offset} is negative")
+                partition.log.increment_log_start_offset(target)
+                statuses[key] = DeleteRecordsPartitionStatus(target)
+            except KafkaError as exc:
+                statuses[key] = DeleteRecordsPartitionStatus(-1, error=exc.code, acks_pending=False)
+        waiting = {k: s for k, s in statuses.items() if s.acks_pending}
+        if waiting:
+            future = asyncio.get_running_loop().create_future()
+            op = DelayedDeleteRecords(max(0, timeout_ms), waiting, low_watermark=self._low_watermark,
+                                      future=future)
+            await self._park(self.delete_records_purgatory, op, list(waiting), future)
+        return statuses
+
     # -- fetch ------------------------------------------------------------------------------
 
     def _end_offset(self, params: FetchParams, partition: Partition) -> int:
@@ -334,9 +370,12 @@ class ReplicaManager:
             if (
                 partition is not None
                 and partition.is_leader
-                and partition.update_follower_fetch_state(params.replica_id, fp.fetch_offset)
+                and partition.update_follower_fetch_state(params.replica_id, fp.fetch_offset,
+                                                          fp.log_start_offset)
             ):
                 self._complete_delayed(partition.key)
+            if partition is not None and partition.is_leader:  # its log start offset may have moved
+                self.delete_records_purgatory.check_and_complete(partition.key)
 
     async def fetch_messages(
         self, params: FetchParams, partitions: list[FetchPartition]

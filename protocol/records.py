@@ -462,3 +462,33 @@ def encode_batch(
     out[HEADER_SIZE:] = blob
     _U32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return bytes(out)
+
+
+def rebuild_batch(header: BatchHeader, records: Sequence[Record]) -> bytes:
+    """The batch `header` with only `records` (a subset of its own), as Kafka's log cleaner writes it.
+
+    Every header field is kept (base offset, lastOffsetDelta so that the producer's last sequence
+    stands, timestamps' base, producer id/epoch/sequence, codec, epoch); record offsets and
+    timestamps keep their deltas; recordCount and maxTimestamp follow the records; CRC recomputed.
+    No records gives the empty batch Kafka keeps to preserve a producer's last sequence.
+    """
+    base_ts = header.base_timestamp
+    blob = b"".join(
+        _encode_record(r.offset - header.base_offset, r.timestamp - base_ts, r.key, r.value,
+                       r.headers)
+        for r in records
+    )
+    if header.compression and blob:
+        blob = compress(header.compression, blob)
+    max_ts = header.max_timestamp
+    if header.timestamp_type != LOG_APPEND_TIME and records:
+        max_ts = max(r.timestamp for r in records)
+    out = bytearray(HEADER_SIZE + len(blob))
+    HEADER_STRUCT.pack_into(
+        out, 0, header.base_offset, len(out) - LOG_OVERHEAD, header.partition_leader_epoch,
+        MAGIC_V2, 0, header.attributes, header.last_offset_delta, base_ts, max_ts,
+        header.producer_id, header.producer_epoch, header.base_sequence, len(records),
+    )  # fmt: skip
+    out[HEADER_SIZE:] = blob
+    _U32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)

@@ -24,6 +24,7 @@ from protocol.records import (
     BatchHeader,
     assign_offsets,
     batch_crc_ok,
+    decode_batch,
     iter_batches,
     set_log_append_time,
     validate_produce_records,
@@ -33,6 +34,7 @@ from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_config import INT_MAX, LONG_MAX, LogConfig
 from storage.log_info import FetchDataInfo, LogAppendInfo
 from storage.log_loader import load_segments, new_segment
+from storage.naming import log_file
 from storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
@@ -151,6 +153,8 @@ class Log:
     def append_as_leader(self, records: bytes | memoryview, leader_epoch: int) -> LogAppendInfo:
         """Validate a producer's batches, assign offsets from the LEO, stamp the epoch, append."""
         headers = validate_produce_records(records, self.config.max_message_bytes)
+        if "compact" in self.config.cleanup_policy.split(","):
+            _check_keys(records, headers)
         buf = bytearray(records)
         self._check_fits_segment(len(buf))
         now = self._now_ms()
@@ -287,6 +291,23 @@ class Log:
         self.producer_state.take_snapshot(self._log_end_offset)
         return segment
 
+    def replace_segments(self, old: Sequence[LogSegment], swap: Path) -> LogSegment:
+        """The log cleaner's last step: the complete `.swap` file takes the place of `old`, adjacent
+        inactive segments, under the first one's base offset. Sources go first, then the rename:
+        a crash in between is finished on load (storage/log_loader.py finish_swap)."""
+        i = self._segments.index(old[0])
+        base = old[0].base_offset
+        for segment in old:
+            segment.delete()
+        swap.replace(log_file(self.directory, base))
+        fsync_dir(self.directory)
+        segment = new_segment(self.directory, self.config, base)
+        segment.recover()  # indexes rebuilt from the cleaned batches
+        segment.on_become_inactive()
+        self._segments[i : i + len(old)] = [segment]
+        self._bases[i : i + len(old)] = [base]
+        return segment
+
     # -- reads ---------------------------------------------------------------------------------------
 
     def read(
@@ -378,7 +399,7 @@ class Log:
         segment is never deleted; a non-empty active one is rolled first.
         """
         if "delete" not in self.config.cleanup_policy.split(","):
-            return 0  # compacted topics keep their segments (no cleaner here yet)
+            return 0  # compacted topics keep their segments (storage/log_cleaner.py compacts them)
         deleted = 0
         if self.config.retention_ms >= 0:
             now = self._now_ms()
@@ -423,6 +444,22 @@ class Log:
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self.producer_state.delete_snapshots_before(self._log_start_offset)
         return len(doomed)
+
+    def increment_log_start_offset(self, offset: int) -> bool:
+        """DeleteRecords, and followers following their leader (Kafka's maybeIncrementLogStartOffset):
+        move the log start offset up to `offset` (at most the high watermark) and delete the segments
+        wholly below it through the retention path. True when it moved."""
+        if offset > self._high_watermark:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"offset {offset} is above the high watermark {self._high_watermark}")
+        if offset <= self._log_start_offset:
+            return False
+        self._log_start_offset = offset
+        self._delete_while(lambda s: s.next_offset <= offset)
+        self._recovery_point = max(self._recovery_point, offset)
+        self.leader_epoch_cache.truncate_from_start(offset)
+        self.producer_state.delete_snapshots_before(offset)
+        return True
 
     def truncate_to(self, offset: int) -> bool:
         """Remove everything from `offset` on (a follower after a leader change). True if changed.
@@ -481,3 +518,14 @@ class Log:
         for segment in self._segments:
             segment.delete()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _check_keys(records: bytes | memoryview, headers: list[BatchHeader]) -> None:
+    """Kafka's LogValidator.validateKey: a compacted topic refuses records without a key."""
+    pos = 0
+    for header in headers:
+        if not header.is_control and any(r.key is None for r in decode_batch(records, pos)[1]):
+            raise KafkaError(
+                ErrorCode.INVALID_RECORD, "Compacted topic cannot accept message without key"
+            )
+        pos += header.size

@@ -35,7 +35,8 @@ class LogConfig:
     file_delete_delay_ms: int = 60000
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
-    # Accepted so that admin clients can set them; this broker does not act on them.
+    # Accepted so that admin clients can set them; this broker does not act on compression_type,
+    # max_compaction_lag_ms and those below them (the log cleaner acts on the other three).
     compression_type: str = "producer"
     delete_retention_ms: int = 86400000
     min_compaction_lag_ms: int = 0

@@ -3,7 +3,8 @@
 Stray temp files and indexes without a segment are removed; after a crash every segment from the
 one holding the recovery point on is scanned batch by batch (CRC checked) and the log is cut at
 the first torn or corrupt batch, later segments deleted; missing or inconsistent indexes are
-rebuilt.
+rebuilt. A cleaner's swap interrupted by a crash is finished (a `.swap` file is complete: it
+replaces the segments it covers) or discarded (a `.cleaned` file may be torn), as Kafka's loader does.
 """
 
 from __future__ import annotations
@@ -11,8 +12,17 @@ from __future__ import annotations
 import bisect
 from pathlib import Path
 
+from protocol.errors import KafkaError
+from protocol.records import iter_batches
+from storage.checkpoint import fsync_dir
 from storage.log_config import LogConfig
-from storage.naming import TEMP_SUFFIX, parse_segment_file
+from storage.naming import (
+    CLEANED_SUFFIX,
+    SWAP_SUFFIX,
+    TEMP_SUFFIX,
+    log_file,
+    parse_segment_file,
+)
 from storage.segment import LogSegment
 
 
@@ -33,8 +43,10 @@ def load_segments(
     directory.mkdir(parents=True, exist_ok=True)
     bases: set[int] = set()
     index_files: list[tuple[int, Path]] = []
+    for swap in sorted(p for p in directory.iterdir() if p.name.endswith(SWAP_SUFFIX)):
+        finish_swap(directory, swap)
     for path in directory.iterdir():
-        if path.name.endswith(TEMP_SUFFIX):
+        if path.name.endswith((TEMP_SUFFIX, CLEANED_SUFFIX)):
             path.unlink()
             continue
         parsed = parse_segment_file(path.name)
@@ -72,3 +84,25 @@ def recover_segments(segments: list[LogSegment], recovery_point: int, clean: boo
                 later.delete()
             del segments[i + 1 :]
             return
+
+
+def finish_swap(directory: Path, swap: Path) -> None:
+    """Complete a cleaner's swap: the `.swap` segment replaces every segment whose base offset lies
+    in [its base, its next offset); a source whose records were all cleaned away, above that range,
+    stays as it was (uncleaned but consistent: the next clean takes it again)."""
+    parsed = parse_segment_file(swap.name[: -len(SWAP_SUFFIX)])
+    if parsed is None or parsed[1] != ".log":
+        swap.unlink()
+        return
+    base, next_offset = parsed[0], parsed[0]
+    try:
+        for _, header in iter_batches(swap.read_bytes()):
+            next_offset = header.next_offset
+    except KafkaError:
+        pass  # cannot happen to a fsynced swap; what was walked is the range
+    for path in directory.iterdir():  # sources first: a crash here just repeats this on load
+        found = parse_segment_file(path.name)
+        if found is not None and base <= found[0] < max(next_offset, base + 1):
+            path.unlink(missing_ok=True)
+    swap.replace(log_file(directory, base))
+    fsync_dir(directory)

@@ -1,4 +1,5 @@
-"""LogManager: every partition log in one data directory, plus its checkpoint files and retention.
+"""LogManager: every partition log in one data directory, plus its checkpoint files, retention and
+compaction.
 
 Checkpoints (recovery point, log start offset, high watermark) sit at the top of the data directory;
 a `.kafka_cleanshutdown` marker written at shutdown lets the next start skip the deep scan.
@@ -12,6 +13,7 @@ from pathlib import Path
 from protocol.errors import ErrorCode, KafkaError
 from storage.checkpoint import OffsetCheckpointFile, fsync_dir
 from storage.log import Log
+from storage.log_cleaner import LogCleaner
 from storage.log_config import LogConfig
 from storage.naming import (
     CLEAN_SHUTDOWN_FILE,
@@ -45,6 +47,7 @@ class LogManager:
         self._log_start_offsets = OffsetCheckpointFile(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
         self._high_watermarks = OffsetCheckpointFile(self.data_dir / HIGH_WATERMARK_CHECKPOINT)
         self.had_clean_shutdown = False
+        self.cleaner = LogCleaner(self.data_dir, now_ms)
 
     def load(self) -> None:
         """Open every `topic-N` folder; recover from the checkpoints unless the last stop was clean."""
@@ -102,6 +105,7 @@ class LogManager:
         if log is None:
             return False
         log.delete()
+        self.cleaner.forget((topic, partition))
         if not any(t == topic for t, _ in self._logs):
             self._topic_configs.pop(topic, None)
         return True
@@ -122,6 +126,10 @@ class LogManager:
     def cleanup(self) -> int:
         """Retention on every log; returns the number of segments deleted."""
         return sum(log.delete_old_segments() for log in self._logs.values())
+
+    def clean_logs(self, *, force: bool = False) -> int:
+        """Compaction (storage/log_cleaner.py) on every compacted log; returns how many were cleaned."""
+        return self.cleaner.clean_logs(self._logs, force=force)
 
     def remove_expired_producers(self) -> int:
         """Forget idle producers (producer.id.expiration.ms) in every log; returns how many."""

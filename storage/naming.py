@@ -9,12 +9,15 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 TEMP_SUFFIX = ".tmp"
+CLEANED_SUFFIX = ".cleaned"  # a log cleaner's output being written (discarded on load)
+SWAP_SUFFIX = ".swap"  # a complete cleaned segment about to replace its sources (finished on load)
 SNAPSHOT_SUFFIX = ".snapshot"  # producer state (storage/producer_state.py)
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 
 _OFFSET_DIGITS = 20
 

@@ -60,11 +60,14 @@ _MODULES = (
     "api_versions",
     "create_topics",
     "delete_topics",
+    "delete_records",
     "create_partitions",
     "init_producer_id",
     "offset_for_leader_epoch",
     "describe_configs",
+    "alter_configs",
     "delete_groups",
+    "incremental_alter_configs",
     "offset_delete",
 )
 

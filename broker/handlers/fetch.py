@@ -38,7 +38,8 @@ async def handle(ctx: RequestContext, request) -> dict:
     )
     partitions = [
         FetchPartition(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
-                       p.current_leader_epoch if version >= 9 else -1)
+                       p.current_leader_epoch if version >= 9 else -1,
+                       p.get("log_start_offset", -1))
         for t in request.topics
         for p in t.partitions
     ]

@@ -390,6 +390,6 @@ def test_timestamp_difference_limit(tmp_path: Path) -> None:
 def test_compacted_topics_skip_retention(tmp_path: Path) -> None:
     log = open_log(tmp_path, segment_bytes=1024, retention_bytes=0, cleanup_policy="compact")
     for _ in range(20):
-        log.append_as_leader(batch(1, size=100), 0)
+        log.append_as_leader(batch(1, size=100, key=b"k"), 0)
     log.high_watermark = log.log_end_offset
     assert log.delete_old_segments() == 0 and log.log_start_offset == 0

@@ -1,0 +1,53 @@
+"""AlterConfigs (key 33), v0-2: replace a topic's (resource type 2) config overrides as a whole.
+
+- Entries with a null value are dropped, so what is not named returns to its default (Kafka's
+  behaviour). The new set is validated with LogConfig: INVALID_CONFIG with a message per resource;
+  validate_only checks without writing. Written to `/config/topics/<topic>`; the controller's watch
+  on that node propagates it (UpdateMetadata), and DescribeConfigs shows DYNAMIC_TOPIC_CONFIG.
+- Broker resources (type 4): broker configs are static here, so any change gets INVALID_REQUEST
+  "Cannot update these configs dynamically: Set(...)", what Kafka answers for a read-only one.
+- Other resource types, an unknown topic: INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from broker.admin_manager import RESOURCE_BROKER, RESOURCE_TOPIC
+from broker.handlers import RequestContext, register
+from protocol.errors import ErrorCode, KafkaError
+
+
+def alter_resource(
+    ctx: RequestContext, resource, change: Callable[[dict[str, str]], dict[str, str]],
+    validate_only: bool,
+) -> dict:
+    """Apply `change` (current overrides -> new overrides) to one resource; its response entry."""
+    admin = ctx.broker.admin
+    name = resource.resource_name
+    try:
+        if resource.resource_type == RESOURCE_TOPIC:
+            overrides = admin.topic_config_overrides(name)
+            admin.alter_topic_configs(name, change(overrides), validate_only=validate_only)
+        elif resource.resource_type == RESOURCE_BROKER:
+            admin.alter_broker_configs(name, [c.name for c in resource.configs])
+        else:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"unsupported resource type {resource.resource_type}")
+    except KafkaError as exc:
+        return {"error_code": exc.code, "error_message": exc.message or exc.code.name,
+                "resource_type": resource.resource_type, "resource_name": name}
+    return {"error_code": ErrorCode.NONE, "error_message": None,
+            "resource_type": resource.resource_type, "resource_name": name}
+
+
+@register(33, "AlterConfigs", 0, 2)
+async def handle(ctx: RequestContext, request) -> dict:
+    responses = [
+        alter_resource(ctx, resource,
+                       lambda _current, r=resource: {c.name: c.value for c in r.configs
+                                                     if c.value is not None},
+                       request.validate_only)
+        for resource in request.resources
+    ]
+    return {"throttle_time_ms": 0, "responses": responses}

@@ -1,0 +1,261 @@
+"""LogCleaner: compaction of `cleanup.policy=compact` logs as Kafka's LogCleaner does it: below the
+active segment and the high watermark, only the latest record of each key survives.
+
+One pass over a log (Kafka's Cleaner.doClean):
+  1. cleanable range: from the first dirty offset (the `cleaner-offset-checkpoint` entry, else the
+     log start) to the end of the last inactive segment that is wholly below the high watermark and
+     older than min.compaction.lag.ms; the pass runs when dirty bytes / (clean + dirty bytes) is
+     above min.cleanable.dirty.ratio (or when forced);
+  2. offset map: key -> latest offset over the dirty part of that range;
+  3. every segment from the log start to the end of the range is rewritten, adjacent small ones
+     grouped into one (the first's base offset kept, at most segment.bytes), keeping a record when
+     its key has no later offset in the map; null-key records, control and transactional batches
+     are kept as they are; tombstones go once their segment is delete.retention.ms old;
+  4. a batch losing records is re-encoded with its original base offset, lastOffsetDelta, producer
+     id/epoch/sequence, timestamps and codec (CRC recomputed); a batch losing all of them goes,
+     unless it is its producer's last batch: then an empty one stays, so that the producer's
+     sequence survives (Kafka's retainLastBatchSequence / isBatchLastRecordOfProducer);
+  5. swap, crash-safe: write `<base>.log.cleaned`, fsync, rename to `.log.swap`, delete the sources,
+     rename the swap to `<base>.log` (storage/log_loader.py finishes or discards it after a crash);
+  6. the checkpoint moves to the end of the range.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+
+from protocol.records import BatchHeader, decode_batch, rebuild_batch
+from storage.checkpoint import OffsetCheckpointFile, fsync_dir
+from storage.log import Log
+from storage.log_config import INT_MAX
+from storage.naming import CLEANED_SUFFIX, CLEANER_CHECKPOINT, SWAP_SUFFIX, log_file
+from storage.segment import RECOVERY_CHUNK, LogSegment
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class LogToClean:
+    """The cleanable part of one log (Kafka's LogToClean)."""
+
+    first_dirty_offset: int
+    first_uncleanable_offset: int  # a segment base offset: the range's end
+    clean_bytes: int
+    dirty_bytes: int
+    segments: list[LogSegment]  # from the log start to first_uncleanable_offset
+
+    @property
+    def cleanable_ratio(self) -> float:
+        total = self.clean_bytes + self.dirty_bytes
+        return self.dirty_bytes / total if total else 0.0
+
+
+@dataclass(slots=True)
+class CleanerStats:
+    """What one pass over one log did."""
+
+    first_dirty_offset: int
+    end_offset: int
+    segments_cleaned: int = 0
+    segments_written: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    tombstones_removed: int = 0
+    empty_batches_kept: int = 0
+    keys_in_map: int = 0
+
+
+def is_compacted(log: Log) -> bool:
+    return "compact" in log.config.cleanup_policy.split(",")
+
+
+def cleanable(log: Log, checkpoint: int | None, now_ms: int) -> LogToClean | None:
+    """The range a pass would clean, or None when there is no inactive dirty segment to clean."""
+    start = log.log_start_offset
+    first_dirty = start
+    if checkpoint is not None and start <= checkpoint <= log.log_end_offset:
+        first_dirty = checkpoint  # outside the log (truncated, deleted records): start again
+    segments = list(log.segments)
+    lag = log.config.min_compaction_lag_ms
+    chosen: list[LogSegment] = []
+    clean_bytes = dirty_bytes = 0
+    for segment, following in pairwise(segments):  # never the active segment
+        if following.base_offset > log.high_watermark:
+            break
+        if lag > 0 and now_ms - segment.largest_timestamp() < lag:
+            break
+        chosen.append(segment)
+        if following.base_offset <= first_dirty:
+            clean_bytes += segment.size
+        else:
+            dirty_bytes += segment.size
+    if not chosen:
+        return None
+    end = segments[len(chosen)].base_offset
+    if first_dirty >= end:
+        return None
+    return LogToClean(first_dirty, end, clean_bytes, dirty_bytes, chosen)
+
+
+def group_segments(segments: Sequence[LogSegment], max_size: int) -> list[list[LogSegment]]:
+    """Adjacent segments grouped while the sum of their sizes fits segment.bytes and their offsets
+    stay relative to the first's base (Kafka's groupSegmentsBySize)."""
+    groups: list[list[LogSegment]] = []
+    for segment in segments:
+        group = groups[-1] if groups else None
+        if (
+            group is not None
+            and sum(s.size for s in group) + segment.size <= max_size
+            and segment.next_offset - 1 - group[0].base_offset <= INT_MAX
+        ):
+            group.append(segment)
+        else:
+            groups.append([segment])
+    return groups
+
+
+class LogCleaner:
+    def __init__(self, data_dir: Path, now_ms: Callable[[], int]) -> None:
+        self.checkpoint_file = OffsetCheckpointFile(Path(data_dir) / CLEANER_CHECKPOINT)
+        self._now_ms = now_ms
+        self.stats: dict[TopicPartition, CleanerStats] = {}  # the last pass per log, for admins
+
+    def clean_logs(
+        self, logs: Mapping[TopicPartition, Log], *, force: bool = False, now_ms: int | None = None
+    ) -> int:
+        """One pass over every compacted log that needs one; returns how many logs were cleaned."""
+        checkpoints = self.checkpoint_file.read()
+        cleaned = 0
+        for tp, log in logs.items():
+            if not is_compacted(log):
+                continue
+            stats = self.clean(log, checkpoints.get(tp), force=force, now_ms=now_ms)
+            if stats is not None:
+                self.stats[tp] = stats
+                checkpoints[tp] = stats.end_offset
+                cleaned += 1
+        kept = {tp: offset for tp, offset in checkpoints.items() if tp in logs}
+        if cleaned or len(kept) != len(checkpoints):
+            self.checkpoint_file.write(kept)
+        return cleaned
+
+    def forget(self, tp: TopicPartition) -> None:
+        """A deleted log: its checkpoint entry goes."""
+        checkpoints = self.checkpoint_file.read()
+        self.stats.pop(tp, None)
+        if checkpoints.pop(tp, None) is not None:
+            self.checkpoint_file.write(checkpoints)
+
+    def clean(
+        self, log: Log, checkpoint: int | None, *, force: bool = False, now_ms: int | None = None
+    ) -> CleanerStats | None:
+        """Clean one log if its dirty ratio calls for it (always when forced); None when not run."""
+        now = self._now_ms() if now_ms is None else now_ms
+        to_clean = cleanable(log, checkpoint, now)
+        if to_clean is None or to_clean.dirty_bytes == 0:
+            return None
+        if not force and to_clean.cleanable_ratio <= log.config.min_cleanable_dirty_ratio:
+            return None
+        stats = CleanerStats(to_clean.first_dirty_offset, to_clean.first_uncleanable_offset)
+        offset_map = self.build_offset_map(to_clean)
+        stats.keys_in_map = len(offset_map)
+        producer_last = {
+            pid: entry.last_offset for pid, entry in log.producer_state.producers.items()
+        }
+        horizon = now - log.config.delete_retention_ms
+        for group in group_segments(to_clean.segments, log.config.segment_bytes):
+            cleaned = self.write_cleaned(log, group, offset_map, producer_last, horizon, stats)
+            self.swap(log, group, cleaned)
+            stats.segments_cleaned += len(group)
+            stats.segments_written += 1
+        return stats
+
+    @staticmethod
+    def build_offset_map(to_clean: LogToClean) -> dict[bytes, int]:
+        """key -> latest offset over the dirty range (control and transactional batches left out)."""
+        offset_map: dict[bytes, int] = {}
+        start, end = to_clean.first_dirty_offset, to_clean.first_uncleanable_offset
+        for segment in to_clean.segments:
+            if segment.next_offset <= start:
+                continue
+            for _, header, view in segment.batches(chunk_size=RECOVERY_CHUNK):
+                if header.last_offset < start or header.is_control or header.is_transactional:
+                    continue
+                for record in decode_batch(view)[1]:
+                    if record.key is not None and start <= record.offset < end:
+                        offset_map[record.key] = record.offset
+        return offset_map
+
+    def write_cleaned(
+        self,
+        log: Log,
+        group: Sequence[LogSegment],
+        offset_map: Mapping[bytes, int],
+        producer_last: Mapping[int, int],
+        delete_horizon_ms: int,
+        stats: CleanerStats,
+    ) -> Path:
+        """Write the group's retained batches to `<base>.log.cleaned`, fsynced; returns its path."""
+        path = Path(str(log_file(log.directory, group[0].base_offset)) + CLEANED_SUFFIX)
+        with open(path, "wb") as out:
+            for segment in group:
+                drop_tombstones = segment.largest_timestamp() < delete_horizon_ms
+                stats.bytes_read += segment.size
+                for _, header, view in segment.batches(chunk_size=RECOVERY_CHUNK):
+                    kept = self.filter_batch(
+                        header, view, offset_map, producer_last, drop_tombstones, stats
+                    )
+                    if kept is not None:
+                        out.write(kept)
+                        stats.bytes_written += len(kept)
+            out.flush()
+            os.fsync(out.fileno())
+        return path
+
+    @staticmethod
+    def filter_batch(
+        header: BatchHeader,
+        view: memoryview,
+        offset_map: Mapping[bytes, int],
+        producer_last: Mapping[int, int],
+        drop_tombstones: bool,
+        stats: CleanerStats,
+    ) -> bytes | None:
+        """The batch as it is, re-encoded with fewer records, an empty batch, or None (dropped)."""
+        if header.is_control or header.is_transactional:
+            stats.records_read += header.record_count
+            stats.records_kept += header.record_count
+            return bytes(view)
+        records = decode_batch(view)[1]
+        kept = []
+        for record in records:
+            if record.key is not None and offset_map.get(record.key, -1) > record.offset:
+                continue  # a later record of the same key exists
+            if record.key is not None and record.value is None and drop_tombstones:
+                stats.tombstones_removed += 1
+                continue
+            kept.append(record)
+        stats.records_read += len(records)
+        stats.records_kept += len(kept)
+        if len(kept) == len(records):
+            return bytes(view)
+        if kept:
+            return rebuild_batch(header, kept)
+        if header.producer_id >= 0 and producer_last.get(header.producer_id) == header.last_offset:
+            stats.empty_batches_kept += 1
+            return rebuild_batch(header, [])
+        return None
+
+    @staticmethod
+    def swap(log: Log, group: Sequence[LogSegment], cleaned: Path) -> None:
+        """`.cleaned` -> `.swap` (the point of no return), then the log replaces its sources."""
+        swap = cleaned.with_name(cleaned.name[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX)
+        cleaned.replace(swap)
+        fsync_dir(log.directory)
+        log.replace_segments(group, swap)

@@ -1,0 +1,258 @@
+"""LogCleaner: compaction to the latest value per key, tombstones, offsets and producer state kept,
+crash-safe swaps, null keys refused at produce."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.records import GZIP, Record, batch_crc_ok, decode_batch, encode_batch, iter_batches
+from storage.log import Log
+from storage.log_cleaner import LogCleaner
+from storage.log_config import LogConfig
+from storage.naming import CLEANER_CHECKPOINT
+
+T0 = 1_000_000
+
+
+class FakeClock:
+    def __init__(self, now: int = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def kv(key: bytes | None, value: bytes | None, ts: int = T0, **kwargs) -> bytes:
+    return encode_batch([(key, value, [], ts)], **kwargs)
+
+
+def open_log(path: Path, clock: FakeClock, **config) -> Log:
+    defaults = {"cleanup_policy": "compact", "segment_bytes": 300}
+    return Log.open(path / "topic-0", LogConfig(**{**defaults, **config}), now_ms=clock)
+
+
+def read_records(log: Log) -> list[Record]:
+    """Every record from the log start, through Log.read and decode_batch, CRCs checked."""
+    offset, out = log.log_start_offset, []
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 20).records
+        if not data:
+            break
+        for pos, header in iter_batches(data):
+            assert batch_crc_ok(data, pos, header)
+            out += [r for r in decode_batch(data, pos)[1] if r.offset >= offset]
+            offset = header.next_offset
+    return out
+
+
+def latest(log: Log) -> dict[bytes | None, bytes | None]:
+    return {r.key: r.value for r in read_records(log)}
+
+
+def fill(log: Log, updates: list[tuple[bytes | None, bytes | None]]) -> None:
+    for key, value in updates:
+        log.append_as_leader(kv(key, value), leader_epoch=0)
+    log.high_watermark = log.log_end_offset
+
+
+def clean(log: Log, tmp_path: Path, clock: FakeClock, **kwargs):
+    return LogCleaner(tmp_path, clock).clean(log, None, force=True, **kwargs)
+
+
+def test_keys_compacted_to_latest_across_segments_active_untouched(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = open_log(tmp_path, clock)
+    updates = [(b"k%d" % (i % 3), b"v%d" % i) for i in range(30)]
+    fill(log, updates)
+    assert len(log.segments) > 3
+    active = log.active_segment
+    active_before = [(r.offset, r.key, r.value) for r in read_records(log)
+                     if r.offset >= active.base_offset]
+    expected = dict(updates)
+    before_size = log.size_in_bytes
+    stats = clean(log, tmp_path, clock)
+    assert stats is not None and stats.records_kept == 3
+    assert log.size_in_bytes < before_size
+    segments = len(log.segments)
+    again = clean(log, tmp_path, clock)  # now small, adjacent cleaned segments are grouped
+    assert again is not None and again.segments_written < again.segments_cleaned
+    assert len(log.segments) < segments
+    assert log.active_segment is active  # never the active segment
+    records = read_records(log)
+    assert [(r.offset, r.key, r.value) for r in records if r.offset >= active.base_offset] \
+        == active_before
+    cleaned = [r for r in records if r.offset < active.base_offset]
+    assert len({r.key for r in cleaned}) == len(cleaned)  # one record per key below the active
+    # every record kept below the active segment is its key's latest there
+    for r in cleaned:
+        later = [o for o, (k, _) in enumerate(updates) if k == r.key and o < active.base_offset]
+        assert r.offset == max(later)
+        assert r.value == updates[r.offset][1]
+    assert latest(log) == expected
+    offsets = [r.offset for r in records]
+    assert offsets == sorted(set(offsets))  # offsets kept: monotonic, gaps only
+    assert log.log_end_offset == 30 and log.log_start_offset == 0
+
+
+def test_cleaning_respects_high_watermark_checkpoint_and_ratio(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = open_log(tmp_path, clock)
+    fill(log, [(b"k", b"v%d" % i) for i in range(20)])
+    log.high_watermark = 0
+    cleaner = LogCleaner(tmp_path, clock)
+    assert cleaner.clean_logs({("topic", 0): log}) == 0  # nothing below the high watermark
+    log.high_watermark = log.log_end_offset
+    assert cleaner.clean_logs({("topic", 0): log}) == 1
+    checkpoint = (tmp_path / CLEANER_CHECKPOINT).read_text().split()
+    assert checkpoint[-3:] == ["topic", "0", str(log.active_segment.base_offset)]
+    assert cleaner.clean_logs({("topic", 0): log}) == 0  # nothing dirty left
+    assert latest(log) == {b"k": b"v19"}
+
+
+def test_min_compaction_lag_holds_recent_segments(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = open_log(tmp_path, clock, min_compaction_lag_ms=10_000)
+    fill(log, [(b"k", b"v%d" % i) for i in range(20)])
+    assert clean(log, tmp_path, clock) is None  # records at T0, now T0: too recent
+    assert clean(log, tmp_path, clock, now_ms=T0 + 20_000) is not None
+
+
+def test_tombstones_kept_then_removed_after_delete_retention(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = open_log(tmp_path, clock, delete_retention_ms=1000)
+    fill(log, [(b"a", b"1"), (b"b", b"1"), (b"a", None)] + [(b"c", b"%d" % i) for i in range(20)])
+    clean(log, tmp_path, clock, now_ms=T0 + 10)
+    assert latest(log)[b"a"] is None and b"a" in latest(log)  # the tombstone stays for now
+    assert [r.value for r in read_records(log) if r.key == b"a"] == [None]
+    stats = clean(log, tmp_path, clock, now_ms=T0 + 5000)
+    assert stats is not None and stats.tombstones_removed == 1
+    assert b"a" not in latest(log)
+    assert latest(log)[b"b"] == b"1"
+
+
+def test_null_key_refused_at_produce_for_compacted_topics(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = open_log(tmp_path, clock)
+    with pytest.raises(KafkaError) as info:
+        log.append_as_leader(kv(None, b"v"), leader_epoch=0)
+    assert info.value.code == ErrorCode.INVALID_RECORD
+    mixed = encode_batch([(b"k", b"v", [], T0), (None, b"v", [], T0)], compression=GZIP)
+    with pytest.raises(KafkaError):
+        log.append_as_leader(mixed, leader_epoch=0)
+    assert log.log_end_offset == 0
+    plain = open_log(tmp_path / "plain", clock, cleanup_policy="delete")
+    plain.append_as_leader(kv(None, b"v"), leader_epoch=0)  # fine for a delete topic
+
+
+def test_multi_record_compressed_batches_keep_offsets_and_codec(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = open_log(tmp_path, clock, segment_bytes=400)
+    for i in range(10):
+        batch = encode_batch([(b"k%d" % j, b"v%d-%d" % (i, j), [("h", b"x")], T0 + i)
+                              for j in range(4)], compression=GZIP)
+        log.append_as_leader(batch, leader_epoch=0)
+    log.high_watermark = log.log_end_offset
+    before = {r.offset: r for r in read_records(log)}
+    clean(log, tmp_path, clock)
+    data = log.read(0, 1 << 20).records
+    for pos, header in iter_batches(data):
+        assert header.compression == GZIP and batch_crc_ok(data, pos, header)
+        assert header.last_offset_delta == 3  # the original range stays
+    for r in read_records(log):
+        assert (r.key, r.value, r.timestamp, r.headers) == (
+            before[r.offset].key, before[r.offset].value, before[r.offset].timestamp,
+            before[r.offset].headers)
+
+
+def test_crash_before_swap_discards_cleaned_file(tmp_path: Path, monkeypatch) -> None:
+    clock = FakeClock()
+    log = open_log(tmp_path, clock)
+    fill(log, [(b"k%d" % (i % 2), b"v%d" % i) for i in range(20)])
+    expected = [(r.offset, r.key, r.value) for r in read_records(log)]
+
+    def crash(*_args) -> None:
+        raise OSError("crash")
+
+    monkeypatch.setattr(LogCleaner, "swap", staticmethod(crash))
+    with pytest.raises(OSError):
+        clean(log, tmp_path, clock)
+    assert list(log.directory.glob("*.cleaned"))
+    reopened = Log.open(log.directory, log.config, now_ms=clock)
+    assert not list(log.directory.glob("*.cleaned"))
+    assert [(r.offset, r.key, r.value) for r in read_records(reopened)] == expected
+
+
+@pytest.mark.parametrize("crash_after_deleting", [0, 1])
+def test_crash_after_swap_is_finished_on_load(
+    tmp_path: Path, monkeypatch, crash_after_deleting: int
+) -> None:
+    clock = FakeClock()
+    log = open_log(tmp_path, clock)
+    updates = [(b"k%d" % (i % 2), b"v%d" % i) for i in range(20)]
+    fill(log, updates)
+    end = log.log_end_offset
+
+    def crash(self, old, swap) -> None:
+        for segment in old[:crash_after_deleting]:
+            segment.delete()
+        raise OSError("crash")
+
+    monkeypatch.setattr(Log, "replace_segments", crash)
+    with pytest.raises(OSError):
+        clean(log, tmp_path, clock)
+    assert list(log.directory.glob("*.swap"))
+    monkeypatch.undo()
+    reopened = Log.open(log.directory, log.config, now_ms=clock)
+    assert not list(log.directory.glob("*.swap"))
+    assert reopened.log_end_offset == end
+    assert latest(reopened) == dict(updates)
+    records = read_records(reopened)
+    assert len(records) < len(updates)  # the swapped group is the cleaned one
+    assert [r.offset for r in records if r.offset < 3] == []  # its superseded records went
+    offsets = [r.offset for r in records]
+    assert offsets == sorted(set(offsets))
+
+
+def test_idempotent_producer_state_survives_cleaning(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = open_log(tmp_path, clock)
+    pid = 7
+    batches = [kv(b"k", b"v%d" % seq, producer_id=pid, producer_epoch=0, base_sequence=seq)
+               for seq in range(20)]
+    for b in batches:
+        log.append_as_leader(b, leader_epoch=0)
+    log.roll()  # the producer's last batch is now in an inactive segment
+    log.append_as_leader(kv(b"other", b"x"), leader_epoch=0)
+    log.high_watermark = log.log_end_offset
+    stats = clean(log, tmp_path, clock)
+    assert stats is not None and stats.records_kept == 1
+    # every batch of key k is superseded but the producer's last (it holds the latest value)
+    assert latest(log) == {b"k": b"v19", b"other": b"x"}
+    # a retry of the last batch is still a duplicate, also after a reload from the log alone
+    info = log.append_as_leader(batches[-1], leader_epoch=0)
+    assert info.duplicate and info.first_offset == 19
+    log.close()
+    for snapshot in log.directory.glob("*.snapshot"):
+        snapshot.unlink()
+    reopened = Log.open(log.directory, log.config, now_ms=clock)
+    assert reopened.producer_state.last_entry(pid).last_seq == 19
+    assert reopened.append_as_leader(batches[-1], leader_epoch=0).duplicate
+    nxt = kv(b"k", b"v20", producer_id=pid, producer_epoch=0, base_sequence=20)
+    assert not reopened.append_as_leader(nxt, leader_epoch=0).duplicate
+
+
+def test_producer_last_batch_kept_empty_when_all_records_superseded(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = open_log(tmp_path, clock)
+    log.append_as_leader(kv(b"k", b"old", producer_id=3, producer_epoch=0, base_sequence=0),
+                         leader_epoch=0)
+    fill(log, [(b"k", b"v%d" % i) for i in range(20)])
+    clean(log, tmp_path, clock)
+    data = log.read(0, 1 << 20).records
+    first = next(h for _, h in iter_batches(data))
+    assert (first.base_offset, first.record_count, first.producer_id) == (0, 0, 3)
+    assert log.producer_state.last_entry(3).last_seq == 0
+    assert b"old" not in latest(log).values()
