@@ -28,31 +28,7 @@ A version range is (lo, hi), inclusive; (0, -1) is empty ("none"); hi 32767 mean
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
-Versions = tuple[int, int]
-
-
-class Field(NamedTuple):
-    name: str  # snake_case
-    type: str  # primitive, "[]primitive", StructName or "[]StructName" (then `fields` is set)
-    versions: Versions
-    nullable: Versions = (0, -1)
-    tag: int | None = None
-    tagged: Versions = (0, -1)
-    default: Any = 0  # wire default for scalars; () for arrays; {} for structs; None = null
-    fields: tuple[Field, ...] = ()
-    flexible: Versions | None = None  # field-level override of the message's flexible versions
-
-
-class Message(NamedTuple):
-    name: str
-    kind: str  # "request", "response" or "header"
-    api_key: int | None
-    valid: Versions
-    flexible: Versions
-    fields: tuple[Field, ...]
-
+from protocol.message_spec import Field, Message
 
 '''
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from construct import Container
 
-from protocol.messages import Field
+from protocol.message_spec import Field
 from protocol.schema import build_struct
 from protocol.types import Reader
 

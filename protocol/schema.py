@@ -12,7 +12,8 @@ from typing import Any, NamedTuple
 
 from construct import Construct, ConstructError, Container
 
-from protocol.messages import MESSAGES, Field, Message, Versions
+from protocol.message_spec import Field, Message, Versions
+from protocol.messages import MESSAGES
 from protocol.types import (
     BOOL,
     FLOAT64,

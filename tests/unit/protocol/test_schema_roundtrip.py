@@ -15,7 +15,7 @@ from protocol import (
     encode_response,
     valid_versions,
 )
-from protocol.messages import Field
+from protocol.message_spec import Field
 from protocol.schema import BY_KEY, codec, within
 
 REQUIRED = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22, 23, 32, 42, 47}
