@@ -114,7 +114,7 @@ class Broker:
                                             self.log_manager.flush_all)),
             asyncio.create_task(self._every(
                 self.config["replica.high.watermark.checkpoint.interval.ms"],
-                self.log_manager.checkpoint)),
+                self._checkpoint_in_background)),
             asyncio.create_task(self._every(self.config["log.retention.check.interval.ms"],
                                             self.log_manager.cleanup)),
             asyncio.create_task(self._every(
@@ -165,13 +165,20 @@ class Broker:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), SHUTDOWN_GRACE_S)
 
+    async def _checkpoint_in_background(self) -> None:
+        """Checkpoint files are fsynced: write them in a thread so the loop never waits on disk."""
+        snapshot = self.log_manager.checkpoint_snapshot()
+        await asyncio.to_thread(self.log_manager.write_checkpoints, snapshot)
+
     async def _every(self, interval_ms: int, job) -> None:
         if interval_ms >= NEVER_MS:
             return
         while True:
             await asyncio.sleep(interval_ms / 1000)
             try:
-                job()
+                result = job()
+                if asyncio.iscoroutine(result):
+                    await result
             except Exception:
                 log.exception("background job failed", job=getattr(job, "__name__", str(job)))
 

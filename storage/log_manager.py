@@ -7,6 +7,7 @@ a `.kafka_cleanshutdown` marker written at shutdown lets the next start skip the
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -46,6 +47,7 @@ class LogManager:
         self._recovery_points = OffsetCheckpointFile(self.data_dir / RECOVERY_POINT_CHECKPOINT)
         self._log_start_offsets = OffsetCheckpointFile(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
         self._high_watermarks = OffsetCheckpointFile(self.data_dir / HIGH_WATERMARK_CHECKPOINT)
+        self._checkpoint_lock = threading.Lock()
         self.had_clean_shutdown = False
         self.cleaner = LogCleaner(self.data_dir, now_ms)
 
@@ -118,10 +120,24 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write the recovery point, log start offset and high watermark files (each atomically)."""
+        self.write_checkpoints(self.checkpoint_snapshot())
+
+    def checkpoint_snapshot(self) -> list[tuple[OffsetCheckpointFile, dict[TopicPartition, int]]]:
+        """The offsets to checkpoint, taken now (cheap); `write_checkpoints` may run elsewhere."""
         logs = self._logs.items()
-        self._recovery_points.write({k: log.recovery_point for k, log in logs})
-        self._log_start_offsets.write({k: log.log_start_offset for k, log in logs})
-        self._high_watermarks.write({k: log.high_watermark for k, log in logs})
+        return [
+            (self._recovery_points, {k: log.recovery_point for k, log in logs}),
+            (self._log_start_offsets, {k: log.log_start_offset for k, log in logs}),
+            (self._high_watermarks, {k: log.high_watermark for k, log in logs}),
+        ]
+
+    def write_checkpoints(
+        self, snapshot: list[tuple[OffsetCheckpointFile, dict[TopicPartition, int]]]
+    ) -> None:
+        """Write a snapshot's files; safe to call from a worker thread (writes are serialised)."""
+        with self._checkpoint_lock:
+            for file, offsets in snapshot:
+                file.write(offsets)
 
     def cleanup(self) -> int:
         """Retention on every log; returns the number of segments deleted."""
