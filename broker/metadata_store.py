@@ -15,11 +15,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 
 from storage.checkpoint import fsync_dir
+
+if TYPE_CHECKING:
+    from broker.metadata_recipes import ChildrenWatch, DataWatch, Transaction
 
 log = structlog.get_logger("kafka_sim.metadata_store")
 
@@ -74,7 +77,7 @@ class WatchedEvent:
 
 
 Watcher = Callable[[WatchedEvent], object]
-_Op = Callable[[int, list[WatchedEvent]], Any]  # (zxid, events) -> result; see MetadataStore._write
+WriteOp = Callable[[int, list[WatchedEvent]], Any]  # (zxid, events) -> result; see MetadataStore._write
 
 
 @dataclass(slots=True)
@@ -200,17 +203,23 @@ class MetadataStore:
     def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
         self._write(partial(self._delete, path, version, recursive))
 
-    def transaction(self) -> Transaction:
-        return Transaction(self)
+    # --- recipes (broker/metadata_recipes.py): multi-op transactions and persistent watches ---
 
-    # --- persistent watch recipes ---
+    def transaction(self) -> Transaction:
+        from broker.metadata_recipes import Transaction
+
+        return Transaction(self)
 
     def DataWatch(self, path: str, fn: Callable[[bytes | None, Stat | None], object]) -> DataWatch:
         """kazoo's name: fn(data, stat) now and after every change, until cancelled."""
+        from broker.metadata_recipes import DataWatch
+
         return DataWatch(self, path, fn)
 
     def ChildrenWatch(self, path: str, fn: Callable[[list[str]], object]) -> ChildrenWatch:
         """kazoo's name: fn(children) now and after every child change, until cancelled."""
+        from broker.metadata_recipes import ChildrenWatch
+
         return ChildrenWatch(self, path, fn)
 
     def remove_watch(self, path: str, watch: Watcher) -> None:
@@ -325,7 +334,7 @@ class MetadataStore:
 
     # --- commit: persist, then fire the triggered watches ---
 
-    def _write(self, *ops: _Op) -> list[Any]:
+    def _write(self, *ops: WriteOp) -> list[Any]:
         """Run ops as one transaction: all applied with one zxid, or (on any error) none."""
         zxid, events = self._zxid + 1, []
         saved = None
@@ -408,100 +417,3 @@ def _check_bytes(data: object) -> None:
 
 def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
-
-
-class Transaction:
-    """Several writes applied atomically with one zxid, or not at all (the first failure raises).
-
-    Used as `with store.transaction() as t: ...`, it commits when the block ends without an error.
-    """
-
-    def __init__(self, store: MetadataStore) -> None:
-        self._store = store
-        self._ops: list[_Op] = []
-        self.results: list[Any] | None = None
-
-    def check(self, path: str, version: int) -> None:
-        self._ops.append(lambda z, e: bool(self._store._check_version(path, version)))
-
-    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
-               session: int | None = None, sequence: bool = False,
-               makepath: bool = False) -> None:
-        self._ops.append(partial(self._store._create, path, data, ephemeral, session, sequence,
-                                 makepath))
-
-    def set(self, path: str, data: bytes, version: int = -1) -> None:
-        self._ops.append(partial(self._store._set, path, data, version))
-
-    def delete(self, path: str, version: int = -1) -> None:
-        self._ops.append(partial(self._store._delete, path, version, False))
-
-    def commit(self) -> list[Any]:
-        """Apply the ops; the results are paths for creates, stats for sets, True/None otherwise."""
-        if self.results is not None:
-            raise MetadataStoreError("transaction already committed")
-        self.results = self._store._write(*self._ops) if self._ops else []
-        return self.results
-
-    def __enter__(self) -> Transaction:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
-        if exc_type is None:
-            self.commit()
-
-
-class _Recipe:
-    """A watch re-armed after every event: `_run` reads with the watch and calls fn."""
-
-    def __init__(self, store: MetadataStore, path: str, fn: Callable[..., object]) -> None:
-        self._store, self.path, self._fn = store, path, fn
-        self.stopped = False
-        self._watcher: Watcher = self._on_event
-        try:
-            self._run()
-        except BaseException:
-            self.cancel()
-            raise
-
-    def _on_event(self, event: WatchedEvent) -> None:
-        if not self.stopped:
-            self._run()
-
-    def _run(self) -> None:
-        raise NotImplementedError
-
-    def cancel(self) -> None:
-        self.stopped = True
-        self._store.remove_watch(self.path, self._watcher)
-
-
-class DataWatch(_Recipe):
-    """Calls fn(data, stat) now and after every change; (None, None) while the node is absent.
-
-    As in kazoo, fn returning False stops the watch; so does `cancel()`.
-    """
-
-    def _run(self) -> None:
-        try:
-            data, stat = self._store.get(self.path, self._watcher)
-        except NoNodeError:
-            data, stat = None, self._store.exists(self.path, self._watcher)
-        if self._fn(data, stat) is False:
-            self.cancel()
-
-
-class ChildrenWatch(_Recipe):
-    """Calls fn(children) now and after every child change; stops when the node is deleted.
-
-    Unlike kazoo, a missing node raises NoNodeError at once instead of silently never firing.
-    """
-
-    def _on_event(self, event: WatchedEvent) -> None:
-        if event.type == "DELETED":
-            self.stopped = True
-        super()._on_event(event)
-
-    def _run(self) -> None:
-        if self._fn(self._store.get_children(self.path, self._watcher)) is False:
-            self.cancel()
