@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 from crc32c import crc32c
 
+from protocol.compression import CODEC_NAMES
 from protocol.records import (
     ATTRIBUTES_OFFSET,
     BATCH_LENGTH_OFFSET,
@@ -27,7 +28,6 @@ from protocol.records import (
     read_batch_header,
 )
 
-CODEC_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
 TIMESTAMP_TYPE_NAMES = ("CreateTime", "LogAppendTime")
 INT_MAX = 2**31 - 1
 DIGEST_SIZE = 16

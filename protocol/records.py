@@ -36,9 +36,14 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-import cramjam
 from crc32c import crc32c
 
+from protocol.compression import GZIP as GZIP  # re-exported: codecs are part of the batch format
+from protocol.compression import LZ4 as LZ4
+from protocol.compression import NO_COMPRESSION as NO_COMPRESSION
+from protocol.compression import SNAPPY as SNAPPY
+from protocol.compression import ZSTD as ZSTD
+from protocol.compression import compress, decompress
 from protocol.errors import ErrorCode, KafkaError
 
 # One struct for the whole header; field order is the wire order above.
@@ -68,7 +73,6 @@ CONTROL_MASK = 0x20
 DELETE_HORIZON_MASK = 0x40
 
 MAGIC_V2 = 2
-NO_COMPRESSION, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CREATE_TIME, LOG_APPEND_TIME = 0, 1
 NO_TIMESTAMP = -1
 
@@ -76,8 +80,6 @@ _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _U32 = struct.Struct(">I")
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-_XERIAL_HEADER = struct.Struct(">8sii")  # magic, version, compatible version
 
 
 @dataclass(slots=True)
@@ -277,63 +279,6 @@ def decode_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, i
         shift += 7
         if shift > 63:
             raise _corrupt("varint longer than 10 bytes")
-
-
-# --- compression ----------------------------------------------------------------------------------
-
-
-def _xerial_decompress(data: bytes) -> bytes:
-    """snappy-java's framing: magic, version, compat, then (int32 length, raw snappy block)*."""
-    out = []
-    pos = _XERIAL_HEADER.size
-    n = len(data)
-    while pos < n:
-        (size,) = _I32.unpack_from(data, pos)
-        pos += 4
-        out.append(bytes(cramjam.snappy.decompress_raw(data[pos : pos + size])))
-        pos += size
-    return b"".join(out)
-
-
-def decompress(codec: int, data: bytes | memoryview) -> bytes:
-    """Inflate a batch's records blob; accepts both snappy framings the clients write."""
-    try:
-        if codec == GZIP:
-            return bytes(cramjam.gzip.decompress(data))
-        if codec == SNAPPY:
-            data = bytes(data)
-            if data.startswith(_XERIAL_MAGIC):
-                return _xerial_decompress(data)
-            return bytes(cramjam.snappy.decompress_raw(data))
-        if codec == LZ4:
-            return bytes(cramjam.lz4.decompress(data))
-        if codec == ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
-    except (cramjam.DecompressionError, ValueError, struct.error) as exc:
-        raise _corrupt(f"cannot decompress codec {codec}: {exc}") from exc
-    raise _corrupt(f"unknown compression codec {codec}")
-
-
-def compress(codec: int, data: bytes, *, snappy_xerial: bool = True) -> bytes:
-    """Deflate a records blob the way the Java client does (xerial snappy, independent lz4 blocks)."""
-    if codec == GZIP:
-        return bytes(cramjam.gzip.compress(data))
-    if codec == SNAPPY:
-        if not snappy_xerial:
-            return bytes(cramjam.snappy.compress_raw(data))
-        parts = [_XERIAL_HEADER.pack(_XERIAL_MAGIC, 1, 1)]
-        for i in range(0, max(len(data), 1), 32 * 1024):  # snappy-java's default block size
-            block = bytes(cramjam.snappy.compress_raw(data[i : i + 32 * 1024]))
-            parts += (_I32.pack(len(block)), block)
-        return b"".join(parts)
-    if codec == LZ4:
-        # Java's KafkaLZ4BlockInputStream decodes blocks one by one: they must be independent.
-        compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
-        compressor.compress(data)
-        return bytes(compressor.finish())
-    if codec == ZSTD:
-        return bytes(cramjam.zstd.compress(data))
-    raise ValueError(f"unknown compression codec {codec}")
 
 
 # --- records --------------------------------------------------------------------------------------
