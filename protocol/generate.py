@@ -146,6 +146,8 @@ def main(argv: list[str]) -> None:
     dest = Path(argv[1]) if len(argv) > 1 else Path(__file__).with_name("messages.py")
     docs = [load(p) for p in sorted(src.glob("*.json"))]
     keep = [d for d in docs if d["type"] in ("request", "response", "header")]
+    if not keep:  # a wrong path must not quietly produce an empty schema module
+        raise SystemExit(f"no Kafka message definitions (*.json) in {src}")
     order = {"header": 0, "request": 1, "response": 2}
     keep.sort(key=lambda d: (d.get("apiKey", -1), order[d["type"]], d["name"]))
     dest.write_text(render([convert(d) for d in keep]))

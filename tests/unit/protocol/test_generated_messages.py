@@ -7,6 +7,7 @@ from pathlib import Path
 from protocol.generate import main as generate
 
 ROOT = Path(__file__).resolve().parents[3]
+# CI clones the project with the shared folder beside it, as on a developer's machine.
 DEFINITIONS = ROOT.parent / "shared" / "kafka-protocol" / "message"
 
 
