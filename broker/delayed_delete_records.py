@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from broker.purgatory import DelayedOperation
+from broker.delayed_acks import DelayedPartitionAcks
 from protocol.errors import ErrorCode
 
 
@@ -27,7 +27,7 @@ class DeleteRecordsPartitionStatus:
     acks_pending: bool = True
 
 
-class DelayedDeleteRecords(DelayedOperation):
+class DelayedDeleteRecords(DelayedPartitionAcks):
     def __init__(
         self,
         timeout_ms: int,
@@ -36,30 +36,17 @@ class DelayedDeleteRecords(DelayedOperation):
         low_watermark: Callable[[tuple[str, int]], int | None],
         future: asyncio.Future,
     ) -> None:
-        super().__init__(timeout_ms)
-        self.statuses = statuses
-        self._low_watermark = low_watermark  # None: not the leader any more
-        self.future = future
-
-    def try_complete(self) -> bool:
-        for key, status in self.statuses.items():
-            if not status.acks_pending:
-                continue
-            low = self._low_watermark(key)
+        def settle(key: tuple[str, int], status: DeleteRecordsPartitionStatus) -> bool:
+            low = low_watermark(key)  # None: not the leader any more
             if low is None:  # case A
-                status.acks_pending, status.error = False, ErrorCode.NOT_LEADER_OR_FOLLOWER
-            elif low >= status.required_offset:  # case B
-                status.acks_pending, status.low_watermark = False, low
-        if any(s.acks_pending for s in self.statuses.values()):
+                status.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                return True
+            if low >= status.required_offset:  # case B
+                status.low_watermark = low
+                return True
             return False
-        return self.force_complete()
 
-    def on_complete(self) -> None:
-        for status in self.statuses.values():
-            if status.acks_pending:  # the timeout struck first
-                status.error = ErrorCode.REQUEST_TIMED_OUT
-        if not self.future.done():
-            self.future.set_result(None)
+        super().__init__(timeout_ms, statuses, settle=settle, future=future)
 
-    def on_expiration(self) -> None:
-        pass
+    def time_out(self, status: DeleteRecordsPartitionStatus) -> None:
+        status.error = ErrorCode.REQUEST_TIMED_OUT

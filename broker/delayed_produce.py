@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from broker.purgatory import DelayedOperation
+from broker.delayed_acks import DelayedPartitionAcks
 from protocol.errors import ErrorCode
 
 
@@ -25,7 +25,7 @@ class ProducePartitionStatus:
     acks_pending: bool = True
 
 
-class DelayedProduce(DelayedOperation):
+class DelayedProduce(DelayedPartitionAcks):
     def __init__(
         self,
         timeout_ms: int,
@@ -34,28 +34,13 @@ class DelayedProduce(DelayedOperation):
         check: Callable[[tuple[str, int], ProducePartitionStatus], ErrorCode | None],
         future: asyncio.Future,
     ) -> None:
-        super().__init__(timeout_ms)
-        self.statuses = statuses
-        self._check = check  # None: still waiting; a code: this partition is done (NONE = ok)
-        self.future = future
+        def settle(key: tuple[str, int], status: ProducePartitionStatus) -> bool:
+            code = check(key, status)  # None: still waiting; a code: done (NONE = ok)
+            if code is not None:
+                status.result.error = code  # type: ignore[attr-defined]
+            return code is not None
 
-    def try_complete(self) -> bool:
-        for key, status in self.statuses.items():
-            if status.acks_pending:
-                code = self._check(key, status)
-                if code is not None:
-                    status.acks_pending = False
-                    status.result.error = code  # type: ignore[attr-defined]
-        if any(s.acks_pending for s in self.statuses.values()):
-            return False
-        return self.force_complete()
+        super().__init__(timeout_ms, statuses, settle=settle, future=future)
 
-    def on_complete(self) -> None:
-        for status in self.statuses.values():
-            if status.acks_pending:  # the timeout struck first
-                status.result.error = ErrorCode.REQUEST_TIMED_OUT  # type: ignore[attr-defined]
-        if not self.future.done():
-            self.future.set_result(None)
-
-    def on_expiration(self) -> None:
-        pass
+    def time_out(self, status: ProducePartitionStatus) -> None:
+        status.result.error = ErrorCode.REQUEST_TIMED_OUT  # type: ignore[attr-defined]

@@ -115,6 +115,17 @@ class GroupCoordinator(GroupAdmin, GroupSessions):
             return E.FENCED_INSTANCE_ID if current != member_id else None
         return None if group.has(member_id) else E.UNKNOWN_MEMBER_ID
 
+    @classmethod
+    def validate_generation(cls, group: GroupMetadata, generation_id: int, member_id: str,
+                            instance_id: str | None) -> ErrorCode | None:
+        """What SyncGroup and Heartbeat check first: a live group, a known member, its generation."""
+        if group.is_(S.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE
+        error = cls.validate_current_member(group, member_id, instance_id)
+        if error is not None:
+            return error
+        return E.ILLEGAL_GENERATION if generation_id != group.generation_id else None
+
     # -- JoinGroup --------------------------------------------------------------------------
 
     def handle_join_group(
@@ -352,13 +363,9 @@ class GroupCoordinator(GroupAdmin, GroupSessions):
     def _validate_sync(self, group: GroupMetadata, generation_id: int, member_id: str,
                        protocol_type: str | None, protocol_name: str | None,
                        instance_id: str | None) -> ErrorCode | None:
-        if group.is_(S.DEAD):
-            return E.COORDINATOR_NOT_AVAILABLE
-        error = self.validate_current_member(group, member_id, instance_id)
+        error = self.validate_generation(group, generation_id, member_id, instance_id)
         if error is not None:
             return error
-        if generation_id != group.generation_id:
-            return E.ILLEGAL_GENERATION
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
                 protocol_name is not None and protocol_name != group.protocol_name):
             return E.INCONSISTENT_GROUP_PROTOCOL

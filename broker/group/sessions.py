@@ -72,13 +72,9 @@ class GroupSessions:
         group = self.group(group_id)
         if group is None:
             return E.UNKNOWN_MEMBER_ID
-        if group.is_(S.DEAD):
-            return E.COORDINATOR_NOT_AVAILABLE
-        error = self.validate_current_member(group, member_id, instance_id)
+        error = self.validate_generation(group, generation_id, member_id, instance_id)
         if error is not None:
             return error
-        if generation_id != group.generation_id:
-            return E.ILLEGAL_GENERATION
         if group.is_(S.EMPTY):
             return E.UNKNOWN_MEMBER_ID
         self.complete_and_schedule_next_heartbeat_expiration(group, group.get(member_id))

@@ -6,9 +6,12 @@ ApiVersions is answered from this registry, so the broker advertises exactly wha
 from __future__ import annotations
 
 import importlib
-from collections.abc import Awaitable, Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -80,6 +83,17 @@ def register(api_key: int, name: str, min_version: int, max_version: int) -> Cal
         return handle
 
     return wrap
+
+
+def repeated_topics(names: Iterable[str]) -> set[str]:
+    """Topic names a request lists more than once (Kafka answers those INVALID_REQUEST)."""
+    return {name for name, count in Counter(names).items() if count > 1}
+
+
+def refuse_repeated(repeated: set[str], name: str) -> None:
+    if name in repeated:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"topic '{name}' appears more than once in the request")
 
 
 def load_handlers() -> dict[int, ApiHandler]:

@@ -9,21 +9,17 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
-from broker.handlers import RequestContext, register
+from broker.handlers import RequestContext, refuse_repeated, register, repeated_topics
 from protocol.errors import ErrorCode, KafkaError
 
 
 @register(37, "CreatePartitions", 0, 3)
 async def handle(ctx: RequestContext, request) -> dict:
-    counts = Counter(t.name for t in request.topics)
+    repeated = repeated_topics(t.name for t in request.topics)
     results = []
     for topic in request.topics:
         try:
-            if counts[topic.name] > 1:
-                raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                 f"topic '{topic.name}' appears more than once in the request")
+            refuse_repeated(repeated, topic.name)
             assignments = ([list(a.broker_ids) for a in topic.assignments]
                            if topic.assignments is not None else None)
             await ctx.broker.admin.create_partitions(

@@ -9,9 +9,7 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
-from broker.handlers import RequestContext, register
+from broker.handlers import RequestContext, refuse_repeated, register, repeated_topics
 from protocol.errors import ErrorCode, KafkaError
 
 
@@ -50,13 +48,11 @@ async def _create(ctx: RequestContext, request, topic) -> dict:
 
 @register(19, "CreateTopics", 0, 7)
 async def handle(ctx: RequestContext, request) -> dict:
-    counts = Counter(t.name for t in request.topics)
+    repeated = repeated_topics(t.name for t in request.topics)
     results = []
     for topic in request.topics:
         try:
-            if counts[topic.name] > 1:
-                raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                 f"topic '{topic.name}' appears more than once in the request")
+            refuse_repeated(repeated, topic.name)
             results.append(await _create(ctx, request, topic))
         except KafkaError as exc:
             results.append({"name": topic.name, "error_code": exc.code,
