@@ -150,11 +150,13 @@ class BrokerConfig:
     def listener(self) -> tuple[str, int]:
         return parse_listener(self.values["listeners"])
 
-    def log_config(self) -> LogConfig:
-        """Topic defaults derived from the broker's `log.*` properties."""
-        return LogConfig.from_properties(
+    def log_config(self, overrides: Mapping[str, str] | None = None) -> LogConfig:
+        """A topic's LogConfig: its overrides (topic config names) over the defaults that the
+        broker's `log.*` properties give. A bad override raises KafkaError INVALID_CONFIG."""
+        defaults = LogConfig.from_properties(
             {topic: self.raw[broker] for broker, topic in TOPIC_DEFAULT_FROM_BROKER.items()}
         )
+        return LogConfig.from_properties(overrides, defaults=defaults) if overrides else defaults
 
     def with_overrides(self, overrides: Mapping[str, str]) -> BrokerConfig:
         return build_config({**{k: self.raw[k] for k in self.explicit}, **overrides})

@@ -1,6 +1,7 @@
 """Generate protocol/messages.py from Kafka's JSON message definitions.
 
-Usage: python -m protocol.generate /work/shared/kafka-protocol/message [out.py]
+Usage: python -m protocol.generate [DEFINITIONS_DIR [out.py]]
+(default: protocol/message_definitions, Kafka 3.9's definitions kept in this project).
 """
 
 from __future__ import annotations
@@ -141,8 +142,11 @@ def render(messages: list[dict[str, Any]]) -> str:
     return "".join(out)
 
 
+DEFINITIONS = Path(__file__).with_name("message_definitions")
+
+
 def main(argv: list[str]) -> None:
-    src = Path(argv[0])
+    src = Path(argv[0]) if argv else DEFINITIONS
     dest = Path(argv[1]) if len(argv) > 1 else Path(__file__).with_name("messages.py")
     docs = [load(p) for p in sorted(src.glob("*.json"))]
     keep = [d for d in docs if d["type"] in ("request", "response", "header")]

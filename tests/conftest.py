@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.broker import Broker
-from broker.cluster import Cluster
-from broker.log_setup import configure_logging
+from broker.server.cluster import Cluster
+from broker.server.kafka_server import KafkaServer
+from broker.server.log_setup import configure_logging
 from tests.harness import BrokerThread, cluster_config
 
 configure_logging("info", json=False)
@@ -41,7 +41,7 @@ async def async_broker(tmp_path: Path):
     """A one-broker cluster on the test's own event loop; yields its broker."""
     cluster = Cluster(cluster_config(tmp_path / "data"), 1)
     await cluster.start()
-    broker: Broker = cluster.brokers[0]
+    broker: KafkaServer = cluster.brokers[0]
     await broker.metadata_cache.wait_for(lambda s: s.controller_id == 0, 30_000)
     yield broker
     await cluster.stop()

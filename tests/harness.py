@@ -12,9 +12,9 @@ import asyncio
 import threading
 from pathlib import Path
 
-from broker.cluster import Cluster
 from broker.config import build_config
-from broker.control_api import ControlServer
+from broker.control.control_api import ControlServer
+from broker.server.cluster import Cluster
 
 
 def cluster_config(data_dir: Path, overrides: dict[str, str] | None = None):

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from timer.timer_task_list import TimerTaskEntry
+
+class TaskEntry(Protocol):
+    """The place of a task in a bucket (timer_task_list.TimerTaskEntry); all a task needs of it is
+    to be unlinked, so this module does not depend on the bucket's."""
+
+    def remove(self) -> None: ...
 
 
 class TimerTask(ABC):
@@ -22,7 +26,7 @@ class TimerTask(ABC):
     def __init__(self, delay_ms: int) -> None:
         self.delay_ms = delay_ms
         # The entry placing this task in a bucket; read directly on the timer's hot paths.
-        self.timer_task_entry: TimerTaskEntry | None = None
+        self.timer_task_entry: TaskEntry | None = None
 
     @abstractmethod
     def run(self) -> None: ...
@@ -33,7 +37,7 @@ class TimerTask(ABC):
             entry.remove()
         self.timer_task_entry = None
 
-    def set_timer_task_entry(self, entry: TimerTaskEntry | None) -> None:
+    def set_timer_task_entry(self, entry: TaskEntry | None) -> None:
         # A task lives in at most one bucket: a newer entry (the task added again) supersedes the
         # older one, which is unlinked so it can never run the task a second time.
         old = self.timer_task_entry

@@ -1,6 +1,10 @@
-"""The API handlers: one module per Kafka API, each registering the versions it serves.
+"""The API handlers (Kafka's KafkaApis): one module per Kafka API, each registering the versions it
+serves; a handler decodes nothing itself (the connection did), calls a subsystem, builds the reply.
 
 ApiVersions is answered from this registry, so the broker advertises exactly what it implements.
+Handlers reach the broker's subsystems only through `BrokerServices` (services.py), never the server.
+May import: broker.admin, broker.coordinator, broker.replication, broker.metadata, broker.config,
+storage, protocol.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from broker.handlers.services import BrokerServices
     from protocol.headers import RequestHeader
 
 
@@ -23,7 +27,7 @@ class RequestContext:
     """What a handler knows about the request besides its body."""
 
     header: RequestHeader
-    broker: Broker
+    services: BrokerServices
     client_host: str
 
     @property

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.admin_manager import RESOURCE_BROKER, RESOURCE_TOPIC
+from broker.admin.admin_manager import RESOURCE_BROKER, RESOURCE_TOPIC
 from broker.handlers import RequestContext, register
 from protocol.errors import ErrorCode, KafkaError
 
@@ -23,7 +23,7 @@ def alter_resource(
     validate_only: bool,
 ) -> dict:
     """Apply `change` (current overrides -> new overrides) to one resource; its response entry."""
-    admin = ctx.broker.admin
+    admin = ctx.services.admin_manager
     name = resource.resource_name
     try:
         if resource.resource_type == RESOURCE_TOPIC:

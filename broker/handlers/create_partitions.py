@@ -22,7 +22,7 @@ async def handle(ctx: RequestContext, request) -> dict:
             refuse_repeated(repeated, topic.name)
             assignments = ([list(a.broker_ids) for a in topic.assignments]
                            if topic.assignments is not None else None)
-            await ctx.broker.admin.create_partitions(
+            await ctx.services.admin_manager.create_partitions(
                 topic.name, topic.count, assignments,
                 validate_only=request.validate_only, timeout_ms=request.timeout_ms)
             results.append({"name": topic.name, "error_code": ErrorCode.NONE})

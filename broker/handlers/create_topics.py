@@ -14,7 +14,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 
 async def _create(ctx: RequestContext, request, topic) -> dict:
-    admin = ctx.broker.admin
+    admin = ctx.services.admin_manager
     num_partitions, replication_factor = topic.num_partitions, topic.replication_factor
     if topic.assignments and (num_partitions != -1 or replication_factor != -1):
         raise KafkaError(ErrorCode.INVALID_REQUEST,

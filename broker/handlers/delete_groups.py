@@ -12,6 +12,6 @@ from broker.handlers import RequestContext, register
 @register(42, "DeleteGroups", 0, 2)
 async def handle(ctx: RequestContext, request) -> dict:
     names = list(dict.fromkeys(request.groups_names))
-    errors = await ctx.broker.group_coordinator.handle_delete_groups(names)
+    errors = await ctx.services.group_coordinator.handle_delete_groups(names)
     return {"throttle_time_ms": 0, "results": [
         {"group_id": name, "error_code": errors[name]} for name in names]}

@@ -11,14 +11,14 @@
 
 from __future__ import annotations
 
-from broker.delayed_delete_records import DeleteRecordsPartitionStatus
 from broker.handlers import RequestContext, register
+from broker.replication.delayed_delete_records import DeleteRecordsPartitionStatus
 from protocol.errors import ErrorCode
 
 
 @register(21, "DeleteRecords", 0, 2)
 async def handle(ctx: RequestContext, request) -> dict:
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     offsets: dict[tuple[str, int], int] = {}
     refused: dict[tuple[str, int], DeleteRecordsPartitionStatus] = {}
     for topic in request.topics:
@@ -30,7 +30,7 @@ async def handle(ctx: RequestContext, request) -> dict:
                     -1, error=ErrorCode.INVALID_TOPIC_EXCEPTION, acks_pending=False)
             else:
                 offsets[key] = p.offset
-    statuses = await ctx.broker.replica_manager.delete_records(request.timeout_ms, offsets)
+    statuses = await ctx.services.replica_manager.delete_records(request.timeout_ms, offsets)
     statuses.update(refused)
     return {"throttle_time_ms": 0, "topics": [
         {"name": topic.name, "partitions": [

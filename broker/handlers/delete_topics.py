@@ -18,7 +18,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 @register(20, "DeleteTopics", 0, 6)
 async def handle(ctx: RequestContext, request) -> dict:
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
@@ -31,7 +31,7 @@ async def handle(ctx: RequestContext, request) -> dict:
                 if topic is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
                 name = topic.name
-            deleted = await ctx.broker.admin.delete_topic(name, request.timeout_ms)
+            deleted = await ctx.services.admin_manager.delete_topic(name, request.timeout_ms)
             responses.append({"name": name, "topic_id": deleted.topic_id.bytes,
                               "error_code": ErrorCode.NONE})
         except KafkaError as exc:

@@ -7,17 +7,17 @@
 
 from __future__ import annotations
 
-from broker.admin_manager import RESOURCE_BROKER, RESOURCE_TOPIC, ConfigEntry
+from broker.admin.admin_manager import RESOURCE_BROKER, RESOURCE_TOPIC, ConfigEntry
 from broker.handlers import RequestContext, register
 from protocol.errors import ErrorCode, KafkaError
 
 
 def _entries(ctx: RequestContext, resource) -> list[ConfigEntry]:
-    admin = ctx.broker.admin
+    admin = ctx.services.admin_manager
     if resource.resource_type == RESOURCE_TOPIC:
         return admin.topic_configs(resource.resource_name)
     if resource.resource_type == RESOURCE_BROKER:
-        if resource.resource_name not in ("", str(ctx.broker.broker_id)):
+        if resource.resource_name not in ("", str(ctx.services.broker_id)):
             raise KafkaError(ErrorCode.INVALID_REQUEST, "not this broker's id")
         return admin.broker_configs()
     raise KafkaError(ErrorCode.INVALID_REQUEST,

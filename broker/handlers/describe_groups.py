@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from broker.group.group_metadata import GroupState
+from broker.coordinator.group.group_metadata import GroupState
 from broker.handlers import RequestContext, register
 from protocol.errors import ErrorCode
 
@@ -14,7 +14,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 def describe(ctx: RequestContext, group_id: str) -> dict:
-    error, group = ctx.broker.group_coordinator.handle_describe_group(group_id)
+    error, group = ctx.services.group_coordinator.handle_describe_group(group_id)
     entry = {"error_code": error, "group_id": group_id, "group_state": "", "protocol_type": "",
              "protocol_data": "", "members": [],
              "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}

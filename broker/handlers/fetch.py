@@ -10,8 +10,8 @@
 
 from __future__ import annotations
 
-from broker.delayed_fetch import FetchParams, FetchPartition
 from broker.handlers import RequestContext, register
+from broker.replication.delayed_fetch import FetchParams, FetchPartition
 from protocol.errors import ErrorCode
 from protocol.records import ZSTD, iter_batches
 
@@ -28,7 +28,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     if version >= 7 and request.session_id != 0:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
                 "session_id": 0, "responses": []}
-    fetch_max = ctx.broker.config["fetch.max.bytes"]
+    fetch_max = ctx.services.config["fetch.max.bytes"]
     params = FetchParams(
         replica_id=request.replica_id,
         max_wait_ms=max(0, request.max_wait_ms),
@@ -43,7 +43,7 @@ async def handle(ctx: RequestContext, request) -> dict:
         for t in request.topics
         for p in t.partitions
     ]
-    results = await ctx.broker.replica_manager.fetch_messages(params, partitions)
+    results = await ctx.services.replica_manager.fetch_messages(params, partitions)
     by_topic: dict[str, list[dict]] = {}
     for fp, data in zip(partitions, results, strict=True):
         error, records = data.error, data.records

@@ -9,8 +9,8 @@
 
 from __future__ import annotations
 
-from broker.group import OFFSETS_TOPIC
 from broker.handlers import RequestContext, register
+from broker.metadata.topic_names import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
 
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
@@ -22,10 +22,10 @@ def find_coordinator(ctx: RequestContext, key: str, key_type: int) -> dict:
         error = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if key_type == KEY_TYPE_TRANSACTION
                  else ErrorCode.INVALID_REQUEST)
         return {"error_code": error, "error_message": error.name, **NO_NODE}
-    cache = ctx.broker.metadata_cache
-    manager = ctx.broker.group_coordinator.manager
+    cache = ctx.services.metadata_cache
+    manager = ctx.services.group_coordinator.manager
     if cache.topic(OFFSETS_TOPIC) is None:
-        manager.ensure_offsets_topic()
+        ctx.services.auto_topic_creation.ensure_offsets_topic()
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": None, **NO_NODE}
     state = cache.partition_state(OFFSETS_TOPIC, manager.partition_for(key))
     if state is None or state.leader not in cache.brokers:

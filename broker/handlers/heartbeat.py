@@ -11,6 +11,6 @@ from broker.handlers import RequestContext, register
 
 @register(12, "Heartbeat", 0, 4)
 async def handle(ctx: RequestContext, request) -> dict:
-    error = ctx.broker.group_coordinator.handle_heartbeat(
+    error = ctx.services.group_coordinator.handle_heartbeat(
         request.group_id, request.member_id, request.get("group_instance_id"), request.generation_id)
     return {"throttle_time_ms": 0, "error_code": error}

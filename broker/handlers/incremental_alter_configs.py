@@ -39,7 +39,7 @@ def _incremental(ctx: RequestContext, resource):
                 if spec is None or spec.kind != "list":
                     raise KafkaError(ErrorCode.INVALID_CONFIG,
                                      f"Config value append is not allowed for config key: {name}")
-                effective = ctx.broker.admin.log_config(current).to_properties()[name]
+                effective = ctx.services.config.log_config(current).to_properties()[name]
                 old = [v.strip() for v in effective.split(",") if v.strip()]
                 values = [v.strip() for v in (config.value or "").split(",") if v.strip()]
                 new = (old + [v for v in values if v not in old] if op == APPEND

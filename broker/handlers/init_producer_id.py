@@ -40,7 +40,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
     if (producer_id == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
         return _answer(ErrorCode.INVALID_REQUEST)
-    ids = ctx.broker.producer_ids
+    ids = ctx.services.producer_ids
     if producer_id >= 0 and epoch < MAX_EPOCH - 1 and ids.was_issued(producer_id):
         return _answer(ErrorCode.NONE, producer_id, epoch + 1)
     return _answer(ErrorCode.NONE, ids.generate_producer_id(), 0)

@@ -8,14 +8,14 @@
 
 from __future__ import annotations
 
-from broker.group import await_callback
+from broker.coordinator.group import await_callback
 from broker.handlers import RequestContext, register
 
 
 @register(11, "JoinGroup", 0, 9)
 async def handle(ctx: RequestContext, request) -> dict:
     version = ctx.api_version
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.services.group_coordinator
     session_timeout = request.session_timeout_ms
     rebalance_timeout = session_timeout if version == 0 else request.rebalance_timeout_ms
     protocols = [(p.name, bytes(p.metadata)) for p in request.protocols]

@@ -13,7 +13,7 @@ from protocol.errors import ErrorCode
 
 @register(13, "LeaveGroup", 0, 5)
 async def handle(ctx: RequestContext, request) -> dict:
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.services.group_coordinator
     if ctx.api_version < 3:
         error, errors = coordinator.handle_leave_group(request.group_id, [(request.member_id, None)])
         return {"throttle_time_ms": 0, "error_code": error or (errors[0] if errors else ErrorCode.NONE)}

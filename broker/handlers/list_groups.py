@@ -14,7 +14,7 @@ GROUP_TYPE = "classic"
 @register(16, "ListGroups", 0, 5)
 async def handle(ctx: RequestContext, request) -> dict:
     types = {t.lower() for t in request.get("types_filter", ())}
-    error, groups = ctx.broker.group_coordinator.handle_list_groups(
+    error, groups = ctx.services.group_coordinator.handle_list_groups(
         set(request.get("states_filter", ())))
     if types and GROUP_TYPE not in types:
         groups = []

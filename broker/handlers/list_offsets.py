@@ -12,7 +12,7 @@ from broker.handlers import RequestContext, register
 
 @register(2, "ListOffsets", 1, 9)
 async def handle(ctx: RequestContext, request) -> dict:
-    rm = ctx.broker.replica_manager
+    rm = ctx.services.replica_manager
     isolation = request.isolation_level if ctx.api_version >= 2 else 0
     topics = []
     for topic in request.topics:

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import uuid
 
-from broker.group import OFFSETS_TOPIC
 from broker.handlers import RequestContext, register
-from broker.metadata_cache import TopicInfo
+from broker.metadata.metadata_cache import TopicInfo
 from protocol.errors import ErrorCode, KafkaError
 
 ZERO_UUID = bytes(16)  # "no topic id" on the wire
@@ -23,7 +22,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 def _topic_entry(ctx: RequestContext, topic: TopicInfo) -> dict:
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     live = cache.brokers
     partitions = []
     for index, replicas in sorted(topic.assignment.items()):
@@ -54,7 +53,7 @@ def _error_entry(name: str | None, error: ErrorCode, topic_id: bytes = ZERO_UUID
 
 
 def _lookup(ctx: RequestContext, requested, auto_create: bool) -> dict:
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     name = requested.name
     if name is None:  # v10+: by topic id
         topic = cache.topic_by_id(uuid.UUID(bytes=requested.topic_id))
@@ -66,10 +65,7 @@ def _lookup(ctx: RequestContext, requested, auto_create: bool) -> dict:
     try:
         if not auto_create:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if name == OFFSETS_TOPIC:  # internal: created with its own partitions and configs
-            ctx.broker.group_coordinator.manager.ensure_offsets_topic()
-        else:
-            ctx.broker.admin.create_topic_in_store(name)
+        ctx.services.auto_topic_creation.create_topic(name)
     except KafkaError as exc:
         if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:  # already on its way
             return _error_entry(name, exc.code)
@@ -78,22 +74,22 @@ def _lookup(ctx: RequestContext, requested, auto_create: bool) -> dict:
 
 @register(3, "Metadata", 0, 12)
 async def handle(ctx: RequestContext, request) -> dict:
-    broker = ctx.broker
-    cache = broker.metadata_cache
+    services = ctx.services
+    cache = services.metadata_cache
     version = ctx.api_version
-    auto_create = broker.config["auto.create.topics.enable"] and (
+    auto_create = services.config["auto.create.topics.enable"] and (
         version < 4 or request.allow_auto_topic_creation
     )
     if request.topics is None or (version == 0 and not request.topics):
         topics = [_topic_entry(ctx, t) for _, t in sorted(cache.topics.items())]
     else:
         topics = [_lookup(ctx, requested, auto_create) for requested in request.topics]
-    brokers = cache.brokers or {broker.broker_id: broker.advertised_address}
+    brokers = cache.brokers or {services.broker_id: services.advertised_address()}
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b, "host": h, "port": p, "rack": None}
                     for b, (h, p) in sorted(brokers.items())],
-        "cluster_id": broker.cluster_id,
+        "cluster_id": services.cluster_id,
         "controller_id": cache.controller_id,
         "topics": topics,
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,

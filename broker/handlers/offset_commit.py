@@ -11,15 +11,15 @@
 
 from __future__ import annotations
 
-from broker.group.group_metadata import OffsetAndMetadata
+from broker.coordinator.group.group_metadata import OffsetAndMetadata
 from broker.handlers import RequestContext, register
 from protocol.errors import ErrorCode
 
 
 @register(8, "OffsetCommit", 2, 9)
 async def handle(ctx: RequestContext, request) -> dict:
-    coordinator = ctx.broker.group_coordinator
-    cache = ctx.broker.metadata_cache
+    coordinator = ctx.services.group_coordinator
+    cache = ctx.services.metadata_cache
     now = coordinator.time_ms()
     retention = request.get("retention_time_ms", -1)
     errors: dict[tuple[str, int], ErrorCode] = {}

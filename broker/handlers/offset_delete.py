@@ -13,11 +13,11 @@ from protocol.errors import ErrorCode
 
 @register(47, "OffsetDelete", 0, 0)
 async def handle(ctx: RequestContext, request) -> dict:
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     requested = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in requested
               if cache.partition_state(*tp) is None}
-    error, found = await ctx.broker.group_coordinator.handle_delete_offsets(
+    error, found = await ctx.services.group_coordinator.handle_delete_offsets(
         request.group_id, [tp for tp in requested if tp not in errors])
     if error != ErrorCode.NONE:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}

@@ -23,7 +23,7 @@ def _partition(index: int, om, error: ErrorCode = ErrorCode.NONE) -> dict:
 def fetch_group(ctx: RequestContext, group_id: str, topics) -> tuple[ErrorCode, list[dict]]:
     requested = None if topics is None else [
         (t.name, p) for t in topics for p in t.partition_indexes]
-    error, found = ctx.broker.group_coordinator.handle_fetch_offsets(group_id, requested)
+    error, found = ctx.services.group_coordinator.handle_fetch_offsets(group_id, requested)
     if error != ErrorCode.NONE and ctx.api_version >= 2:
         return error, []
     by_topic: dict[str, list[dict]] = {}

@@ -16,7 +16,7 @@ from broker.handlers import RequestContext, register
 
 @register(23, "OffsetForLeaderEpoch", 2, 4)
 async def handle(ctx: RequestContext, request) -> dict:
-    rm = ctx.broker.replica_manager
+    rm = ctx.services.replica_manager
     topics = []
     for topic in request.topics:
         partitions = []

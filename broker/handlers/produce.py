@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
-from broker.replica_manager import ProduceResult
+from broker.replication.delayed_produce import ProduceResult
 from protocol.errors import ErrorCode
 from protocol.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD
 
@@ -64,7 +64,7 @@ def _more_than_one_batch(records) -> bool:
 
 
 def _is_internal(ctx: RequestContext, topic: str) -> bool:
-    info = ctx.broker.metadata_cache.topic(topic)
+    info = ctx.services.metadata_cache.topic(topic)
     return info is not None and info.internal
 
 
@@ -84,7 +84,7 @@ async def handle(ctx: RequestContext, request) -> dict | None:
             results[key] = ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=(
                 f"Cannot append to internal topic {key[0]}"))
         if entries:
-            results |= await ctx.broker.replica_manager.produce(
+            results |= await ctx.services.replica_manager.produce(
                 request.acks, request.timeout_ms, entries)
     if ctx.api_version < FIRST_VERSION_WITH_UNKNOWN_PRODUCER_ID:
         for result in results.values():

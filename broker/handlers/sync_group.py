@@ -6,13 +6,13 @@
 
 from __future__ import annotations
 
-from broker.group import await_callback
+from broker.coordinator.group import await_callback
 from broker.handlers import RequestContext, register
 
 
 @register(14, "SyncGroup", 0, 5)
 async def handle(ctx: RequestContext, request) -> dict:
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.services.group_coordinator
     assignment = {a.member_id: bytes(a.assignment) for a in request.assignments}
     result = await await_callback(lambda done: coordinator.handle_sync_group(
         request.group_id, request.generation_id, request.member_id, request.get("protocol_type"),

@@ -37,7 +37,7 @@ def start_broker(data_dir: str, brokers: int = 1) -> tuple[subprocess.Popen, str
     while any(not port_free(port + i) for i in range(1, brokers)):
         port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "broker.cli", "run", "--listeners", f"PLAINTEXT://127.0.0.1:{port}",
+        [sys.executable, "-m", "broker.server.cli", "run", "--listeners", f"PLAINTEXT://127.0.0.1:{port}",
          "--log-dirs", data_dir, "--brokers", str(brokers), "-o", "log.level=warning",
          "-o", "control.listener="],
         cwd=ROOT,

@@ -35,7 +35,7 @@ def start_cluster(data_dir: str):
     port = free_port()
     while any(not port_free(port + i) for i in range(1, 3)):
         port = free_port()
-    args = [sys.executable, "-m", "broker.cli", "run", "--listeners", f"PLAINTEXT://127.0.0.1:{port}",
+    args = [sys.executable, "-m", "broker.server.cli", "run", "--listeners", f"PLAINTEXT://127.0.0.1:{port}",
             "--log-dirs", data_dir, "--brokers", "3"]
     for option in GROUP_OPTIONS:
         args += ["-o", option]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from broker.cluster import Cluster
+from broker.server.cluster import Cluster
 from tests.harness import cluster_config, until
 from tests.integration.raw_client import RawClient
 from tests.integration.test_protocol_edges import create_topic

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from broker.admin_manager import SOURCE_TOPIC
+from broker.admin.admin_manager import SOURCE_TOPIC
 from protocol.errors import ErrorCode
 from protocol.records import encode_batch
 from tests.cluster.test_replication import (

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from broker.control_client import ControlClient
+from broker.control.control_client import ControlClient
 from tests.cluster.client_producers import PRODUCERS, create_replicated_topic
 from tests.harness import read_all
 

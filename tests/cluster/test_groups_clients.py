@@ -16,8 +16,8 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from broker.control_client import ControlClient
-from broker.ctl import main as ctl_main
+from broker.control.control_client import ControlClient
+from broker.control.ctl import main as ctl_main
 from tests.cluster.group_clients import CONSUMERS, SESSION_MS
 
 ALL = {0, 1, 2, 3}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.group.manager import OFFSETS_TOPIC
+from broker.coordinator.group.group_metadata_manager import OFFSETS_TOPIC
 from protocol import group_records as gr
 from protocol.records import decode_batch, iter_batches
 from tests.cluster.group_helpers import start_cluster

@@ -8,9 +8,9 @@ import asyncio
 
 import pytest
 
-from broker.group.group_metadata import GroupMetadata, GroupState
-from broker.group.manager import java_string_hash, kafka_abs
-from broker.group.member import MemberMetadata
+from broker.coordinator.group.group_metadata import GroupMetadata, GroupState
+from broker.coordinator.group.group_metadata_manager import java_string_hash, kafka_abs
+from broker.coordinator.group.member import MemberMetadata
 from protocol.errors import ErrorCode as E
 from tests.cluster.group_helpers import (
     FIND_COORDINATOR,

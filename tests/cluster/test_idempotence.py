@@ -10,7 +10,7 @@ import asyncio
 import pytest
 from confluent_kafka import Producer
 
-from broker.control_client import ControlClient
+from broker.control.control_client import ControlClient
 from protocol.errors import ErrorCode
 from protocol.records import encode_batch, iter_batches
 from tests.cluster.client_producers import PRODUCERS, create_replicated_topic

@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from broker.cluster import Cluster
-from broker.metadata_cache import MetadataSnapshot
+from broker.metadata.metadata_cache import MetadataSnapshot
+from broker.server.cluster import Cluster
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import encode_batch, iter_batches
 from tests.harness import cluster_config, until
@@ -40,7 +40,7 @@ async def create(cluster: Cluster, name: str, configs: dict[str, str] | None = N
         "timeout_ms": 10_000})
     assert response.topics[0].error_code == 0, response
     await client.close()
-    state = cluster.controller().controller.states[(name, 0)]
+    state = cluster.active_controller().states[(name, 0)]
     leader = cluster.brokers[state.leader]
     followers = [cluster.brokers[r] for r in state.replicas if r != state.leader]
     return leader, followers
@@ -131,7 +131,7 @@ async def test_isr_shrinks_and_expands_with_min_insync_replicas(cluster):
     f1.replica_manager.pause_replication()
     await advance(cluster, leader, active=1, total_ms=LAG_MS + 500)
     assert sorted(partition(leader, "isr").isr) == sorted([leader.broker_id, f2.broker_id])
-    state = cluster.controller().controller.states[("isr", 0)]
+    state = cluster.active_controller().states[("isr", 0)]
     assert sorted(state.isr) == sorted([leader.broker_id, f2.broker_id])  # the controller knows
     assert await produce(b"two of three") == ErrorCode.NONE  # min.insync.replicas=2 still holds
 
@@ -195,15 +195,15 @@ async def test_leader_failover_keeps_committed_records_and_old_leader_truncates(
         {("fail", 0): encode_batch([(None, b"uncommitted", [], 1)])}, acks=1))
     await producer.close()
     assert partition(leader, "fail").log_end_offset == 6
-    old_epoch = cluster.controller().controller.states[("fail", 0)].leader_epoch
+    old_epoch = cluster.active_controller().states[("fail", 0)].leader_epoch
 
     old_id = leader.broker_id
     await cluster.stop_broker(old_id)
     for f in followers:
         f.replica_manager.resume_replication()
-    await until(lambda: cluster.controller() is not None
-                and cluster.controller().controller.states[("fail", 0)].leader not in (-1, old_id))
-    state = cluster.controller().controller.states[("fail", 0)]
+    await until(lambda: cluster.active_controller() is not None
+                and cluster.active_controller().states[("fail", 0)].leader not in (-1, old_id))
+    state = cluster.active_controller().states[("fail", 0)]
     assert state.leader_epoch == old_epoch + 1
     new_leader = cluster.brokers[state.leader]
     await until(lambda: partition(new_leader, "fail").is_leader)
@@ -215,7 +215,7 @@ async def test_leader_failover_keeps_committed_records_and_old_leader_truncates(
     await until(lambda: ("fail", 0) in old.replica_manager.partitions
                 and not partition(old, "fail").is_leader
                 and partition(old, "fail").log_end_offset == 5)  # the divergent batch is gone
-    await until(lambda: len(cluster.controller().controller.states[("fail", 0)].isr) == 3)
+    await until(lambda: len(cluster.active_controller().states[("fail", 0)].isr) == 3)
     replicas = [cluster.brokers[r] for r in state.replicas]
     hw = partition(new_leader, "fail").high_watermark
     logs = [partition(b, "fail").log.read(0, 1 << 20, max_offset=hw).records for b in replicas]
@@ -223,23 +223,23 @@ async def test_leader_failover_keeps_committed_records_and_old_leader_truncates(
 
 
 async def test_controller_failover_bumps_the_epoch(cluster):
-    first = cluster.controller()
-    epoch = first.controller.epoch
+    first = cluster.active_controller()
+    epoch = first.epoch
     await cluster.stop_broker(first.broker_id)
-    await until(lambda: cluster.controller() is not None)
-    second = cluster.controller()
+    await until(lambda: cluster.active_controller() is not None)
+    second = cluster.active_controller()
     assert second.broker_id != first.broker_id
-    assert second.controller.epoch == epoch + 1
+    assert second.epoch == epoch + 1
     assert cluster.controller_epoch() == epoch + 1
     for broker in cluster.brokers.values():
         if broker.running:
             await broker.metadata_cache.wait_for(
                 lambda s: s.controller_id == second.broker_id and len(s.brokers) == 2, 10_000)
     # A decision from the old controller's epoch is refused.
-    for stale in (lambda b: b.handle_leader_and_isr(epoch, [], {}),
-                  lambda b: b.handle_update_metadata(MetadataSnapshot(controller_epoch=epoch))):
+    for stale in (lambda b: b.apply_leader_and_isr(epoch, [], {}),
+                  lambda b: b.apply_update_metadata(MetadataSnapshot(controller_epoch=epoch))):
         with pytest.raises(KafkaError) as exc:
-            stale(second)
+            stale(cluster.brokers[second.broker_id])
         assert exc.value.code == ErrorCode.STALE_CONTROLLER_EPOCH
 
 
@@ -255,19 +255,19 @@ async def test_leadership_returns_to_preferred_replicas(tmp_path):
             "name": "balance", "num_partitions": 3, "replication_factor": 3}], "timeout_ms": 10_000})
         assert response.topics[0].error_code == 0
         await client.close()
-        states = cluster.controller().controller.states
+        states = cluster.active_controller().states
         assert sorted(states[("balance", p)].leader for p in range(3)) == [0, 1, 2]
 
         def preferred_leading() -> list[bool]:
-            live = cluster.controller().controller.states
+            live = cluster.active_controller().states
             return [live[("balance", p)].leader == live[("balance", p)].replicas[0]
                     for p in range(3)]
 
         victim = states[("balance", 0)].leader
         await cluster.stop_broker(victim)
-        await until(lambda: cluster.controller() is not None and not all(preferred_leading()))
+        await until(lambda: cluster.active_controller() is not None and not all(preferred_leading()))
         await cluster.start_broker(victim)
-        await until(lambda: all(len(s.isr) == 3 for s in cluster.controller().controller.states.values()))
+        await until(lambda: all(len(s.isr) == 3 for s in cluster.active_controller().states.values()))
         assert not all(preferred_leading())  # nothing moves before the check interval
         clock.advance(60_000)
         await until(lambda: all(preferred_leading()))
@@ -292,7 +292,7 @@ async def test_create_partitions_grows_a_topic_and_refuses_to_shrink(cluster):
     assert await grow(5, validate_only=True) == (ErrorCode.NONE, None)
     assert cluster.brokers[0].metadata_cache.topic("grow").num_partitions == 2
     assert await grow(4) == (ErrorCode.NONE, None)
-    states = cluster.controller().controller.states
+    states = cluster.active_controller().states
     assert [p for t, p in states if t == "grow"] == [0, 1, 2, 3]
     assert all(states[("grow", p)].leader >= 0 and len(states[("grow", p)].isr) == 3
                for p in (2, 3))
@@ -301,7 +301,7 @@ async def test_create_partitions_grows_a_topic_and_refuses_to_shrink(cluster):
     assert (await grow(5, assignments=[{"broker_ids": [0, 0, 1]}]))[0] == \
         ErrorCode.INVALID_REPLICA_ASSIGNMENT
     assert await grow(5, assignments=[{"broker_ids": [2, 0, 1]}]) == (ErrorCode.NONE, None)
-    assert cluster.controller().controller.states[("grow", 4)].leader == 2
+    assert cluster.active_controller().states[("grow", 4)].leader == 2
     response = await client.request(create_partitions, 0, {
         "topics": [{"name": "nope", "count": 3, "assignments": None}], "timeout_ms": 1000})
     assert response.results[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

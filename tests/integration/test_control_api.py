@@ -15,10 +15,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker import ctl
-from broker.control_api import ControlServer, RemoteBindRefused
-from broker.control_client import ControlClient, ControlError
-from broker.faults import FaultInjector
+from broker.control import ctl
+from broker.control.control_api import ControlServer, RemoteBindRefused
+from broker.control.control_client import ControlClient, ControlError
+from broker.control.faults import FaultInjector
 
 
 class FakeCluster:

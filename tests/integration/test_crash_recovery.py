@@ -27,7 +27,7 @@ def free_port() -> int:
 
 def start(data_dir: Path, port: int) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "broker.cli", "run", "--listeners", f"PLAINTEXT://127.0.0.1:{port}",
+        [sys.executable, "-m", "broker.server.cli", "run", "--listeners", f"PLAINTEXT://127.0.0.1:{port}",
          "--log-dirs", str(data_dir), "--brokers", "1", "-o", "log.level=warning",
          "-o", "control.listener="],
         cwd=ROOT,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from broker.cluster import Cluster
+from broker.server.cluster import Cluster
 from protocol.records import encode_batch, iter_batches
 from tests.harness import cluster_config, until
 from tests.integration.raw_client import RawClient

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.partition import LeaderAndIsr
+from broker.metadata.partition_state import LeaderAndIsr
 from protocol.errors import ErrorCode
 from protocol.records import encode_batch
 from tests.integration.raw_client import RawClient
@@ -43,7 +43,7 @@ def bump_leader_epoch(broker, epoch: int) -> None:
     rm = broker.replica_manager
     me = broker.broker_id
     state = LeaderAndIsr(TOPIC, 0, me, epoch, [me], [me])
-    errors = broker.handle_leader_and_isr(
+    errors = broker.apply_leader_and_isr(
         rm.controller_epoch, [state], {TOPIC: broker.log_manager.config_for(TOPIC)}
     )
     assert errors[(TOPIC, 0)] == ErrorCode.NONE

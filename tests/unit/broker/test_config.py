@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from broker.config import ConfigError, build_config, parse_listener, parse_overrides
-from broker.metadata_store import MetadataStore
-from broker.producer_id_manager import BLOCK_SIZE, ProducerIdManager
-from broker.topic_names import validate_topic_name
+from broker.metadata.embedded_store import EmbeddedMetadataStore
+from broker.metadata.producer_id_manager import BLOCK_SIZE, ProducerIdManager
+from broker.metadata.topic_names import validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
 
 
@@ -58,7 +58,7 @@ def test_valid_topic_names(name):
 
 
 def test_producer_ids_come_in_blocks_that_survive_a_restart(tmp_path):
-    store = MetadataStore(tmp_path / "store.json")
+    store = EmbeddedMetadataStore(tmp_path / "store.json")
     first, second = ProducerIdManager(store, 0), ProducerIdManager(store, 1)
     assert [first.generate_producer_id() for _ in range(3)] == [0, 1, 2]
     assert second.generate_producer_id() == BLOCK_SIZE  # its own block
@@ -66,7 +66,7 @@ def test_producer_ids_come_in_blocks_that_survive_a_restart(tmp_path):
     assert ids[-1] == BLOCK_SIZE - 1
     assert first.generate_producer_id() == 2 * BLOCK_SIZE  # block exhausted: the next free one
     # A restart reads the latest block from disk: ids are never handed out twice.
-    store = MetadataStore(tmp_path / "store.json")
+    store = EmbeddedMetadataStore(tmp_path / "store.json")
     assert ProducerIdManager(store, 0).generate_producer_id() == 3 * BLOCK_SIZE
     assert ProducerIdManager(store, 1).generate_producer_id() == 4 * BLOCK_SIZE
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.faults import (
+from broker.control.faults import (
     ERROR_RESPONSES,
     FaultAction,
     FaultInjector,

@@ -6,9 +6,9 @@ import os
 import pytest
 from structlog.testing import capture_logs
 
-from broker.metadata_store import (
+from broker.metadata.embedded_store import EmbeddedMetadataStore as MetadataStore
+from broker.metadata.store import (
     BadVersionError,
-    MetadataStore,
     MetadataStoreError,
     NoChildrenForEphemeralsError,
     NodeExistsError,

@@ -2,7 +2,7 @@
 
 import asyncio
 
-from broker.purgatory import DelayedOperation, DelayedOperationPurgatory
+from broker.replication.purgatory import DelayedOperation, DelayedOperationPurgatory
 from timer import ManualClock, SystemTimer
 
 TP0 = ("topic", 0)

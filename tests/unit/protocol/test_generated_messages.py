@@ -1,14 +1,14 @@
-"""protocol/messages.py is exactly what the generator makes from the shared message definitions."""
+"""protocol/messages.py is exactly what the generator makes from the project's copy of Kafka's
+message definitions (protocol/message_definitions)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from protocol.generate import DEFINITIONS
 from protocol.generate import main as generate
 
 ROOT = Path(__file__).resolve().parents[3]
-# CI clones the project with the shared folder beside it, as on a developer's machine.
-DEFINITIONS = ROOT.parent / "shared" / "kafka-protocol" / "message"
 
 
 def test_generated_module_is_up_to_date(tmp_path):

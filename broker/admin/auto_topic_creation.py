@@ -1,0 +1,50 @@
+"""Topics created on a client's behalf, as Kafka's AutoTopicCreationManager does: a topic named in
+Metadata (when `auto.create.topics.enable`) and the internal `__consumer_offsets`, created with its
+own partition count, replication factor and compacted configs the first time a group needs it."""
+
+from __future__ import annotations
+
+import structlog
+
+from broker.admin.admin_manager import AdminManager
+from broker.config import BrokerConfig
+from broker.metadata.metadata_cache import MetadataCache
+from broker.metadata.topic_names import OFFSETS_TOPIC
+from protocol.errors import KafkaError
+
+log = structlog.get_logger("kafka_sim.auto_topic_creation")
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
+
+
+class AutoTopicCreationManager:
+    def __init__(self, config: BrokerConfig, admin: AdminManager, cache: MetadataCache) -> None:
+        self.config = config
+        self.admin = admin
+        self.cache = cache
+
+    def create_topic(self, name: str) -> None:
+        """Write the topic to the metadata store (the controller elects its leaders); raises
+        KafkaError, TOPIC_ALREADY_EXISTS included, as AdminManager does (not for the offsets topic,
+        whose creation a client only triggers)."""
+        if name == OFFSETS_TOPIC:
+            self.ensure_offsets_topic()
+        else:
+            self.admin.create_topic_in_store(name)
+
+    def ensure_offsets_topic(self) -> None:
+        """Create `__consumer_offsets` (internal, compacted) if it does not exist yet."""
+        if self.cache.topic(OFFSETS_TOPIC) is not None:
+            return
+        try:
+            self._create_offsets_topic()
+        except KafkaError as exc:  # TOPIC_ALREADY_EXISTS: someone else was first
+            log.debug("offsets topic not created", reason=str(exc))
+
+    def _create_offsets_topic(self) -> None:
+        # Capped at the live brokers so a 1-broker cluster works (Kafka would refuse instead).
+        live = len(self.admin.live_brokers())
+        rf = max(1, min(self.config["offsets.topic.replication.factor"], live))
+        partitions = self.config["offsets.topic.num.partitions"]
+        self.admin.create_topic_in_store(OFFSETS_TOPIC, partitions, rf, OFFSETS_TOPIC_CONFIGS,
+                                         internal=True)
+        log.info("created the offsets topic", partitions=partitions, replication_factor=rf)

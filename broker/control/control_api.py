@@ -1,0 +1,327 @@
+"""The control API: HTTP JSON routes over a `ClusterControl` (stop/start brokers, pause replication,
+inject faults, inspect partitions and purgatories). Loopback only unless asked: it can stop brokers.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import structlog
+from aiohttp import web
+
+from broker.control.faults import FaultInjector
+
+log = structlog.get_logger("kafka_sim.control_api")
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 9644
+FAULT_FIELDS = frozenset({"broker", "api", "partition", "error", "drop_response", "disconnect",
+                          "delay_ms", "count"})
+
+
+class ClusterControl(Protocol):
+    """What the control API needs from a cluster. Conventions for every broker-id method: KeyError
+    for an unknown broker id (-> 404), ValueError for a state conflict such as stopping a stopped
+    broker (-> 409)."""
+
+    @property
+    def faults(self) -> FaultInjector: ...
+
+    def brokers_info(self) -> list[dict]:
+        """One dict per broker: id, host, port, alive, controller (bool), controller_epoch."""
+        ...
+
+    async def stop_broker(self, broker_id: int) -> None: ...
+
+    async def start_broker(self, broker_id: int) -> None: ...
+
+    def partitions(self, topic: str | None) -> list[dict]:
+        """Per partition: topic, partition, leader, leader_epoch, isr, replicas, replicas_state
+        (a list of {broker, log_end_offset, high_watermark, lag}). KeyError for an unknown topic."""
+        ...
+
+    def pause_replication(self, broker_id: int) -> None: ...
+
+    def resume_replication(self, broker_id: int) -> None: ...
+
+    async def elect_preferred_leaders(self) -> None: ...
+
+    def purgatory(self) -> dict:
+        """Per broker and purgatory: watched keys, delayed, completed, expired; the timer's pending
+        tasks and occupied buckets per wheel level."""
+        ...
+
+    def groups(self, group: str | None) -> list[dict]:
+        """Per consumer group: group, coordinator, state, generation, protocol_type, protocol,
+        leader, members (member_id, client_id, client_host, assignment), offsets (topic,
+        partition, committed_offset, high_watermark, lag). KeyError for an unknown group."""
+        ...
+
+
+class RemoteBindRefused(ValueError):
+    """The control API was asked to listen beyond loopback without allow_remote."""
+
+
+class ApiError(Exception):
+    """A request the API refuses, answered with `status` and {"error": message}."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name other than localhost may resolve anywhere
+        return False
+
+
+# --- routes --------------------------------------------------------------------------------------
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+CONTROL_KEY = web.AppKey("control", ClusterControl)
+
+
+def _control(request: web.Request) -> ClusterControl:
+    return request.app[CONTROL_KEY]
+
+
+def _ok(data: Any, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status)
+
+
+def _int(text: str | None, what: str) -> int:
+    try:
+        return int(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ApiError(400, f"{what} must be an integer, not {text!r}") from None
+
+
+def _broker_id(request: web.Request) -> int:
+    return _int(request.match_info["id"], "broker id")
+
+
+async def _guarded(call: Callable[[], Any], what: str = "broker") -> Any:
+    """Run a cluster call, turning its KeyError/ValueError conventions into 404/409."""
+    try:
+        result = call()
+        if isinstance(result, Awaitable):
+            result = await result
+        return result
+    except KeyError as exc:
+        raise ApiError(404, _key_message(exc, what)) from None
+    except ValueError as exc:
+        raise ApiError(409, str(exc)) from None
+
+
+def _key_message(exc: KeyError, what: str) -> str:
+    # str(KeyError("x")) quotes its argument: a message is shown bare, a bare key gets words.
+    arg = exc.args[0] if exc.args else None
+    return arg if isinstance(arg, str) and " " in arg else f"unknown {what} {arg}"
+
+
+async def _json_body(request: web.Request) -> dict:
+    raw = await request.read()
+    try:
+        body = json.loads(raw or b"{}")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "request body must be a JSON object")
+    return body
+
+
+async def get_index(request: web.Request) -> web.Response:
+    return _ok({"routes": [f"{method} {path}" for method, path, _ in ROUTES]})
+
+
+async def get_brokers(request: web.Request) -> web.Response:
+    return _ok(_control(request).brokers_info())
+
+
+def _broker_entry(control: ClusterControl, broker_id: int) -> dict:
+    found = [b for b in control.brokers_info() if b.get("id") == broker_id]
+    return found[0] if found else {"id": broker_id}
+
+
+async def stop_broker(request: web.Request) -> web.Response:
+    control, broker_id = _control(request), _broker_id(request)
+    await _guarded(lambda: control.stop_broker(broker_id))
+    return _ok(_broker_entry(control, broker_id))
+
+
+async def start_broker(request: web.Request) -> web.Response:
+    control, broker_id = _control(request), _broker_id(request)
+    await _guarded(lambda: control.start_broker(broker_id))
+    return _ok(_broker_entry(control, broker_id))
+
+
+async def get_partitions(request: web.Request) -> web.Response:
+    topic = request.query.get("topic")
+    if topic == "":
+        raise ApiError(400, "topic must not be empty")
+    control = _control(request)
+    return _ok(await _guarded(lambda: control.partitions(topic), "topic"))
+
+
+async def pause_replication(request: web.Request) -> web.Response:
+    control, broker_id = _control(request), _broker_id(request)
+    await _guarded(lambda: control.pause_replication(broker_id))
+    return _ok({"broker": broker_id, "replication": "paused"})
+
+
+async def elect_preferred_leaders(request: web.Request) -> web.Response:
+    control = _control(request)
+    await _guarded(control.elect_preferred_leaders)
+    return _ok(control.partitions(None))
+
+
+async def resume_replication(request: web.Request) -> web.Response:
+    control, broker_id = _control(request), _broker_id(request)
+    await _guarded(lambda: control.resume_replication(broker_id))
+    return _ok({"broker": broker_id, "replication": "running"})
+
+
+async def get_faults(request: web.Request) -> web.Response:
+    return _ok([f.to_dict() for f in _control(request).faults.list()])
+
+
+async def add_fault(request: web.Request) -> web.Response:
+    body = await _json_body(request)
+    unknown = sorted(set(body) - FAULT_FIELDS)
+    if unknown:
+        raise ApiError(400, f"unknown fault field(s): {', '.join(unknown)} "
+                            f"(known: {', '.join(sorted(FAULT_FIELDS))})")
+    for required in ("broker", "api"):
+        if body.get(required) is None:
+            raise ApiError(400, f"a fault needs '{required}'")
+    for flag in ("drop_response", "disconnect"):
+        if not isinstance(body.get(flag, False), bool):
+            raise ApiError(400, f"{flag} must be true or false")
+    control = _control(request)
+    broker_id = body["broker"]
+    if not isinstance(broker_id, int) or isinstance(broker_id, bool):
+        raise ApiError(400, f"broker must be an integer id, not {broker_id!r}")
+    if broker_id not in {b.get("id") for b in control.brokers_info()}:
+        raise ApiError(404, f"unknown broker {broker_id}")
+    try:
+        fault = control.faults.add(
+            broker_id, body["api"], partition=body.get("partition"), error=body.get("error"),
+            drop_response=body.get("drop_response", False),
+            disconnect=body.get("disconnect", False), delay_ms=body.get("delay_ms"),
+            count=body.get("count"),
+        )
+    except ValueError as exc:
+        raise ApiError(400, str(exc)) from None
+    log.info("fault added", **fault.to_dict())
+    return _ok(fault.to_dict(), status=201)
+
+
+async def clear_faults(request: web.Request) -> web.Response:
+    query = request.query
+    fault_id = _int(query["id"], "fault id") if "id" in query else None
+    broker_id = _int(query["broker"], "broker") if "broker" in query else None
+    cleared = _control(request).faults.clear(fault_id, broker_id)
+    if fault_id is not None and cleared == 0:
+        raise ApiError(404, f"no fault with id {fault_id}")
+    return _ok({"cleared": cleared})
+
+
+async def get_purgatory(request: web.Request) -> web.Response:
+    return _ok(_control(request).purgatory())
+
+
+async def get_groups(request: web.Request) -> web.Response:
+    group = request.query.get("group")
+    if group == "":
+        raise ApiError(400, "group must not be empty")
+    control = _control(request)
+    return _ok(await _guarded(lambda: control.groups(group), "group"))
+
+
+ROUTES: list[tuple[str, str, Handler]] = [
+    ("GET", "/", get_index),
+    ("GET", "/brokers", get_brokers),
+    ("POST", "/brokers/{id}/stop", stop_broker),
+    ("POST", "/brokers/{id}/start", start_broker),
+    ("GET", "/partitions", get_partitions),
+    ("POST", "/replication/{id}/pause", pause_replication),
+    ("POST", "/replication/{id}/resume", resume_replication),
+    ("POST", "/leaders/preferred", elect_preferred_leaders),
+    ("GET", "/faults", get_faults),
+    ("POST", "/faults", add_fault),
+    ("DELETE", "/faults", clear_faults),
+    ("GET", "/purgatory", get_purgatory),
+    ("GET", "/groups", get_groups),
+]
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every failure is JSON {"error": message}; bad input never becomes a 500."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        status, message = exc.status, exc.message
+    except web.HTTPException as exc:  # the router's 404 and 405
+        status = exc.status
+        message = {404: f"no route {request.method} {request.path}",
+                   405: f"method {request.method} not allowed on {request.path}"}.get(
+                       status, exc.reason)
+    except Exception as exc:  # a bug in the cluster or here: say so, keep serving
+        log.exception("control request failed", method=request.method, path=request.path)
+        status, message = 500, f"internal error: {type(exc).__name__}: {exc}"
+    return _ok({"error": message}, status=status)
+
+
+def build_app(control: ClusterControl) -> web.Application:
+    app = web.Application(middlewares=[json_errors])
+    app[CONTROL_KEY] = control
+    for method, path, handler in ROUTES:
+        app.router.add_route(method, path, handler)
+    return app
+
+
+class ControlServer:
+    """The control API's HTTP listener; `port` is the bound port once started (0 picks one)."""
+
+    def __init__(self, control: ClusterControl, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+                 allow_remote: bool = False) -> None:
+        if not allow_remote and not is_loopback(host):
+            raise RemoteBindRefused(
+                f"refusing to serve the control API on non-loopback address {host!r}: anyone "
+                "who reaches it can stop brokers; pass allow_remote=True to do it anyway")
+        self.host = host
+        self.port = port
+        self.app = build_app(control)
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> None:
+        # A short grace period: control requests are quick, and stopping must not hang a shutdown.
+        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.host, self.port).start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.port = runner.addresses[0][1]
+        log.info("control API listening", url=self.url)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()

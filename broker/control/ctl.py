@@ -1,0 +1,226 @@
+"""`kafka-sim ctl ...`: the control API from a shell (tables for people, JSON where it nests)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+
+from broker.control.control_client import DEFAULT_URL, URL_ENV, ControlClient, ControlError
+
+PROG = "kafka-sim ctl"
+
+
+class UsageError(Exception):
+    """Bad command-line arguments (argparse would otherwise exit the process)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{message}\n{self.format_usage().strip()}")
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in [header, *rows])
+
+
+def _json(data: object) -> str:
+    return json.dumps(data, indent=2, sort_keys=False)
+
+
+# --- commands: each takes the client and the parsed args, returns what to print ------------------
+
+def cmd_brokers(client: ControlClient, args: argparse.Namespace) -> str:
+    rows = [[b.get("id"), f"{b.get('host')}:{b.get('port')}", "yes" if b.get("alive") else "no",
+             "*" if b.get("controller") else "", b.get("controller_epoch", "")]
+            for b in client.brokers()]
+    return table(rows, ["ID", "ADDRESS", "ALIVE", "CONTROLLER", "CONTROLLER_EPOCH"])
+
+
+def cmd_broker_stop(client: ControlClient, args: argparse.Namespace) -> str:
+    client.stop_broker(args.id)
+    return f"broker {args.id} stopped"
+
+
+def cmd_broker_start(client: ControlClient, args: argparse.Namespace) -> str:
+    client.start_broker(args.id)
+    return f"broker {args.id} started"
+
+
+def cmd_partitions(client: ControlClient, args: argparse.Namespace) -> str:
+    return _json(client.partitions(args.topic))
+
+
+def cmd_replication_pause(client: ControlClient, args: argparse.Namespace) -> str:
+    client.pause_replication(args.id)
+    return f"replication paused on broker {args.id}"
+
+
+def cmd_replication_resume(client: ControlClient, args: argparse.Namespace) -> str:
+    client.resume_replication(args.id)
+    return f"replication resumed on broker {args.id}"
+
+
+def _describe_action(fault: dict) -> str:
+    return {"error": lambda f: f"error {f['error']} ({f.get('error_name')})",
+            "delay_ms": lambda f: f"delay {f['delay_ms']} ms"}.get(
+                fault["action"], lambda f: f["action"].replace("_", "-"))(fault)
+
+
+def cmd_fault_add(client: ControlClient, args: argparse.Namespace) -> str:
+    error = args.error
+    if error is not None and error.lstrip("-").isdigit():
+        error = int(error)
+    fault = client.add_fault(args.broker, args.api, partition=args.partition, error=error,
+                             drop_response=args.drop_response, disconnect=args.disconnect,
+                             delay_ms=args.delay_ms, count=args.count)
+    return f"fault {fault['id']} added: {_describe_fault(fault)}"
+
+
+def _describe_fault(f: dict) -> str:
+    where = f" on {f['partition']}" if f.get("partition") else ""
+    times = "until cleared" if f.get("remaining") is None else f"{f['remaining']} time(s)"
+    return f"broker {f['broker']} {f['api']}{where}: {_describe_action(f)}, {times}"
+
+
+def cmd_fault_list(client: ControlClient, args: argparse.Namespace) -> str:
+    rows = [[f["id"], f["broker"], f["api"], f.get("partition") or "*", _describe_action(f),
+             "-" if f.get("remaining") is None else f["remaining"], f.get("hits", 0)]
+            for f in client.faults()]
+    return table(rows, ["ID", "BROKER", "API", "PARTITION", "ACTION", "REMAINING", "HITS"])
+
+
+def cmd_fault_clear(client: ControlClient, args: argparse.Namespace) -> str:
+    cleared = client.clear_faults(id=args.id, broker=args.broker)
+    return f"cleared {cleared} fault(s)"
+
+
+def cmd_elect_leaders(client: ControlClient, args: argparse.Namespace) -> str:
+    rows = [[p["topic"], p["partition"], p["leader"], p["replicas"][0], p["leader_epoch"]]
+            for p in client.elect_preferred_leaders()]
+    return table(rows, ["TOPIC", "PARTITION", "LEADER", "PREFERRED", "LEADER_EPOCH"])
+
+
+def cmd_purgatory(client: ControlClient, args: argparse.Namespace) -> str:
+    return _json(client.purgatory())
+
+
+def _assigned(member: dict) -> str:
+    assignment = member.get("assignment")
+    if isinstance(assignment, dict):
+        return " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(assignment.items())) or "-"
+    return assignment or "-"
+
+
+def _group_detail(g: dict) -> str:
+    lines = [f"group {g['group']}  coordinator {g['coordinator']}  state {g['state']}  "
+             f"generation {g['generation']}  protocol {g['protocol_type'] or '-'}/{g['protocol'] or '-'}"]
+    members = [[m["member_id"] + (" *" if m["member_id"] == g["leader"] else ""),
+                m.get("group_instance_id") or "-", m["client_id"], m["client_host"], _assigned(m)]
+               for m in g["members"]]
+    lines += ["", table(members, ["MEMBER (* leader)", "INSTANCE", "CLIENT", "HOST", "ASSIGNMENT"])]
+    offsets = [[o["topic"], o["partition"], o["committed_offset"],
+                "-" if o["high_watermark"] is None else o["high_watermark"],
+                "-" if o["lag"] is None else o["lag"]] for o in g["offsets"]]
+    lines += ["", table(offsets, ["TOPIC", "PARTITION", "COMMITTED", "HIGH_WATERMARK", "LAG"])]
+    return "\n".join(lines)
+
+
+def cmd_groups(client: ControlClient, args: argparse.Namespace) -> str:
+    if args.json:
+        return _json(client.groups(args.group))
+    if args.group is not None:
+        return "\n\n".join(_group_detail(g) for g in client.groups(args.group))
+    rows = [[g["group"], g["coordinator"], g["state"], g["generation"],
+             g["protocol"] or "-", len(g["members"]),
+             sum(o["lag"] or 0 for o in g["offsets"])] for g in client.groups()]
+    return table(rows, ["GROUP", "COORDINATOR", "STATE", "GENERATION", "PROTOCOL", "MEMBERS",
+                        "TOTAL_LAG"])
+
+
+Command = Callable[[ControlClient, argparse.Namespace], str]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Control a running kafka-sim cluster.")
+    parser.add_argument("--url", default=os.environ.get(URL_ENV) or DEFAULT_URL,
+                        help=f"control API address (default: ${URL_ENV} or {DEFAULT_URL})")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def leaf(sub, name: str, run: Command, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        p.set_defaults(run=run)
+        return p
+
+    leaf(commands, "brokers", cmd_brokers, "list brokers: address, alive, controller and epoch")
+    broker = commands.add_parser("broker", help="stop or start a broker").add_subparsers(
+        dest="action", required=True, metavar="ACTION")
+    leaf(broker, "stop", cmd_broker_stop, "stop a broker as a crash would").add_argument(
+        "id", type=int)
+    leaf(broker, "start", cmd_broker_start, "start a stopped broker").add_argument("id", type=int)
+    leaf(commands, "partitions", cmd_partitions,
+         "partitions as JSON: leader, epoch, ISR, replicas with LEO/HW/lag, producers").add_argument(
+        "topic", nargs="?")
+    replication = commands.add_parser(
+        "replication", help="pause or resume a broker's followers").add_subparsers(
+        dest="action", required=True, metavar="ACTION")
+    leaf(replication, "pause", cmd_replication_pause,
+         "stop this broker's followers fetching").add_argument("id", type=int)
+    leaf(replication, "resume", cmd_replication_resume,
+         "let this broker's followers fetch again").add_argument("id", type=int)
+
+    fault = commands.add_parser("fault", help="inject, list and clear faults").add_subparsers(
+        dest="action", required=True, metavar="ACTION")
+    add = leaf(fault, "add", cmd_fault_add, "make a broker fail matching requests")
+    add.add_argument("--broker", type=int, required=True, metavar="ID", help="broker id")
+    add.add_argument("--api", required=True, metavar="NAME",
+                     help="API name or key, e.g. Produce, Fetch, 0")
+    add.add_argument("--partition", metavar="T:P", help="only requests touching TOPIC:PARTITION")
+    action = add.add_mutually_exclusive_group(required=True)
+    action.add_argument("--error", metavar="CODE_OR_NAME",
+                        help="answer with this error (code or name)")
+    action.add_argument("--drop-response", action="store_true",
+                        help="process the request, then close the connection without answering")
+    action.add_argument("--disconnect", action="store_true",
+                        help="close the connection without processing")
+    action.add_argument("--delay-ms", type=int, metavar="MS", help="wait MS before processing")
+    add.add_argument("--count", type=int, metavar="N",
+                     help="apply N times (default: until cleared)")
+    leaf(fault, "list", cmd_fault_list, "list active faults")
+    clear = leaf(fault, "clear", cmd_fault_clear, "clear one fault, a broker's, or all")
+    clear.add_argument("--id", type=int, metavar="N", help="only this fault")
+    clear.add_argument("--broker", type=int, metavar="ID", help="only this broker's faults")
+    leaf(commands, "elect-leaders", cmd_elect_leaders,
+         "move leadership to each partition's preferred replica where it is in the ISR")
+    leaf(commands, "purgatory", cmd_purgatory,
+         "purgatory and timer statistics per broker, as JSON")
+    groups = leaf(commands, "groups", cmd_groups,
+                  "consumer groups: state, generation, members, committed offsets and lag")
+    groups.add_argument("group", nargs="?", help="show this group in detail")
+    groups.add_argument("--json", action="store_true", help="print the API's JSON")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """Run one ctl command; 0 on success, 1 when the API refuses or is unreachable, 2 on usage."""
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    try:
+        print(args.run(ControlClient(args.url), args))
+    except ControlError as exc:
+        print(f"{PROG}: {exc.message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

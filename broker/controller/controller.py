@@ -1,0 +1,387 @@
+"""The controller: one per cluster, one task draining an event queue, so its state needs no locks.
+
+Events come from watches on the metadata store (brokers joining and leaving, topics created or
+marked for deletion, ISR changes reported by leaders). The controller elects leaders from the ISR
+(unclean election off by default), bumps leader epochs, writes partition states conditionally,
+and tells brokers their roles (LeaderAndIsr) and the cluster's shape (UpdateMetadata) through a
+`ControllerChannel` (controller_channel.py). Every decision carries its `controller_epoch`; brokers
+refuse older ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.controller.controller_channel import ControllerChannel
+from broker.metadata import zk_paths as paths
+from broker.metadata.metadata_cache import MetadataSnapshot, TopicInfo
+from broker.metadata.partition_state import LeaderAndIsr
+from broker.metadata.store import BadVersionError, MetadataStore, NoNodeError
+from protocol.errors import KafkaError
+from timer import FunctionTimerTask
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+    from timer import SystemTimer
+
+log = structlog.get_logger("kafka_sim.controller")
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerEvent:
+    kind: str  # a key of Controller._run's handler table
+    data: object = None
+
+
+class Controller:
+    def __init__(self, config: BrokerConfig, store: MetadataStore, timer: SystemTimer,
+                 channel: ControllerChannel, broker_id: int, epoch: int) -> None:
+        self.config = config
+        self.store = store
+        self.timer = timer
+        self.channel = channel
+        self.broker_id = broker_id
+        self.epoch = epoch
+        self.live_brokers: set[int] = set()
+        self.topics: dict[str, TopicInfo] = {}
+        self.states: dict[tuple[str, int], LeaderAndIsr] = {}
+        self.queue: asyncio.Queue[ControllerEvent] = asyncio.Queue()
+        self._watches: list = []
+        self._task: asyncio.Task | None = None
+        self._rebalance_task: FunctionTimerTask | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.queue.put_nowait(ControllerEvent("startup"))
+        self._watches = [
+            self.store.ChildrenWatch(paths.BROKER_IDS, self._enqueue("broker_change")),
+            self.store.ChildrenWatch(paths.TOPICS, self._enqueue("topic_change")),
+            self.store.ChildrenWatch(paths.DELETE_TOPICS, self._enqueue("topic_deletion")),
+            self.store.ChildrenWatch(paths.ISR_CHANGES, self._enqueue("isr_change")),
+        ]
+        self._task = asyncio.create_task(self._run(), name=f"controller-{self.broker_id}")
+        self._schedule_leader_rebalance()
+        log.info("controller elected", broker_id=self.broker_id, controller_epoch=self.epoch)
+
+    async def stop(self) -> None:
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
+        for watch in self._watches:
+            watch.cancel()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def _enqueue(self, kind: str):
+        def on_change(children: list[str]) -> None:
+            self.queue.put_nowait(ControllerEvent(kind, list(children)))
+
+        return on_change
+
+    async def elect_preferred_leaders(self) -> None:
+        """Move every partition's leadership to its preferred replica where it can lead now."""
+        self.queue.put_nowait(ControllerEvent("preferred_election"))
+        await self.queue.join()
+
+    def _schedule_leader_rebalance(self) -> None:
+        """Kafka's auto leader rebalance, on the shared timer (tests drive it with the clock)."""
+        config = self.config
+        if not config["auto.leader.rebalance.enable"]:
+            return
+
+        def check() -> None:
+            self.queue.put_nowait(ControllerEvent("auto_leader_rebalance"))
+            self._schedule_leader_rebalance()
+
+        self._rebalance_task = FunctionTimerTask(
+            config["leader.imbalance.check.interval.seconds"] * 1000, check)
+        self.timer.add(self._rebalance_task)
+
+    async def _run(self) -> None:
+        handlers = {
+            "startup": self._on_startup,
+            "broker_change": self._on_broker_change,
+            "topic_change": self._on_topic_change,
+            "topic_deletion": self._on_topic_deletion,
+            "isr_change": self._on_isr_change,
+            "preferred_election": self._on_preferred_election,
+            "auto_leader_rebalance": self._on_auto_leader_rebalance,
+            "partition_change": self._on_partition_change,
+            "config_change": self._on_config_change,
+        }
+        while True:
+            event = await self.queue.get()
+            try:
+                handlers[event.kind](event.data)
+            except Exception:  # one bad event must not stop the controller
+                log.exception("controller event failed", kind=event.kind)
+            finally:
+                self.queue.task_done()
+
+    # -- reading and writing the store ------------------------------------------------------
+
+    def _read_topic(self, name: str) -> TopicInfo | None:
+        try:
+            data, _ = self.store.get_json(paths.topic(name))
+        except NoNodeError:
+            return None
+        configs = {}
+        with contextlib.suppress(NoNodeError):
+            configs = (self.store.get_json(paths.topic_config(name))[0] or {}).get("config", {})
+        return TopicInfo(
+            name,
+            uuid.UUID(data["topic_id"]),
+            {int(p): list(r) for p, r in data["partitions"].items()},
+            configs,
+            data.get("internal", False),
+        )
+
+    def _read_state(self, topic: str, partition: int) -> LeaderAndIsr | None:
+        try:
+            data, stat = self.store.get_json(paths.partition_state(topic, partition))
+        except NoNodeError:
+            return None
+        return LeaderAndIsr(topic, partition, data["leader"], data["leader_epoch"], data["isr"],
+                            self.topics[topic].assignment[partition], stat.version,
+                            data.get("controller_epoch", 0))
+
+    def _write_state(self, state: LeaderAndIsr, *, create: bool = False) -> LeaderAndIsr:
+        body = {"leader": state.leader, "leader_epoch": state.leader_epoch, "isr": state.isr,
+                "controller_epoch": self.epoch, "version": 1}
+        path = paths.partition_state(state.topic, state.partition)
+        if create:
+            self.store.create_json(path, body, makepath=True)
+            version = 0
+        else:
+            version = self.store.set_json(path, body, version=state.partition_version).version
+        state = LeaderAndIsr(state.topic, state.partition, state.leader, state.leader_epoch,
+                             list(state.isr), state.replicas, version, self.epoch)
+        self.states[(state.topic, state.partition)] = state
+        return state
+
+    def _update_state(self, key: tuple[str, int], leader: int, isr: list[int]) -> LeaderAndIsr:
+        """Write a new leader/ISR with a bumped leader epoch, re-reading on a lost race."""
+        for _ in range(3):
+            current = self._read_state(*key) or self.states[key]
+            try:
+                return self._write_state(LeaderAndIsr(
+                    key[0], key[1], leader, current.leader_epoch + 1, isr, current.replicas,
+                    current.partition_version))
+            except BadVersionError:
+                continue
+        raise RuntimeError(f"could not update the state of {key}")
+
+    # -- elections --------------------------------------------------------------------------
+
+    def _elect_leader(self, state: LeaderAndIsr) -> tuple[int, list[int]]:
+        """Offline-partition election: the first live replica (assignment order) in the ISR."""
+        live_isr = [r for r in state.isr if r in self.live_brokers]
+        for replica in state.replicas:
+            if replica in live_isr:
+                return replica, live_isr
+        if self.config.log_config(self.topics[state.topic].configs).unclean_leader_election_enable:
+            live = [r for r in state.replicas if r in self.live_brokers]
+            if live:
+                return live[0], [live[0]]
+        return -1, state.isr  # offline: keep the last ISR so that its return can lead again
+
+    def _elect_for(self, keys: list[tuple[str, int]]) -> list[LeaderAndIsr]:
+        changed = []
+        for key in keys:
+            state = self.states[key]
+            leader, isr = self._elect_leader(state)
+            if leader != state.leader or isr != state.isr:
+                changed.append(self._update_state(key, leader, isr))
+        return changed
+
+    # -- telling brokers --------------------------------------------------------------------
+
+    def _send_leader_and_isr(self, states: list[LeaderAndIsr], only: set[int] | None = None) -> None:
+        by_broker: dict[int, list[LeaderAndIsr]] = {}
+        for state in states:
+            for replica in state.replicas:
+                if replica in self.live_brokers and (only is None or replica in only):
+                    by_broker.setdefault(replica, []).append(state)
+        configs = {name: self.config.log_config(t.configs) for name, t in self.topics.items()}
+        for broker_id, broker_states in by_broker.items():
+            try:
+                self.channel.send_leader_and_isr(broker_id, self.epoch, broker_states, configs)
+            except KafkaError as exc:
+                log.warning("LeaderAndIsr refused", broker_id=broker_id, error=exc.code.name)
+
+    def _send_update_metadata(self) -> None:
+        brokers = {}
+        for broker_id in sorted(self.live_brokers):
+            with contextlib.suppress(NoNodeError):
+                data, _ = self.store.get_json(paths.broker(broker_id))
+                brokers[broker_id] = (data["host"], data["port"])
+        snapshot = MetadataSnapshot(self.broker_id, self.epoch, brokers, dict(self.topics),
+                                    dict(self.states))
+        for broker_id in self.live_brokers:
+            try:
+                self.channel.send_update_metadata(broker_id, snapshot)
+            except KafkaError as exc:
+                log.warning("UpdateMetadata refused", broker_id=broker_id, error=exc.code.name)
+
+    # -- events -----------------------------------------------------------------------------
+
+    def _load_topic(self, name: str) -> list[LeaderAndIsr]:
+        """Read a topic and its partition states, creating the states of a new topic."""
+        info = self._read_topic(name)
+        if info is None:
+            return []
+        if name not in self.topics:  # CreatePartitions rewrites the assignment: watch for it
+            self._watches.append(self.store.DataWatch(
+                paths.topic(name), lambda data, _stat: data is not None and self.queue.put_nowait(
+                    ControllerEvent("partition_change", name))))
+            # AlterConfigs rewrites the config node (Kafka's /config/changes, as a data watch)
+            self._watches.append(self.store.DataWatch(
+                paths.topic_config(name), lambda data, _stat: data is not None
+                and self.queue.put_nowait(ControllerEvent("config_change", name))))
+        self.topics[name] = info
+        states = []
+        for partition, replicas in sorted(info.assignment.items()):
+            state = self._read_state(name, partition)
+            if state is None:
+                live = [r for r in replicas if r in self.live_brokers]
+                state = self._write_state(LeaderAndIsr(
+                    name, partition, live[0] if live else -1, 0, live, replicas), create=True)
+            self.states[(name, partition)] = state
+            states.append(state)
+        return states
+
+    def _on_startup(self, _data: object) -> None:
+        self.live_brokers = {int(b) for b in self.store.get_children(paths.BROKER_IDS)}
+        for name in self.store.get_children(paths.TOPICS):
+            self._load_topic(name)
+        offline = [k for k, s in self.states.items() if s.leader not in self.live_brokers]
+        self._elect_for(offline)
+        self._send_update_metadata()
+        self._send_leader_and_isr(list(self.states.values()))
+        self._send_update_metadata()
+        self._on_topic_deletion(self.store.get_children(paths.DELETE_TOPICS))
+
+    def _on_broker_change(self, children: object) -> None:
+        live = {int(b) for b in children}  # type: ignore[union-attr]
+        new, dead = live - self.live_brokers, self.live_brokers - live
+        self.live_brokers = live
+        if dead:
+            log.info("brokers left", brokers=sorted(dead), controller_epoch=self.epoch)
+            affected = [k for k, s in self.states.items()
+                        if s.leader in dead or any(r in dead for r in s.isr)]
+            changed = []
+            for key in affected:
+                state = self.states[key]
+                if state.leader in dead or state.leader < 0:
+                    leader, isr = self._elect_leader(state)
+                else:  # leader alive: only the dead leave the ISR
+                    leader, isr = state.leader, [r for r in state.isr if r not in dead]
+                if (leader, isr) != (state.leader, state.isr):
+                    changed.append(self._update_state(key, leader, isr))
+            self._send_update_metadata()
+            self._send_leader_and_isr(changed)
+        if new:
+            log.info("brokers joined", brokers=sorted(new), controller_epoch=self.epoch)
+            offline = [k for k, s in self.states.items()
+                       if s.leader < 0 and any(r in new for r in s.replicas)]
+            self._elect_for(offline)
+            self._send_update_metadata()
+            # New brokers get every partition they hold (as followers, most of them).
+            self._send_leader_and_isr(list(self.states.values()), only=new)
+            self._send_leader_and_isr([self.states[k] for k in offline])
+        self._send_update_metadata()
+
+    def _on_topic_change(self, children: object) -> None:
+        created = [n for n in children if n not in self.topics]  # type: ignore[union-attr]
+        states = [s for name in created for s in self._load_topic(name)]
+        if states:
+            self._send_update_metadata()
+            self._send_leader_and_isr(states)
+            self._send_update_metadata()
+
+    def _on_partition_change(self, name: object) -> None:
+        """A topic's assignment grew (CreatePartitions): elect leaders for the new partitions."""
+        if name not in self.topics:
+            return
+        known = {k for k in self.states if k[0] == name}
+        states = [s for s in self._load_topic(name) if (s.topic, s.partition) not in known]
+        if states:
+            self._send_update_metadata()
+            self._send_leader_and_isr(states)
+            self._send_update_metadata()
+
+    def _on_config_change(self, name: object) -> None:
+        """A topic's config overrides changed: every broker learns them through UpdateMetadata
+        (and applies them to its logs); DescribeConfigs answers from there."""
+        current = self.topics.get(name)  # type: ignore[arg-type]
+        info = self._read_topic(name) if current is not None else None  # type: ignore[arg-type]
+        if info is not None and info.configs != current.configs:  # type: ignore[union-attr]
+            self.topics[info.name] = info
+            self._send_update_metadata()
+
+    def _on_topic_deletion(self, children: object) -> None:
+        for name in list(children):  # type: ignore[call-overload]
+            keys = [k for k in self.states if k[0] == name]
+            for broker_id in self.live_brokers:
+                self.channel.send_stop_replica(broker_id, self.epoch, keys, delete=True)
+            for key in keys:
+                del self.states[key]
+            self.topics.pop(name, None)
+            for path in (paths.topic(name), paths.topic_config(name), paths.delete_topic(name)):
+                with contextlib.suppress(NoNodeError):
+                    self.store.delete(path, recursive=True)
+            log.info("topic deleted", topic=name)
+        self._send_update_metadata()
+
+    def _on_isr_change(self, children: object) -> None:
+        if not children:
+            return
+        for child in children:  # type: ignore[union-attr]
+            with contextlib.suppress(NoNodeError):
+                data, _ = self.store.get_json(f"{paths.ISR_CHANGES}/{child}")
+                for topic, partition in data["partitions"]:
+                    if topic in self.topics:
+                        state = self._read_state(topic, partition)
+                        if state is not None:
+                            self.states[(topic, partition)] = state
+                self.store.delete(f"{paths.ISR_CHANGES}/{child}")
+        self._send_update_metadata()
+
+    def _can_lead_preferred(self, state: LeaderAndIsr) -> bool:
+        preferred = state.replicas[0]
+        return state.leader != preferred and preferred in state.isr and preferred in self.live_brokers
+
+    def _on_auto_leader_rebalance(self, _data: object) -> None:
+        """Elect preferred leaders for brokers whose share of not-led preferred partitions is above
+        leader.imbalance.per.broker.percentage (Kafka's checkAndTriggerAutoLeaderRebalance)."""
+        threshold = self.config["leader.imbalance.per.broker.percentage"] / 100
+        by_preferred: dict[int, list[tuple[str, int]]] = {}
+        for key, state in self.states.items():
+            by_preferred.setdefault(state.replicas[0], []).append(key)
+        keys = []
+        for broker_id, owned in by_preferred.items():
+            not_led = [k for k in owned if self.states[k].leader != broker_id]
+            if broker_id in self.live_brokers and len(not_led) / len(owned) > threshold:
+                keys += [k for k in not_led if self._can_lead_preferred(self.states[k])]
+        if keys:
+            log.info("auto leader rebalance", partitions=len(keys), controller_epoch=self.epoch)
+            self._on_preferred_election(keys)
+
+    def _on_preferred_election(self, keys: object) -> None:
+        changed = []
+        for key in keys if keys is not None else list(self.states):  # type: ignore[union-attr]
+            state = self.states.get(key)
+            if state is not None and self._can_lead_preferred(state):
+                changed.append(self._update_state(key, state.replicas[0], state.isr))
+        if changed:
+            self._send_update_metadata()
+            self._send_leader_and_isr(changed)
+            self._send_update_metadata()

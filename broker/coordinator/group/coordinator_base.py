@@ -1,0 +1,121 @@
+"""GroupCoordinatorBase: the state every part of the group coordinator shares (config, timer,
+purgatories, the GroupMetadataManager) and the checks they all make; it declares the steps one part
+calls in another, so coordinator.py, sessions.py and offsets.py each depend on this module alone."""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from broker.coordinator.group.group_metadata import GroupMetadata, GroupState
+from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
+from broker.coordinator.group.member import MemberMetadata
+from broker.replication.purgatory import DelayedOperationPurgatory
+from protocol.errors import ErrorCode
+from timer import FunctionTimerTask
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+    from broker.metadata.metadata_cache import MetadataCache
+    from broker.replication.replica_manager import ReplicaManager
+    from timer import SystemTimer
+
+
+class GroupCoordinatorBase(ABC):
+    def __init__(self, config: BrokerConfig, broker_id: int, timer: SystemTimer,
+                 replica_manager: ReplicaManager, cache: MetadataCache,
+                 time_ms: Callable[[], int]) -> None:
+        self.config = config
+        self.broker_id = broker_id
+        self.timer = timer
+        self.time_ms = time_ms  # wall time: persisted timestamps and offset retention
+        self.heartbeat_purgatory = DelayedOperationPurgatory("Heartbeat", timer)
+        self.join_purgatory = DelayedOperationPurgatory("Rebalance", timer)
+        self.manager = GroupMetadataManager(config, broker_id, replica_manager, cache, time_ms,
+                                            self.on_group_loaded, self.on_group_unloaded)
+        self.active = True
+        self._tasks: set[asyncio.Task] = set()
+        self._retention_task: FunctionTimerTask | None = None
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def spawn(self, coro: Awaitable) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def on_leadership(self, partition: int, is_leader: bool) -> None:
+        (self.manager.on_elected if is_leader else self.manager.on_resigned)(partition)
+
+    def shutdown(self) -> None:
+        self.active = False
+        self.manager.shutdown()
+        for task in self._tasks:
+            task.cancel()
+        self.heartbeat_purgatory.shutdown()
+        self.join_purgatory.shutdown()
+
+    def validate_group_status(self, group_id: str | None, allow_empty: bool = False) -> ErrorCode | None:
+        if group_id is None or (group_id == "" and not allow_empty):
+            return ErrorCode.INVALID_GROUP_ID
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self.manager.is_loading(group_id):
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if not self.manager.is_local(group_id):
+            return ErrorCode.NOT_COORDINATOR
+        return None
+
+    def group(self, group_id: str) -> GroupMetadata | None:
+        return self.manager.groups.get(group_id)
+
+    @staticmethod
+    def validate_current_member(group: GroupMetadata, member_id: str,
+                                instance_id: str | None) -> ErrorCode | None:
+        if instance_id is not None:
+            current = group.current_static_member_id(instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            return ErrorCode.FENCED_INSTANCE_ID if current != member_id else None
+        return None if group.has(member_id) else ErrorCode.UNKNOWN_MEMBER_ID
+
+    @classmethod
+    def validate_generation(cls, group: GroupMetadata, generation_id: int, member_id: str,
+                            instance_id: str | None) -> ErrorCode | None:
+        """What SyncGroup and Heartbeat check first: a live group, a known member, its generation."""
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = cls.validate_current_member(group, member_id, instance_id)
+        if error is not None:
+            return error
+        return ErrorCode.ILLEGAL_GENERATION if generation_id != group.generation_id else None
+
+    # -- steps one part of the coordinator takes in another ---------------------------------
+
+    @abstractmethod
+    def maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None: ...
+
+    @abstractmethod
+    def try_complete_join(self, group: GroupMetadata, force_complete: Callable[[], bool]) -> bool: ...
+
+    @abstractmethod
+    def on_complete_join(self, group: GroupMetadata) -> None: ...
+
+    @abstractmethod
+    def complete_and_schedule_next_heartbeat_expiration(self, group: GroupMetadata,
+                                                        member: MemberMetadata) -> None: ...
+
+    @abstractmethod
+    def try_complete_heartbeat(self, group: GroupMetadata, member_id: str, is_pending: bool,
+                               force_complete: Callable[[], bool]) -> bool: ...
+
+    @abstractmethod
+    def on_expire_heartbeat(self, group: GroupMetadata, member_id: str, is_pending: bool) -> None: ...
+
+    @abstractmethod
+    def on_group_loaded(self, group: GroupMetadata) -> None: ...
+
+    @abstractmethod
+    def on_group_unloaded(self, group: GroupMetadata) -> None: ...

@@ -1,0 +1,266 @@
+"""GroupMetadataManager: which `__consumer_offsets` partitions this broker coordinates, the groups
+and offsets they hold in memory, and their records in the log (append on change, load on election).
+
+A group belongs to partition `abs(hashCode(group_id)) % partitions`, with Java's String.hashCode,
+so a group lands where Kafka would put it. Every change is a record appended with acks=-1 through
+the ReplicaManager; the in-memory view follows only once the ISR has it. On becoming leader of a
+partition its log is read from the start (later records win, a null value deletes); until then
+requests for its groups get COORDINATOR_LOAD_IN_PROGRESS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.coordinator.group.group_metadata import GroupMetadata, GroupState, OffsetAndMetadata
+from broker.coordinator.group.member import MemberMetadata
+from broker.metadata.topic_names import OFFSETS_TOPIC
+from protocol import group_records as gr
+from protocol.errors import ErrorCode
+from protocol.records import decode_batch, encode_batch, iter_batches
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+    from broker.metadata.metadata_cache import MetadataCache
+    from broker.replication.replica_manager import ReplicaManager
+
+log = structlog.get_logger("kafka_sim.group_manager")
+LOAD_CHUNK_BYTES = 1 << 20
+
+# Append errors as the coordinator reports them (Kafka's mapping in storeGroup / storeOffsets).
+APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def kafka_abs(n: int) -> int:
+    """Kafka's Utils.abs: Integer.MIN_VALUE maps to 0."""
+    return 0 if n == -(1 << 31) else abs(n)
+
+
+class GroupMetadataManager:
+    def __init__(self, config: BrokerConfig, broker_id: int, replica_manager: ReplicaManager,
+                 cache: MetadataCache, time_ms: Callable[[], int],
+                 on_group_loaded: Callable[[GroupMetadata], None],
+                 on_group_unloaded: Callable[[GroupMetadata], None]) -> None:
+        self.config = config
+        self.broker_id = broker_id
+        self.replica_manager = replica_manager
+        self.cache = cache
+        self.time_ms = time_ms
+        self.groups: dict[str, GroupMetadata] = {}
+        self.owned: set[int] = set()  # loaded partitions
+        self.loading: dict[int, asyncio.Task | None] = {}
+        self._on_group_loaded = on_group_loaded
+        self._on_group_unloaded = on_group_unloaded
+
+    # -- partitions -------------------------------------------------------------------------
+
+    @property
+    def num_partitions(self) -> int:
+        topic = self.cache.topic(OFFSETS_TOPIC)
+        return topic.num_partitions if topic else self.config["offsets.topic.num.partitions"]
+
+    def partition_for(self, group_id: str) -> int:
+        return kafka_abs(java_string_hash(group_id)) % self.num_partitions
+
+    def is_loading(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self.loading
+
+    def is_local(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self.owned
+
+    def on_elected(self, partition: int) -> None:
+        if partition in self.owned or partition in self.loading:
+            return
+        try:
+            task = asyncio.get_running_loop().create_task(self._load(partition))
+        except RuntimeError:  # no loop (unit tests calling in directly): load at once
+            self.loading[partition] = None
+            self._load_now(partition)
+            return
+        self.loading[partition] = task
+
+    def on_resigned(self, partition: int) -> None:
+        task = self.loading.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        self.owned.discard(partition)
+        for group in [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]:
+            del self.groups[group.group_id]
+            self._on_group_unloaded(group)
+        log.info("unloaded offsets partition", broker_id=self.broker_id, partition=partition)
+
+    def shutdown(self) -> None:
+        for partition in list(self.owned | set(self.loading)):
+            self.on_resigned(partition)
+
+    # -- loading ----------------------------------------------------------------------------
+
+    async def _load(self, partition: int) -> None:
+        await asyncio.sleep(0)  # answer LOAD_IN_PROGRESS until the log has been read
+        self._load_now(partition)
+
+    def _load_now(self, partition: int) -> None:
+        rm_partition = self.replica_manager.partitions.get((OFFSETS_TOPIC, partition))
+        groups: dict[str, gr.GroupMetadataRecord] = {}
+        offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]] = {}
+        if rm_partition is not None:
+            log_ = rm_partition.log
+            position, end = log_.log_start_offset, log_.log_end_offset
+            while position < end:
+                data = log_.read(position, LOAD_CHUNK_BYTES, max_offset=end).records
+                if not data:
+                    break
+                for pos, header in iter_batches(data):
+                    position = header.next_offset
+                    if header.is_control:
+                        continue
+                    for record in decode_batch(data, pos)[1]:
+                        self._replay(record, groups, offsets)
+        self.loading.pop(partition, None)
+        self.owned.add(partition)
+        for group_id in set(groups) | set(offsets):
+            group = self._build_group(group_id, groups.get(group_id), offsets.get(group_id, {}))
+            if group is not None:
+                self.groups[group_id] = group
+                self._on_group_loaded(group)
+        log.info("loaded offsets partition", broker_id=self.broker_id, partition=partition,
+                 groups=len(groups), offsets=sum(len(o) for o in offsets.values()))
+
+    @staticmethod
+    def _replay(record, groups: dict, offsets: dict) -> None:
+        if record.key is None:
+            return
+        decoded = gr.decode_record(record.key, record.value)
+        if isinstance(decoded, gr.OffsetCommitRecord):
+            v = decoded.value
+            offsets.setdefault(decoded.group, {})[(decoded.topic, decoded.partition)] = None if v is None \
+                else OffsetAndMetadata(v.offset, v.get("leader_epoch", -1), v.metadata,
+                                       v.commit_timestamp,
+                                       v.expire_timestamp if v.get("expire_timestamp", -1) >= 0 else None)
+        elif isinstance(decoded, gr.GroupMetadataRecord):
+            groups[decoded.group] = decoded
+
+    def _build_group(self, group_id: str, record: gr.GroupMetadataRecord | None,
+                     offsets: dict[tuple[str, int], OffsetAndMetadata | None]) -> GroupMetadata | None:
+        live_offsets = {k: v for k, v in offsets.items() if v is not None}
+        value = record.value if record is not None else None
+        if value is None and not live_offsets:
+            return None
+        group = GroupMetadata(group_id, current_state_timestamp=self.time_ms())
+        group.offsets = live_offsets
+        if value is None:
+            return group
+        group.generation_id = value.generation
+        group.protocol_type = value.protocol_type or None
+        group.protocol_name = value.protocol
+        ts = value.get("current_state_timestamp", -1)
+        group.current_state_timestamp = ts if ts >= 0 else None
+        for m in value.members:
+            group.add(MemberMetadata(
+                m.member_id, m.get("group_instance_id"), m.client_id, m.client_host,
+                m.get("rebalance_timeout", m.session_timeout), m.session_timeout,
+                group.protocol_type or "", [(value.protocol or "", m.subscription)], m.assignment))
+        group.leader_id = value.leader if value.leader in group.members else group.leader_id
+        group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+        group.subscribed_topics = group._compute_subscribed_topics()
+        return group
+
+    # -- writing ----------------------------------------------------------------------------
+
+    async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        now = self.time_ms()
+        batch = encode_batch([(k, v, [], now) for k, v in records])
+        key = (OFFSETS_TOPIC, self.partition_for(group_id))
+        results = await self.replica_manager.produce(
+            -1, self.config["offsets.commit.timeout.ms"], {key: batch})
+        error = results[key].error
+        return APPEND_ERRORS.get(error, error)
+
+    def group_value(self, group: GroupMetadata, assignment: dict[str, bytes]) -> bytes:
+        return gr.group_metadata_value({
+            "protocol_type": group.protocol_type or "",
+            "generation": group.generation_id,
+            "protocol": group.protocol_name,
+            "leader": group.leader_id,
+            "current_state_timestamp": group.current_state_timestamp or -1,
+            "members": [{
+                "member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id, "client_host": m.client_host,
+                "rebalance_timeout": m.rebalance_timeout_ms, "session_timeout": m.session_timeout_ms,
+                "subscription": m.metadata(group.protocol_name),
+                "assignment": assignment.get(m.member_id, b""),
+            } for m in group.members.values()],
+        })
+
+    async def store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> ErrorCode:
+        error = await self._append(group.group_id, [
+            (gr.group_metadata_key(group.group_id), self.group_value(group, assignment))])
+        return ErrorCode.UNKNOWN_SERVER_ERROR if error == ErrorCode.INVALID_COMMIT_OFFSET_SIZE else error
+
+    async def store_offsets(
+        self, group: GroupMetadata, offsets: dict[tuple[str, int], OffsetAndMetadata]
+    ) -> dict[tuple[str, int], ErrorCode]:
+        max_metadata = self.config["offset.metadata.max.bytes"]
+        errors = {tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp, om in offsets.items()
+                  if om.metadata is not None and len(om.metadata.encode()) > max_metadata}
+        valid = {tp: om for tp, om in offsets.items() if tp not in errors}
+        if valid:
+            error = await self._append(group.group_id, [
+                (gr.offset_commit_key(group.group_id, t, p),
+                 gr.offset_commit_value(om.offset, om.leader_epoch, om.metadata or "",
+                                        om.commit_timestamp,
+                                        -1 if om.expire_timestamp is None else om.expire_timestamp))
+                for (t, p), om in valid.items()])
+            if error == ErrorCode.NONE:
+                group.offsets.update(valid)
+            errors.update(dict.fromkeys(valid, error))
+        return errors
+
+    async def cleanup_group_metadata(
+        self, groups: list[GroupMetadata],
+        selector: Callable[[GroupMetadata], list[tuple[str, int]]],
+    ) -> int:
+        """Remove the offsets `selector` picks; a group left Empty without offsets dies. Writes the
+        tombstones; returns how many offsets were removed."""
+        removed = 0
+        for group in groups:
+            gone = selector(group)
+            for tp in gone:
+                group.offsets.pop(tp, None)
+            tombstones: list[tuple[bytes, bytes | None]] = [
+                (gr.offset_commit_key(group.group_id, t, p), None) for t, p in gone]
+            if group.is_(GroupState.EMPTY) and not group.offsets:
+                group.transition_to(GroupState.DEAD, self.time_ms())
+            if group.is_(GroupState.DEAD):
+                if self.groups.get(group.group_id) is group:
+                    del self.groups[group.group_id]
+                tombstones.append((gr.group_metadata_key(group.group_id), None))
+            removed += len(gone)
+            if tombstones and self.is_local(group.group_id):
+                error = await self._append(group.group_id, tombstones)
+                if error != ErrorCode.NONE:
+                    log.warning("writing tombstones failed", group=group.group_id, error=error.name)
+        return removed

@@ -1,0 +1,29 @@
+"""BrokerServices: what a request handler may use of its broker — Kafka's KafkaApis gets the same
+set in its constructor. The server builds one per broker; handlers never see the server itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from broker.admin.admin_manager import AdminManager
+from broker.admin.auto_topic_creation import AutoTopicCreationManager
+from broker.config import BrokerConfig
+from broker.coordinator.group import GroupCoordinator
+from broker.metadata.metadata_cache import MetadataCache
+from broker.metadata.producer_id_manager import ProducerIdManager
+from broker.replication.replica_manager import ReplicaManager
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerServices:
+    broker_id: int
+    cluster_id: str
+    config: BrokerConfig
+    metadata_cache: MetadataCache
+    replica_manager: ReplicaManager
+    group_coordinator: GroupCoordinator
+    admin_manager: AdminManager
+    auto_topic_creation: AutoTopicCreationManager
+    producer_ids: ProducerIdManager
+    advertised_address: Callable[[], tuple[str, int]]  # known once the listener is bound

@@ -1,0 +1,6 @@
+"""Cluster metadata (Kafka's kafka.zk and MetadataCache): the store interface with ZooKeeper's data
+model, the embedded store, watch recipes, the znode layout, topic names, partition states, the
+metadata cache every broker answers from, and producer-id blocks.
+
+May import: storage, protocol (nothing else of broker).
+"""

@@ -1,0 +1,414 @@
+"""Cluster metadata in a tree of versioned nodes with ZooKeeper's semantics (ephemerals, sequence
+nodes, conditional writes, one-shot watches); its method names follow kazoo's KazooClient.
+
+Invariants: every write is one transaction with one zxid; it is validated before anything changes,
+saved (persistent nodes only, atomically) and only then are the watches it triggered fired, each
+watch popped before any callback runs, so a callback that re-arms sees the next change, not this one.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from broker.metadata.recipes import ChildrenWatch, DataWatch
+from broker.metadata.store import (
+    BadVersionError,
+    MetadataStoreError,
+    NoChildrenForEphemeralsError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    SessionExpiredError,
+    Stat,
+    WatchedEvent,
+    Watcher,
+)
+from storage.checkpoint import fsync_dir
+
+log = structlog.get_logger("kafka_sim.metadata_store")
+
+FORMAT_VERSION = 1
+WriteOp = Callable[[int, list[WatchedEvent]], Any]  # (zxid, events) -> result; see _write
+
+
+@dataclass(slots=True)
+class _Node:
+    data: bytes
+    czxid: int
+    mzxid: int
+    pzxid: int
+    version: int = 0
+    cversion: int = 0
+    ephemeral_owner: int = 0
+    children: set[str] = field(default_factory=set)
+
+    def stat(self) -> Stat:
+        return Stat(self.czxid, self.mzxid, self.pzxid, self.version, self.cversion,
+                    self.ephemeral_owner, len(self.data), len(self.children))
+
+    def copy(self) -> _Node:
+        return replace(self, children=set(self.children))
+
+
+def _validate(path: str) -> str:
+    parts = path.split("/")
+    if path == "/" or (path.startswith("/") and all(p not in ("", ".", "..") for p in parts[1:])):
+        return path
+    raise ValueError(f"invalid node path {path!r}")
+
+
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] or "/"
+
+
+def _join(parent: str, name: str) -> str:
+    return parent.rstrip("/") + "/" + name
+
+
+def _decode(data: bytes) -> Any:
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        return {"hex": data.hex()}
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return text
+
+
+class EmbeddedMetadataStore:
+    """The tree, its sessions and watches; persistent nodes saved to `path` (JSON) when given."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = Path(path) if path is not None else None
+        self._nodes: dict[str, _Node] = {"/": _Node(b"", 0, 0, 0)}
+        self._zxid = 0
+        self._last_session = 0
+        self._sessions: dict[int, set[str]] = {}  # live session -> its ephemeral paths
+        self._data_watches: dict[str, dict[Watcher, int]] = {}  # watcher -> registration seq
+        self._child_watches: dict[str, dict[Watcher, int]] = {}
+        self._watch_seq = 0
+        if self.path is not None and self.path.exists():
+            self._load(self.path)
+
+    # --- sessions ---
+
+    def create_session(self) -> int:
+        self._last_session += 1
+        self._sessions[self._last_session] = set()
+        self._save()
+        return self._last_session
+
+    def close_session(self, session_id: int) -> None:
+        """End a session, deleting its ephemeral nodes; closing an unknown session does nothing."""
+        paths = self._sessions.pop(session_id, None)
+        if paths:
+            self._write(*(partial(self._delete_one, path) for path in sorted(paths)))
+
+    # --- reads (with optional one-shot watches) ---
+
+    def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, Stat]:
+        node = self._node(path)
+        self._arm(self._data_watches, path, watch)
+        return node.data, node.stat()
+
+    def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
+        """The node's stat or None; the watch is armed either way (and fires on CREATED too)."""
+        node = self._nodes.get(_validate(path))
+        self._arm(self._data_watches, path, watch)
+        return node.stat() if node is not None else None
+
+    def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
+        node = self._node(path)
+        self._arm(self._child_watches, path, watch)
+        return sorted(node.children)
+
+    def get_json(self, path: str, watch: Watcher | None = None) -> tuple[Any, Stat]:
+        """The data parsed as JSON (None for empty data) and the stat."""
+        data, stat = self.get(path, watch)
+        return (json.loads(data) if data else None), stat
+
+    # --- writes ---
+
+    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
+               session: int | None = None, sequence: bool = False, makepath: bool = False) -> str:
+        """Create a node and return its actual path (with the suffix when `sequence`)."""
+        return self._write(partial(self._create, path, data, ephemeral, session, sequence,
+                                   makepath))[0]
+
+    def create_json(self, path: str, obj: Any, **kwargs: Any) -> str:
+        return self.create(path, _dumps(obj), **kwargs)
+
+    def ensure_path(self, path: str) -> None:
+        """Create `path` and its missing ancestors as empty persistent nodes."""
+        if self.exists(path) is None:
+            self.create(path, makepath=True)
+
+    def set(self, path: str, data: bytes, version: int = -1) -> Stat:
+        """Replace the data; with `version` != -1 only if the node is still at that version."""
+        return self._write(partial(self._set, path, data, version))[0]
+
+    def set_json(self, path: str, obj: Any, version: int = -1) -> Stat:
+        return self.set(path, _dumps(obj), version)
+
+    def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
+        self._write(partial(self._delete, path, version, recursive))
+
+    # --- recipes: multi-op transactions, and the persistent watches of broker/metadata/recipes.py ---
+
+    def transaction(self) -> Transaction:
+        return Transaction(self)
+
+    def DataWatch(self, path: str, fn: Callable[[bytes | None, Stat | None], object]) -> DataWatch:
+        """kazoo's name: fn(data, stat) now and after every change, until cancelled."""
+        return DataWatch(self, path, fn)
+
+    def ChildrenWatch(self, path: str, fn: Callable[[list[str]], object]) -> ChildrenWatch:
+        """kazoo's name: fn(children) now and after every child change, until cancelled."""
+        return ChildrenWatch(self, path, fn)
+
+    def remove_watch(self, path: str, watch: Watcher) -> None:
+        """Disarm a one-shot watch registered on `path` by get, exists or get_children."""
+        for table in (self._data_watches, self._child_watches):
+            watchers = table.get(path, {})
+            watchers.pop(watch, None)
+            if not watchers:
+                table.pop(path, None)
+
+    # --- admin view ---
+
+    def dump(self, path: str = "/") -> dict[str, Any]:
+        """The subtree at `path`: data decoded (JSON, else UTF-8, else hex), stat, children."""
+        node = self._node(path)
+        return {
+            "data": _decode(node.data),
+            "stat": asdict(node.stat()),
+            "children": {n: self.dump(_join(path, n)) for n in sorted(node.children)},
+        }
+
+    # --- the primitives: validate everything first, then mutate and record events ---
+
+    def _node(self, path: str) -> _Node:
+        node = self._nodes.get(_validate(path))
+        if node is None:
+            raise NoNodeError(path)
+        return node
+
+    def _create(self, path: str, data: bytes, ephemeral: bool, session: int | None,
+                sequence: bool, makepath: bool, zxid: int, events: list[WatchedEvent]) -> str:
+        _check_bytes(data)
+        if ephemeral and session is None:
+            raise ValueError("an ephemeral node needs a session")
+        if not ephemeral and session is not None:
+            raise ValueError("only ephemeral nodes belong to a session")
+        if ephemeral and session not in self._sessions:
+            raise SessionExpiredError(f"session {session} is not live")
+        parent_path = _parent(path if sequence else _validate(path))
+        missing = self._check_ancestors(_validate(parent_path), makepath)
+        parent = self._nodes.get(parent_path)
+        if sequence:
+            path = _validate(f"{path}{parent.cversion if parent else 0:010d}")
+        if path in self._nodes:
+            raise NodeExistsError(path)
+        for ancestor in missing:
+            self._add(ancestor, b"", 0, zxid, events)
+        self._add(path, data, session if ephemeral else 0, zxid, events)
+        return path
+
+    def _check_ancestors(self, path: str, makepath: bool) -> list[str]:
+        """The missing ancestors of a new node, shallowest first (NoNode unless makepath)."""
+        missing = []
+        while path not in self._nodes:
+            if not makepath:
+                raise NoNodeError(path)
+            missing.append(path)
+            path = _parent(path)
+        if self._nodes[path].ephemeral_owner:
+            raise NoChildrenForEphemeralsError(path)
+        return missing[::-1]
+
+    def _add(self, path: str, data: bytes, owner: int, zxid: int,
+             events: list[WatchedEvent]) -> None:
+        self._nodes[path] = _Node(data, zxid, zxid, zxid, ephemeral_owner=owner)
+        if owner:
+            self._sessions[owner].add(path)
+        self._link(path, True, zxid, events)
+
+    def _set(self, path: str, data: bytes, version: int, zxid: int,
+             events: list[WatchedEvent]) -> Stat:
+        _check_bytes(data)
+        node = self._check_version(path, version)
+        node.data, node.version, node.mzxid = data, node.version + 1, zxid
+        events.append(WatchedEvent("CHANGED", path))
+        return node.stat()
+
+    def _check_version(self, path: str, version: int) -> _Node:
+        node = self._node(path)
+        if version != -1 and version != node.version:
+            raise BadVersionError(f"{path}: expected version {version}, at {node.version}")
+        return node
+
+    def _delete(self, path: str, version: int, recursive: bool, zxid: int,
+                events: list[WatchedEvent]) -> None:
+        if _validate(path) == "/":
+            raise ValueError("the root node cannot be deleted")
+        node = self._check_version(path, version)
+        if node.children and not recursive:
+            raise NotEmptyError(path)
+        self._delete_tree(path, zxid, events)
+
+    def _delete_tree(self, path: str, zxid: int, events: list[WatchedEvent]) -> None:
+        for name in sorted(self._nodes[path].children):
+            self._delete_tree(_join(path, name), zxid, events)
+        self._delete_one(path, zxid, events)
+
+    def _delete_one(self, path: str, zxid: int, events: list[WatchedEvent]) -> None:
+        node = self._nodes.pop(path)
+        if node.ephemeral_owner:
+            self._sessions.get(node.ephemeral_owner, set()).discard(path)
+        self._link(path, False, zxid, events)
+
+    def _link(self, path: str, created: bool, zxid: int, events: list[WatchedEvent]) -> None:
+        """Add the node to its parent's children or remove it; record the events."""
+        parent_path, name = _parent(path), path.rsplit("/", 1)[1]
+        parent = self._nodes[parent_path]
+        (parent.children.add if created else parent.children.discard)(name)
+        parent.cversion, parent.pzxid = parent.cversion + 1, zxid
+        events += [WatchedEvent("CREATED" if created else "DELETED", path),
+                   WatchedEvent("CHILD", parent_path)]
+
+    # --- commit: persist, then fire the triggered watches ---
+
+    def _write(self, *ops: WriteOp) -> list[Any]:
+        """Run ops as one transaction: all applied with one zxid, or (on any error) none."""
+        zxid, events = self._zxid + 1, []
+        saved = None
+        if len(ops) > 1:  # a single op validates before it mutates; only multi-ops roll back
+            saved = {p: n.copy() for p, n in self._nodes.items()}, {
+                s: set(paths) for s, paths in self._sessions.items()}
+        try:
+            results = [op(zxid, events) for op in ops]
+        except BaseException:
+            if saved is not None:
+                self._nodes, self._sessions = saved
+            raise
+        self._commit(zxid, events)
+        return results
+
+    def _arm(self, table: dict[str, dict[Watcher, int]], path: str, watch: Watcher | None) -> None:
+        if watch is not None:
+            self._watch_seq += 1
+            table.setdefault(path, {}).setdefault(watch, self._watch_seq)
+
+    def _commit(self, zxid: int, events: list[WatchedEvent]) -> None:
+        self._zxid = zxid
+        self._save()
+        triggered: list[tuple[Watcher, WatchedEvent]] = []
+        for event in events:  # pop every watch before running any callback
+            watchers: dict[Watcher, int] = {}
+            if event.type != "CHILD":
+                watchers.update(self._data_watches.pop(event.path, {}))
+            if event.type in ("CHILD", "DELETED"):
+                watchers.update(self._child_watches.pop(event.path, {}))
+            triggered += [(w, event) for w in sorted(watchers, key=watchers.__getitem__)]
+        for watcher, event in triggered:
+            try:
+                watcher(event)
+            except Exception:
+                log.exception("metadata watch failed", type=event.type, path=event.path)
+
+    # --- persistence ---
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        nodes = {
+            path: {"data": base64.b64encode(n.data).decode(), "czxid": n.czxid, "mzxid": n.mzxid,
+                   "pzxid": n.pzxid, "version": n.version, "cversion": n.cversion}
+            for path, n in self._nodes.items() if not n.ephemeral_owner
+        }
+        doc = {"format": FORMAT_VERSION, "zxid": self._zxid, "last_session": self._last_session,
+               "nodes": nodes}
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(doc, f, separators=(",", ":"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        fsync_dir(self.path.parent)
+
+    def _load(self, path: Path) -> None:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            if doc.get("format") != FORMAT_VERSION:
+                raise ValueError(f"unknown format {doc.get('format')!r}")
+            self._zxid, self._last_session = int(doc["zxid"]), int(doc["last_session"])
+            for node_path in sorted(doc["nodes"]):  # a parent sorts before its children
+                n = doc["nodes"][node_path]
+                node = _Node(base64.b64decode(n["data"]), n["czxid"], n["mzxid"], n["pzxid"],
+                             n["version"], n["cversion"])
+                if node_path != "/":
+                    self._nodes[_parent(_validate(node_path))].children.add(
+                        node_path.rsplit("/", 1)[1])
+                self._nodes[node_path] = node
+        except (ValueError, KeyError, TypeError) as exc:
+            raise MetadataStoreError(f"corrupt metadata file {path}: {exc!r}") from exc
+
+
+def _check_bytes(data: object) -> None:
+    if not isinstance(data, bytes):
+        raise TypeError(f"node data must be bytes, not {type(data).__name__}")
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+class Transaction:
+    """Several writes applied atomically with one zxid, or not at all (the first failure raises).
+
+    Used as `with store.transaction() as t: ...`, it commits when the block ends without an error.
+    """
+
+    def __init__(self, store: EmbeddedMetadataStore) -> None:
+        self._store = store
+        self._ops: list[WriteOp] = []
+        self.results: list[Any] | None = None
+
+    def check(self, path: str, version: int) -> None:
+        self._ops.append(lambda z, e: bool(self._store._check_version(path, version)))
+
+    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
+               session: int | None = None, sequence: bool = False,
+               makepath: bool = False) -> None:
+        self._ops.append(partial(self._store._create, path, data, ephemeral, session, sequence,
+                                 makepath))
+
+    def set(self, path: str, data: bytes, version: int = -1) -> None:
+        self._ops.append(partial(self._store._set, path, data, version))
+
+    def delete(self, path: str, version: int = -1) -> None:
+        self._ops.append(partial(self._store._delete, path, version, False))
+
+    def commit(self) -> list[Any]:
+        """Apply the ops; the results are paths for creates, stats for sets, True/None otherwise."""
+        if self.results is not None:
+            raise MetadataStoreError("transaction already committed")
+        self.results = self._store._write(*self._ops) if self._ops else []
+        return self.results
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if exc_type is None:
+            self.commit()

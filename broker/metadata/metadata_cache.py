@@ -1,0 +1,100 @@
+"""A broker's view of the cluster, as the controller's UpdateMetadata last described it.
+
+Metadata, CreateTopics and DescribeConfigs answer from here, so a client sees what every broker
+agrees on: live brokers, the controller, topics with their ids, configs and partition states.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from broker.metadata.partition_state import LeaderAndIsr
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    assignment: dict[int, list[int]]  # partition -> replicas, preferred leader first
+    configs: dict[str, str] = field(default_factory=dict)
+    internal: bool = False
+
+    @property
+    def num_partitions(self) -> int:
+        return len(self.assignment)
+
+    @property
+    def replication_factor(self) -> int:
+        return len(next(iter(self.assignment.values()), []))
+
+
+@dataclass(slots=True)
+class MetadataSnapshot:
+    controller_id: int = -1
+    controller_epoch: int = 0
+    brokers: dict[int, tuple[str, int]] = field(default_factory=dict)
+    topics: dict[str, TopicInfo] = field(default_factory=dict)
+    partitions: dict[tuple[str, int], LeaderAndIsr] = field(default_factory=dict)
+
+
+class MetadataCache:
+    def __init__(self) -> None:
+        self.snapshot = MetadataSnapshot()
+        self._waiters: list[tuple[Callable[[MetadataSnapshot], bool], asyncio.Future]] = []
+
+    def update(self, snapshot: MetadataSnapshot) -> None:
+        """UpdateMetadata (its controller epoch already checked): replace the view, then wake
+        whoever waits for a condition on it."""
+        self.snapshot = snapshot
+        still_waiting = []
+        for condition, future in self._waiters:
+            if future.done():
+                continue
+            if condition(snapshot):
+                future.set_result(None)
+            else:
+                still_waiting.append((condition, future))
+        self._waiters = still_waiting
+
+    async def wait_for(self, condition: Callable[[MetadataSnapshot], bool], timeout_ms: int) -> bool:
+        """Wait until the view satisfies `condition`; False at the timeout."""
+        if condition(self.snapshot):
+            return True
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.append((condition, future))
+        try:
+            await asyncio.wait_for(future, max(timeout_ms, 0) / 1000)
+            return True
+        except TimeoutError:
+            return False
+
+    @property
+    def controller_id(self) -> int:
+        return self.snapshot.controller_id
+
+    @property
+    def brokers(self) -> dict[int, tuple[str, int]]:
+        return self.snapshot.brokers
+
+    @property
+    def topics(self) -> dict[str, TopicInfo]:
+        return self.snapshot.topics
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self.snapshot.topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return next((t for t in self.snapshot.topics.values() if t.topic_id == topic_id), None)
+
+    def partition_state(self, topic: str, partition: int) -> LeaderAndIsr | None:
+        return self.snapshot.partitions.get((topic, partition))
+
+    def has_leaders(self, topic: str) -> bool:
+        info = self.snapshot.topics.get(topic)
+        return info is not None and all(
+            (s := self.snapshot.partitions.get((topic, p))) is not None and s.leader >= 0
+            for p in info.assignment
+        )

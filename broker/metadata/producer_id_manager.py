@@ -1,0 +1,59 @@
+"""Producer ids for InitProducerId, handed out from blocks of 1000 claimed in the metadata store.
+
+A broker claims the next block by a conditional update of `/latest_producer_id_block` (retried
+when another broker won the race), so ids are unique across brokers and restarts.
+"""
+
+from __future__ import annotations
+
+from broker.metadata import zk_paths as paths
+from broker.metadata.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
+from protocol.errors import ErrorCode, KafkaError
+
+BLOCK_SIZE = 1000
+MAX_ATTEMPTS = 10
+
+
+class ProducerIdManager:
+    def __init__(self, store: MetadataStore, broker_id: int) -> None:
+        self.store = store
+        self.broker_id = broker_id
+        self._next = 0
+        self._block_end = -1  # inclusive; nothing claimed yet
+
+    def generate_producer_id(self) -> int:
+        if self._next > self._block_end:
+            self._claim_block()
+        producer_id = self._next
+        self._next += 1
+        return producer_id
+
+    def was_issued(self, producer_id: int) -> bool:
+        """True when `producer_id` lies in a block some broker of this cluster has claimed."""
+        if 0 <= producer_id < self._next:
+            return True
+        try:
+            current, _ = self.store.get_json(paths.PRODUCER_ID_BLOCK)
+        except NoNodeError:
+            return False
+        return 0 <= producer_id <= current["block_end"]
+
+    def _claim_block(self) -> None:
+        for _ in range(MAX_ATTEMPTS):
+            try:
+                current, stat = self.store.get_json(paths.PRODUCER_ID_BLOCK)
+                start, version = current["block_end"] + 1, stat.version
+            except NoNodeError:
+                start, version = 0, None
+            block = {"version": 1, "broker": self.broker_id, "block_start": start,
+                     "block_end": start + BLOCK_SIZE - 1}
+            try:
+                if version is None:
+                    self.store.create_json(paths.PRODUCER_ID_BLOCK, block)
+                else:
+                    self.store.set_json(paths.PRODUCER_ID_BLOCK, block, version=version)
+            except (BadVersionError, NodeExistsError):
+                continue  # another broker claimed this block first
+            self._next, self._block_end = start, start + BLOCK_SIZE - 1
+            return
+        raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "could not claim a producer id block")

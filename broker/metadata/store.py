@@ -1,0 +1,97 @@
+"""The metadata store's interface: ZooKeeper's data model (versioned nodes, ephemerals, sequence
+nodes, one-shot watches) with kazoo's method names, so the embedded store and a real ZooKeeper
+client can stand behind it. Everything above `broker/metadata/` sees only this Protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+EventType = Literal["CREATED", "DELETED", "CHANGED", "CHILD"]
+
+class MetadataStoreError(Exception):
+    """Base of the store's errors; the subclass names mirror kazoo.exceptions."""
+
+
+class NoNodeError(MetadataStoreError):
+    pass
+
+
+class NodeExistsError(MetadataStoreError):
+    pass
+
+
+class BadVersionError(MetadataStoreError):
+    pass
+
+
+class NotEmptyError(MetadataStoreError):
+    pass
+
+
+class NoChildrenForEphemeralsError(MetadataStoreError):
+    pass
+
+
+class SessionExpiredError(MetadataStoreError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    czxid: int  # zxid of the create
+    mzxid: int  # zxid of the last create or set
+    pzxid: int  # zxid of the last change to the children
+    version: int  # number of sets
+    cversion: int  # number of child creates and deletes
+    ephemeral_owner: int  # session id, or 0 for a persistent node
+    data_length: int
+    num_children: int
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedEvent:
+    type: EventType
+    path: str
+
+
+Watcher = Callable[[WatchedEvent], object]
+
+
+
+class MetadataStore(Protocol):
+    """What the brokers, the controller and the recipes may call (a subset of KazooClient)."""
+
+    def create_session(self) -> int: ...
+
+    def close_session(self, session_id: int) -> None: ...
+
+    def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, Stat]: ...
+
+    def exists(self, path: str, watch: Watcher | None = None) -> Stat | None: ...
+
+    def get_children(self, path: str, watch: Watcher | None = None) -> list[str]: ...
+
+    def get_json(self, path: str, watch: Watcher | None = None) -> tuple[Any, Stat]: ...
+
+    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
+               session: int | None = None, sequence: bool = False,
+               makepath: bool = False) -> str: ...
+
+    def create_json(self, path: str, obj: Any, **kwargs: Any) -> str: ...
+
+    def ensure_path(self, path: str) -> None: ...
+
+    def set(self, path: str, data: bytes, version: int = -1) -> Stat: ...
+
+    def set_json(self, path: str, obj: Any, version: int = -1) -> Stat: ...
+
+    def delete(self, path: str, version: int = -1, recursive: bool = False) -> None: ...
+
+    def remove_watch(self, path: str, watch: Watcher) -> None: ...
+
+    def DataWatch(self, path: str, fn: Callable[[bytes | None, Stat | None], object]) -> Any: ...
+
+    def ChildrenWatch(self, path: str, fn: Callable[[list[str]], object]) -> Any: ...

@@ -1,0 +1,140 @@
+"""One client connection: frames in, requests handled strictly one after another, responses out.
+
+The connection is the only place that closes a socket on bad input: an unreadable frame, an
+unknown API key or an unsupported version (other than ApiVersions, which gets the v0-layout
+UNSUPPORTED_VERSION reply) closes this connection alone; every other error is a code in the reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.control.faults import Fault, FaultAction, error_response
+from broker.handlers import HANDLERS, RequestContext
+from broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
+from broker.handlers.api_versions import api_versions_fallback
+from protocol import (
+    decode_request,
+    decode_request_header,
+    encode_frame,
+    encode_response,
+    encode_response_header,
+    response_header_version,
+)
+from protocol.errors import ProtocolDecodeError
+from protocol.framing import FrameDecoder
+from protocol.headers import RequestHeader
+
+if TYPE_CHECKING:
+    from broker.control.faults import FaultInjector
+    from broker.handlers.services import BrokerServices
+
+log = structlog.get_logger("kafka_sim.connection")
+READ_CHUNK = 256 * 1024
+PRODUCE_KEY, METADATA_KEY = 0, 3
+
+
+class CloseConnection(Exception):
+    """The peer sent something that leaves no way to answer; drop this connection only."""
+
+
+class Connection:
+    def __init__(
+        self, services: BrokerServices, faults: FaultInjector,
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+    ) -> None:
+        self.services = services
+        self.faults = faults
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        self.client_host = str(peer[0])
+        self.peer = f"{peer[0]}:{peer[1]}"
+        self.decoder = FrameDecoder(services.config["socket.request.max.bytes"])
+
+    async def serve(self) -> None:
+        try:
+            while True:
+                data = await self.reader.read(READ_CHUNK)
+                if not data:
+                    return
+                for frame in self.decoder.feed(data):
+                    response = await self.handle_frame(frame)
+                    if response is not None:
+                        self.writer.write(response)
+                await self.writer.drain()
+        except (ProtocolDecodeError, CloseConnection) as exc:
+            log.warning("closing connection", peer=self.peer, reason=str(exc))
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a bug must cost this connection, never the broker
+            log.exception("request failed; closing connection", peer=self.peer)
+        finally:
+            self.writer.close()
+
+    async def _handle(self, handler, header: RequestHeader, request, fault: Fault | None):
+        """Run the handler, unless an injected fault answers or disconnects instead."""
+        if fault is not None:
+            if fault.action is FaultAction.DISCONNECT:
+                raise CloseConnection(f"fault {fault.id}: disconnect")
+            if fault.action is FaultAction.DELAY:
+                await asyncio.sleep(fault.delay_ms / 1000)
+            elif fault.action is FaultAction.ERROR:
+                if header.api_key == PRODUCE_KEY and request.acks == 0:
+                    raise CloseConnection(f"fault {fault.id}: error on acks=0 closes, as Kafka")
+                return self._fault_response(header, request, fault.error_code)
+        return await handler.handle(RequestContext(header, self.services, self.client_host), request)
+
+    def _fault_response(self, header: RequestHeader, request, code: int) -> dict:
+        response = error_response(header.api_key, header.api_version, request, code)
+        if header.api_key == METADATA_KEY:
+            cache = self.services.metadata_cache
+            response.update(
+                brokers=[{"node_id": b, "host": h, "port": p} for b, (h, p) in cache.brokers.items()],
+                cluster_id=self.services.cluster_id,
+                controller_id=cache.controller_id,
+            )
+        return response
+
+    async def handle_frame(self, frame: bytes | memoryview) -> bytes | None:
+        started = time.perf_counter()
+        header, body_offset = decode_request_header(frame)
+        handler = HANDLERS.get(header.api_key)
+        if handler is None:
+            raise CloseConnection(f"unknown API key {header.api_key}")
+        version = header.api_version
+        if not handler.min_version <= version <= handler.max_version:
+            if header.api_key != API_VERSIONS_KEY:
+                raise CloseConnection(
+                    f"unsupported version {version} of {handler.name} "
+                    f"(supported {handler.min_version}-{handler.max_version})"
+                )
+            body = encode_response(API_VERSIONS_KEY, 0, api_versions_fallback())
+            return encode_frame(encode_response_header(header.correlation_id, 0) + body)
+        request = decode_request(header.api_key, version, frame, body_offset)
+        fault = self.faults.match(self.services.broker_id, header.api_key, request)
+        response = await self._handle(handler, header, request, fault)
+        if fault is not None and fault.action is FaultAction.DROP_RESPONSE:
+            raise CloseConnection(f"fault {fault.id}: processed, response dropped")
+        log.debug(
+            "request",
+            api=handler.name,
+            version=version,
+            correlation_id=header.correlation_id,
+            client_id=header.client_id,
+            latency_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        if response is None:  # acks=0
+            return None
+        return encode_frame(
+            encode_response_header(
+                header.correlation_id, response_header_version(header.api_key, version)
+            )
+            + encode_response(header.api_key, version, response)
+        )

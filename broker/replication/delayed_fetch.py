@@ -1,0 +1,92 @@
+"""DelayedFetch: a Fetch that waits in the purgatory until enough bytes are visible or max wait passes.
+
+It completes when (Kafka's cases):
+  A. a partition it reads is no longer known or no longer led here,
+  B. a fetch offset lies beyond what the fetcher may see (the log was truncated under it),
+  C. the bytes visible to the fetcher (below the high watermark for consumers, below the log end
+     offset for followers) from all its fetch offsets add up to at least min_bytes,
+  D. max_wait_ms has passed (the timer expires it).
+The read itself happens once, in on_complete, so the answer holds what is there at that moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from broker.replication.purgatory import DelayedOperation
+from protocol.errors import ErrorCode
+
+
+@dataclass(slots=True)
+class FetchPartition:
+    """One partition of a Fetch request."""
+
+    topic: str
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int = -1
+    log_start_offset: int = -1  # a follower's own log start offset (Fetch v5+)
+
+
+@dataclass(slots=True)
+class FetchParams:
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int = 0
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+@dataclass(slots=True)
+class FetchPartitionData:
+    """What a Fetch response says about one partition."""
+
+    error: ErrorCode
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: bytes = b""
+
+
+class DelayedFetch(DelayedOperation):
+    def __init__(
+        self,
+        params: FetchParams,
+        partitions: list[FetchPartition],
+        *,
+        bytes_available: Callable[[FetchParams, FetchPartition], int | None],
+        read: Callable[[FetchParams, list[FetchPartition]], list[FetchPartitionData]],
+        future: asyncio.Future,
+    ) -> None:
+        super().__init__(params.max_wait_ms)
+        self.params = params
+        self.partitions = partitions
+        self._bytes_available = bytes_available
+        self._read = read
+        self.future = future
+
+    def try_complete(self) -> bool:
+        accumulated = 0
+        for fetch_partition in self.partitions:
+            available = self._bytes_available(self.params, fetch_partition)
+            if available is None:  # cases A and B
+                return self.force_complete()
+            accumulated += available
+        if accumulated >= self.params.min_bytes:  # case C
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        if self.future.done():  # the connection went away while we waited
+            return
+        self.future.set_result(self._read(self.params, self.partitions))
+
+    def on_expiration(self) -> None:  # case D: on_complete already answered with what is there
+        pass

@@ -1,0 +1,55 @@
+"""DelayedProduce: an acks=-1 produce that waits in the purgatory until the ISR has the records.
+
+It completes, per partition, when (Kafka's cases):
+  A. this broker is no longer the partition's leader: NOT_LEADER_OR_FOLLOWER,
+  B. the high watermark reached the last appended offset + 1: success, unless the ISR fell below
+     min.insync.replicas meanwhile: NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+  C. the append itself failed: that error, already known when the operation was made;
+and as a whole at the request timeout, where partitions still waiting get REQUEST_TIMED_OUT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from broker.replication.delayed_acks import DelayedPartitionAcks
+from protocol.errors import ErrorCode
+
+
+@dataclass(slots=True)
+class ProduceResult:
+    error: ErrorCode = ErrorCode.NONE
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class ProducePartitionStatus:
+    required_offset: int  # last appended offset + 1
+    result: ProduceResult  # completed in place
+    acks_pending: bool = True
+
+
+class DelayedProduce(DelayedPartitionAcks):
+    def __init__(
+        self,
+        timeout_ms: int,
+        statuses: dict[tuple[str, int], ProducePartitionStatus],
+        *,
+        check: Callable[[tuple[str, int], ProducePartitionStatus], ErrorCode | None],
+        future: asyncio.Future,
+    ) -> None:
+        def settle(key: tuple[str, int], status: ProducePartitionStatus) -> bool:
+            code = check(key, status)  # None: still waiting; a code: done (NONE = ok)
+            if code is not None:
+                status.result.error = code
+            return code is not None
+
+        super().__init__(timeout_ms, statuses, settle=settle, future=future)
+
+    def time_out(self, status: ProducePartitionStatus) -> None:
+        status.result.error = ErrorCode.REQUEST_TIMED_OUT

@@ -1,0 +1,65 @@
+"""How a follower reaches its leader: the `LeaderEndpoint` interface (Fetch with `replica_id` and
+OffsetForLeaderEpoch, as a follower speaks them to Kafka), and its in-process implementation for
+the embedded cluster, which calls the leader broker's ReplicaManager directly."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from broker.replication.delayed_fetch import FetchParams, FetchPartition, FetchPartitionData
+from protocol.errors import ErrorCode
+
+
+@dataclass(slots=True)
+class EpochEndOffset:
+    error: ErrorCode = ErrorCode.NONE
+    leader_epoch: int = -1
+    end_offset: int = -1
+
+
+class LeaderUnavailable(Exception):
+    """The leader broker cannot be reached (stopped, or the connection failed)."""
+
+
+class LeaderEndpoint(Protocol):
+    async def fetch(
+        self, params: FetchParams, partitions: list[FetchPartition]
+    ) -> list[FetchPartitionData]: ...
+
+    async def offsets_for_leader_epoch(
+        self, requests: list[tuple[str, int, int, int]]
+    ) -> list[EpochEndOffset]: ...
+
+
+class LeaderReplicaManager(Protocol):
+    """What an in-process follower calls on the leader broker's ReplicaManager."""
+
+    async def fetch_messages(
+        self, params: FetchParams, partitions: list[FetchPartition]
+    ) -> list[FetchPartitionData]: ...
+
+    def last_offset_for_leader_epoch(
+        self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
+    ) -> EpochEndOffset: ...
+
+
+class InProcessLeaderEndpoint:
+    """The leader's ReplicaManager, called directly; `lookup` returns None while it is down."""
+
+    def __init__(self, lookup: Callable[[], LeaderReplicaManager | None]) -> None:
+        self._lookup = lookup
+
+    def _leader(self) -> LeaderReplicaManager:
+        rm = self._lookup()
+        if rm is None:
+            raise LeaderUnavailable("leader broker is not running")
+        return rm
+
+    async def fetch(self, params, partitions):
+        return await self._leader().fetch_messages(params, partitions)
+
+    async def offsets_for_leader_epoch(self, requests):
+        rm = self._leader()
+        return [rm.last_offset_for_leader_epoch(t, p, cur, epoch) for t, p, cur, epoch in requests]

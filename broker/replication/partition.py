@@ -1,0 +1,210 @@
+"""One topic-partition as this broker hosts it: leader or follower, leader epoch, ISR, high watermark.
+
+As leader it tracks every follower's log end offset (from the fetch offsets followers send) and
+the last time each was caught up; the high watermark is the smallest LEO over the ISR. A follower
+that has not caught up for `replica.lag.time.max.ms` leaves the ISR; one that reaches the high
+watermark comes back. ISR changes go through `alter_isr`, which persists them (conditionally on
+the partition version) and tells the controller, as Kafka's leaders do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from broker.metadata.partition_state import LeaderAndIsr
+from storage.log import Log, LogAppendInfo
+
+
+@dataclass(slots=True)
+class ReplicaState:
+    """What the leader knows of one follower."""
+
+    log_end_offset: int = -1
+    log_start_offset: int = -1
+    last_caught_up_time_ms: int = 0
+    last_fetch_leader_log_end_offset: int = -1
+    last_fetch_time_ms: int = 0
+
+
+# alter_isr(partition, new_isr) -> the accepted state, or None when the write lost a race
+AlterIsr = Callable[["Partition", list[int]], "LeaderAndIsr | None"]
+
+
+@dataclass(slots=True)
+class Partition:
+    topic: str
+    index: int
+    log: Log
+    local_broker_id: int
+    now_ms: Callable[[], int]
+    alter_isr: AlterIsr
+    leader_id: int = -1
+    leader_epoch: int = -1
+    partition_version: int = 0
+    replicas: list[int] = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)
+    remote_replicas: dict[int, ReplicaState] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.index)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_broker_id
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    def _apply(self, state: LeaderAndIsr) -> None:
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.partition_version = state.partition_version
+        self.replicas = list(state.replicas)
+        self.isr = list(state.isr)
+
+    def make_leader(self, state: LeaderAndIsr) -> bool:
+        """Become leader; followers start as caught up now (Kafka resets them the same way)."""
+        was_leader = self.is_leader
+        self._apply(state)
+        now = self.now_ms()
+        self.remote_replicas = {
+            r: ReplicaState(last_caught_up_time_ms=now if r in self.isr else 0)
+            for r in self.replicas
+            if r != self.local_broker_id
+        }
+        self.log.leader_epoch_cache.assign(self.leader_epoch, self.log.log_end_offset)
+        self.maybe_increment_high_watermark()
+        return not was_leader
+
+    def make_follower(self, state: LeaderAndIsr) -> bool:
+        """Follow `state.leader`; True when the leader changed (the fetcher must move)."""
+        changed = self.leader_id != state.leader or self.leader_epoch != state.leader_epoch
+        self._apply(state)
+        self.remote_replicas = {}
+        return changed
+
+    def update_isr(self, state: LeaderAndIsr) -> None:
+        self.isr = list(state.isr)
+        self.partition_version = state.partition_version
+
+    # -- leader side ------------------------------------------------------------------------
+
+    def append_records_as_leader(self, records: bytes | memoryview) -> LogAppendInfo:
+        info = self.log.append_as_leader(records, self.leader_epoch)
+        self.maybe_increment_high_watermark()  # with the leader alone in the ISR, HW = LEO now
+        return info
+
+    def update_follower_fetch_state(
+        self, replica_id: int, fetch_offset: int, log_start_offset: int = -1
+    ) -> bool:
+        """A follower fetched from `fetch_offset`: that is its LEO. True when the HW moved."""
+        replica = self.remote_replicas.get(replica_id)
+        if replica is None:
+            return False
+        replica.log_start_offset = log_start_offset
+        now = self.now_ms()
+        leader_leo = self.log.log_end_offset
+        if fetch_offset >= leader_leo:
+            replica.last_caught_up_time_ms = now
+        elif fetch_offset >= replica.last_fetch_leader_log_end_offset:
+            # It has everything the leader had at its previous fetch: caught up as of then.
+            replica.last_caught_up_time_ms = max(
+                replica.last_caught_up_time_ms, replica.last_fetch_time_ms
+            )
+        replica.log_end_offset = fetch_offset
+        replica.last_fetch_leader_log_end_offset = leader_leo
+        replica.last_fetch_time_ms = now
+        self.maybe_expand_isr(replica_id)
+        return self.maybe_increment_high_watermark()
+
+    def maybe_expand_isr(self, replica_id: int) -> None:
+        replica = self.remote_replicas[replica_id]
+        if replica_id in self.isr or replica.log_end_offset < self.log.high_watermark:
+            return
+        epoch_start = next((start for epoch, start in self.log.leader_epoch_cache.epoch_entries()
+                            if epoch == self.leader_epoch), None)
+        if epoch_start is not None and replica.log_end_offset < epoch_start:
+            return  # it has not yet reached this leader's epoch
+        self._change_isr(sorted([*self.isr, replica_id]))
+
+    def out_of_sync_replicas(self, max_lag_ms: int) -> list[int]:
+        now = self.now_ms()
+        return [
+            r
+            for r in self.isr
+            if r != self.local_broker_id
+            and now - self.remote_replicas.get(r, ReplicaState()).last_caught_up_time_ms > max_lag_ms
+        ]
+
+    def maybe_shrink_isr(self, max_lag_ms: int) -> bool:
+        """Drop followers that lag too long; True when the HW moved as a result."""
+        if not self.is_leader:
+            return False
+        lagging = self.out_of_sync_replicas(max_lag_ms)
+        if not lagging:
+            return False
+        self._change_isr([r for r in self.isr if r not in lagging])
+        return self.maybe_increment_high_watermark()
+
+    def _change_isr(self, new_isr: list[int]) -> None:
+        accepted = self.alter_isr(self, new_isr)
+        if accepted is not None:
+            self.update_isr(accepted)
+
+    @property
+    def low_watermark(self) -> int:
+        """The smallest log start offset over the ISR (Kafka's lowWatermarkIfLeader, which takes
+        every live replica): DeleteRecords is done when this reaches its offset."""
+        low = self.log.log_start_offset
+        for r in self.isr:
+            replica = self.remote_replicas.get(r)
+            if r != self.local_broker_id and replica is not None:
+                low = min(low, replica.log_start_offset)
+        return low
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """HW = the smallest log end offset over the ISR (the leader's own included)."""
+        if not self.is_leader:
+            return False
+        new_hw = self.log.log_end_offset
+        for r in self.isr:
+            if r != self.local_broker_id:
+                replica = self.remote_replicas.get(r)
+                new_hw = min(new_hw, replica.log_end_offset if replica else -1)
+        if new_hw > self.log.high_watermark:
+            self.log.high_watermark = new_hw
+            return True
+        return False
+
+    # -- follower side ----------------------------------------------------------------------
+
+    def append_records_as_follower(
+        self, records: bytes, leader_high_watermark: int, leader_log_start_offset: int = -1
+    ) -> None:
+        if records:
+            self.log.append_as_follower(records)
+        self.log.high_watermark = min(leader_high_watermark, self.log.log_end_offset)
+        # Follow the leader's log start offset (DeleteRecords, retention), up to what we have.
+        self.log.increment_log_start_offset(min(leader_log_start_offset, self.log.high_watermark))
+
+    def replica_states(self) -> list[dict]:
+        """Per replica LEO, HW and lag, for the control API."""
+        leo = self.log.log_end_offset
+        out = [{"broker": self.local_broker_id, "log_end_offset": leo,
+                "high_watermark": self.log.high_watermark, "lag": 0}]
+        for r, state in sorted(self.remote_replicas.items()):
+            out.append({"broker": r, "log_end_offset": state.log_end_offset,
+                        "high_watermark": None,
+                        "lag": max(0, leo - state.log_end_offset) if state.log_end_offset >= 0 else None})
+        return out

@@ -1,0 +1,199 @@
+"""Followers: one fetcher task per (follower broker, leader broker) pair.
+
+A fetcher fetches every partition it follows from that leader in one Fetch with `replica_id` set,
+appends what comes back, and takes the leader's high watermark (capped at its own log end
+offset). Its fetch offset is its log end offset, which is how the leader learns it. A partition
+that just got a new leader first truncates: it asks the leader (OffsetForLeaderEpoch) where its
+latest epoch ends and cuts off anything beyond, so divergent records never survive a failover.
+
+The leader is reached through a `LeaderEndpoint` (leader_endpoint.py); the fetcher knows only its
+follower's id and that follower's partitions, not the ReplicaManager that owns it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.replication.delayed_fetch import FetchParams, FetchPartition
+from broker.replication.leader_endpoint import LeaderEndpoint, LeaderUnavailable
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.replication.partition import Partition
+
+log = structlog.get_logger("kafka_sim.replica_fetcher")
+BACKOFF_S = 0.1  # after an error talking to the leader, as replica.fetch.backoff.ms
+
+
+@dataclass(slots=True)
+class FollowedPartition:
+    topic: str
+    partition: int
+    leader_epoch: int
+    truncating: bool = True  # a new leader: truncate before fetching
+
+
+class ReplicaFetcher:
+    def __init__(
+        self,
+        follower_id: int,
+        follower_partitions: Mapping[tuple[str, int], Partition],
+        leader_id: int,
+        endpoint: LeaderEndpoint,
+        *,
+        max_wait_ms: int,
+        max_bytes: int,
+    ) -> None:
+        self.follower_id = follower_id
+        self.follower_partitions = follower_partitions  # the follower's own, updated by its owner
+        self.leader_id = leader_id
+        self.endpoint = endpoint
+        self.max_wait_ms = max_wait_ms
+        self.max_bytes = max_bytes
+        self.partitions: dict[tuple[str, int], FollowedPartition] = {}
+        self._changed = asyncio.Event()
+        self._running = asyncio.Event()
+        self._running.set()
+        self._task: asyncio.Task | None = None
+
+    # -- control ----------------------------------------------------------------------------
+
+    def add_partition(self, topic: str, partition: int, leader_epoch: int) -> None:
+        self.partitions[(topic, partition)] = FollowedPartition(topic, partition, leader_epoch)
+        self._changed.set()
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"fetcher-{self.leader_id}")
+
+    def remove_partition(self, key: tuple[str, int]) -> None:
+        self.partitions.pop(key, None)
+
+    def pause(self) -> None:
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._running.is_set()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            await self._running.wait()
+            if not self.partitions:
+                self._changed.clear()
+                await self._changed.wait()
+                continue
+            try:
+                await self._truncate()
+                await self._fetch_once()
+            except LeaderUnavailable:
+                await asyncio.sleep(BACKOFF_S)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("replica fetch failed", follower=self.follower_id,
+                              leader=self.leader_id)
+                await asyncio.sleep(BACKOFF_S)
+
+    async def _truncate(self) -> None:
+        pending = [fp for fp in self.partitions.values() if fp.truncating]
+        if not pending:
+            return
+        requests = []
+        for fp in pending:
+            partition = self.follower_partitions.get((fp.topic, fp.partition))
+            latest = partition.log.leader_epoch_cache.latest_epoch if partition else -1
+            requests.append((fp.topic, fp.partition, fp.leader_epoch, latest))
+        answers = await self.endpoint.offsets_for_leader_epoch(requests)
+        for fp, answer in zip(pending, answers, strict=True):
+            partition = self.follower_partitions.get((fp.topic, fp.partition))
+            if partition is None or self.partitions.get((fp.topic, fp.partition)) is not fp:
+                continue
+            if answer.error != ErrorCode.NONE:
+                continue  # the leader is not ready for this epoch yet: ask again next round
+            log_ = partition.log
+            if answer.end_offset >= 0:
+                target = min(answer.end_offset, log_.log_end_offset)
+                # The leader may answer with an older epoch than we asked about: where that epoch
+                # ends in our own log caps the truncation too (our later epochs diverged).
+                _, own_end = log_.end_offset_for_epoch(answer.leader_epoch)
+                if own_end >= 0:
+                    target = min(target, own_end)
+            else:  # no common epoch: keep what is below the high watermark, as older Kafka did
+                target = min(log_.high_watermark, log_.log_end_offset)
+            if target < log_.log_end_offset:
+                log.info("truncating follower", broker=self.follower_id, topic=fp.topic,
+                         partition=fp.partition, from_offset=log_.log_end_offset, to_offset=target)
+                log_.truncate_to(target)
+            fp.truncating = False
+
+    async def _fetch_once(self) -> None:
+        fetching = [fp for fp in self.partitions.values() if not fp.truncating]
+        if not fetching:
+            await asyncio.sleep(BACKOFF_S)
+            return
+        requests = []
+        for fp in fetching:
+            partition = self.follower_partitions.get((fp.topic, fp.partition))
+            if partition is None:
+                continue
+            requests.append(FetchPartition(fp.topic, fp.partition, partition.log_end_offset,
+                                           self.max_bytes, fp.leader_epoch,
+                                           partition.log_start_offset))
+        params = FetchParams(replica_id=self.follower_id, max_wait_ms=self.max_wait_ms,
+                             min_bytes=1, max_bytes=self.max_bytes)
+        # A fetch can wait up to max_wait_ms at the leader; a partition added meanwhile must not
+        # wait that long for its first fetch, so a change of partitions cuts the wait short.
+        self._changed.clear()
+        fetch = asyncio.ensure_future(self.endpoint.fetch(params, requests))
+        changed = asyncio.ensure_future(self._changed.wait())
+        try:
+            await asyncio.wait({fetch, changed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            changed.cancel()
+            if not fetch.done():
+                fetch.cancel()  # the leader answers the parked fetch as abandoned
+        if not fetch.done() or fetch.cancelled():
+            with contextlib.suppress(asyncio.CancelledError):
+                await fetch
+            return
+        results = fetch.result()
+        if not self._running.is_set():
+            return  # paused while the fetch was parked: what came back is not appended
+        progressed = False
+        for request, data in zip(requests, results, strict=True):
+            key = (request.topic, request.partition)
+            fp = self.partitions.get(key)
+            partition = self.follower_partitions.get(key)
+            if fp is None or partition is None or partition.log_end_offset != request.fetch_offset:
+                continue  # removed, or moved on (truncated) while the fetch was out
+            if data.error == ErrorCode.NONE:
+                partition.append_records_as_follower(data.records, data.high_watermark,
+                                                     data.log_start_offset)
+                progressed = True
+            elif data.error == ErrorCode.OFFSET_OUT_OF_RANGE:
+                if data.log_start_offset > partition.log_end_offset:
+                    # All we lack is below the leader's log start (DeleteRecords, retention): start
+                    # over there, as Kafka's fetchOffsetAndTruncate does.
+                    partition.log.truncate_fully_and_start_at(data.log_start_offset)
+                else:
+                    fp.truncating = True  # find the common point again
+            # NOT_LEADER / FENCED / UNKNOWN_LEADER_EPOCH: wait for the controller's next word
+        if not progressed:
+            await asyncio.sleep(BACKOFF_S)  # every partition erred: do not spin on the leader

@@ -1,0 +1,445 @@
+"""ReplicaManager: the partitions this broker hosts, as leader or follower, and what it does with them.
+
+It appends produced records (parking acks=-1 in the produce purgatory until the ISR has them),
+serves fetches from consumers and followers (parking them in the fetch purgatory until there is
+data), follows leaders through its replica fetchers, and applies the controller's LeaderAndIsr
+and StopReplica decisions. Handlers never touch logs directly, and every answer is per partition,
+so one bad partition never fails a whole request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+
+from broker.metadata.partition_state import LeaderAndIsr
+from broker.replication.delayed_delete_records import (
+    DelayedDeleteRecords,
+    DeleteRecordsPartitionStatus,
+)
+from broker.replication.delayed_fetch import (
+    DelayedFetch,
+    FetchParams,
+    FetchPartition,
+    FetchPartitionData,
+)
+from broker.replication.delayed_produce import DelayedProduce, ProducePartitionStatus, ProduceResult
+from broker.replication.leader_endpoint import EpochEndOffset, LeaderEndpoint
+from broker.replication.partition import AlterIsr, Partition
+from broker.replication.purgatory import DelayedOperationPurgatory
+from broker.replication.replica_fetcher import ReplicaFetcher
+from protocol.errors import ErrorCode, KafkaError
+from storage.log_config import LogConfig
+from storage.log_manager import LogManager
+from timer import Clock, SystemTimer
+
+log = structlog.get_logger("kafka_sim.replica_manager")
+
+# ListOffsets special timestamps.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+
+@dataclass(slots=True)
+class OffsetLookup:
+    error: ErrorCode = ErrorCode.NONE
+    timestamp: int = -1
+    offset: int = -1
+    leader_epoch: int = -1
+
+
+@dataclass(slots=True)
+class ReplicationSettings:
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_max_bytes: int = 1_048_576
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        broker_id: int,
+        log_manager: LogManager,
+        timer: SystemTimer,
+        clock: Clock,
+        *,
+        alter_isr: AlterIsr,
+        leader_endpoint: Callable[[int], LeaderEndpoint],
+        settings: ReplicationSettings | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.clock = clock
+        self.settings = settings or ReplicationSettings()
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.fetch_purgatory = DelayedOperationPurgatory("Fetch", timer)
+        self.produce_purgatory = DelayedOperationPurgatory("Produce", timer)
+        self.delete_records_purgatory = DelayedOperationPurgatory("DeleteRecords", timer)
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.controller_epoch = 0  # the newest controller heard from; older ones are refused
+        self._alter_isr = alter_isr
+        self._leader_endpoint = leader_endpoint
+        self._parked: set[DelayedFetch | DelayedProduce] = set()
+        self._replication_paused = False
+
+    # -- the controller's decisions ---------------------------------------------------------
+
+    def _partition(self, state: LeaderAndIsr, config: LogConfig) -> Partition:
+        key = (state.topic, state.partition)
+        partition = self.partitions.get(key)
+        if partition is None:
+            log_ = self.log_manager.get_log(*key) or self.log_manager.create_log(*key, config)
+            partition = Partition(state.topic, state.partition, log_, self.broker_id,
+                                  self.clock.now_ms, self._alter_isr)
+            self.partitions[key] = partition
+        return partition
+
+    def become_leader_or_follower(
+        self, states: list[LeaderAndIsr], configs: dict[str, LogConfig]
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Apply LeaderAndIsr: the partitions listed become leader or follower here."""
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        for state in states:
+            key = (state.topic, state.partition)
+            current = self.partitions.get(key)
+            if current is not None and state.leader_epoch < current.leader_epoch:
+                errors[key] = ErrorCode.STALE_CONTROLLER_EPOCH  # an older decision: ignore it
+                continue
+            partition = self._partition(state, configs[state.topic])
+            if state.leader == self.broker_id:
+                self._remove_from_fetcher(key)
+                partition.make_leader(state)
+            elif partition.make_follower(state) or key not in self._fetched_keys():
+                self._remove_from_fetcher(key)
+                if state.leader >= 0:
+                    self._fetcher_for(state.leader).add_partition(*key, state.leader_epoch)
+            errors[key] = ErrorCode.NONE
+            # Parked requests re-check: a lost leadership answers them now (case A of both).
+            self._complete_delayed(key)
+        return errors
+
+    def stop_replicas(self, keys: list[tuple[str, int]], *, delete: bool) -> None:
+        for key in keys:
+            self._remove_from_fetcher(key)
+            partition = self.partitions.pop(key, None)
+            if partition is not None or delete:
+                self._complete_delayed(key)
+            if delete:
+                self.log_manager.delete_log(*key)
+
+    def _fetched_keys(self) -> set[tuple[str, int]]:
+        return {k for f in self.fetchers.values() for k in f.partitions}
+
+    def _fetcher_for(self, leader_id: int) -> ReplicaFetcher:
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is None:
+            fetcher = ReplicaFetcher(self.broker_id, self.partitions, leader_id, self._leader_endpoint(leader_id),
+                                     max_wait_ms=self.settings.replica_fetch_wait_max_ms,
+                                     max_bytes=self.settings.replica_fetch_max_bytes)
+            if self._replication_paused:
+                fetcher.pause()
+            self.fetchers[leader_id] = fetcher
+        return fetcher
+
+    def _remove_from_fetcher(self, key: tuple[str, int]) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove_partition(key)
+
+    def pause_replication(self) -> None:
+        self._replication_paused = True
+        for fetcher in self.fetchers.values():
+            fetcher.pause()
+
+    def resume_replication(self) -> None:
+        self._replication_paused = False
+        for fetcher in self.fetchers.values():
+            fetcher.resume()
+
+    @property
+    def replication_paused(self) -> bool:
+        return self._replication_paused
+
+    def leader_partition(self, topic: str, index: int) -> Partition:
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not partition.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return partition
+
+    def _check_leader_epoch(self, partition: Partition, current_leader_epoch: int) -> None:
+        if current_leader_epoch < 0:
+            return
+        if current_leader_epoch < partition.leader_epoch:
+            raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
+        if current_leader_epoch > partition.leader_epoch:
+            raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+    def _complete_delayed(self, key: tuple[str, int]) -> None:
+        self.produce_purgatory.check_and_complete(key)
+        self.fetch_purgatory.check_and_complete(key)
+        self.delete_records_purgatory.check_and_complete(key)
+
+    def maybe_shrink_isr(self) -> None:
+        """Run every replica.lag.time.max.ms / 2 (Kafka's isr-expiration task)."""
+        for partition in list(self.partitions.values()):
+            if partition.maybe_shrink_isr(self.settings.replica_lag_time_max_ms):
+                self._complete_delayed(partition.key)
+            elif partition.is_leader:
+                # A shrink below min.insync.replicas can fail parked acks=-1 produces.
+                self.produce_purgatory.check_and_complete(partition.key)
+
+    # -- produce ----------------------------------------------------------------------------
+
+    def append_records(
+        self, entries: dict[tuple[str, int], bytes | memoryview | None], acks: int = 1
+    ) -> dict[tuple[str, int], ProduceResult]:
+        results: dict[tuple[str, int], ProduceResult] = {}
+        for key, records in entries.items():
+            try:
+                partition = self.leader_partition(*key)
+                if not records:
+                    raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no record batch in the request")
+                min_isr = partition.log.config.min_insync_replicas
+                if acks == -1 and len(partition.isr) < min_isr:
+                    raise KafkaError(
+                        ErrorCode.NOT_ENOUGH_REPLICAS,
+                        f"the ISR {partition.isr} is smaller than min.insync.replicas={min_isr}",
+                    )
+                info = partition.append_records_as_leader(records)
+            except KafkaError as exc:
+                results[key] = ProduceResult(exc.code, error_message=exc.message or None)
+                continue
+            results[key] = ProduceResult(
+                base_offset=info.first_offset,
+                log_append_time_ms=info.log_append_time,
+                log_start_offset=partition.log_start_offset,
+            )
+            # Followers wait for LEO growth, consumers for HW growth (HW may have moved too).
+            self.fetch_purgatory.check_and_complete(key)
+        return results
+
+    def _check_replicated(self, key: tuple[str, int], status: ProducePartitionStatus) -> ErrorCode | None:
+        partition = self.partitions.get(key)
+        if partition is None or not partition.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if partition.high_watermark >= status.required_offset:
+            if len(partition.isr) < partition.log.config.min_insync_replicas:
+                return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            return ErrorCode.NONE
+        return None
+
+    async def produce(
+        self, acks: int, timeout_ms: int, entries: dict[tuple[str, int], bytes | memoryview | None]
+    ) -> dict[tuple[str, int], ProduceResult]:
+        results = self.append_records(entries, acks)
+        if acks != -1:
+            return results
+        # Each appended partition waits until its HW covers the append: the LEO right after it.
+        statuses = {
+            key: ProducePartitionStatus(self.partitions[key].log_end_offset, r)
+            for key, r in results.items()
+            if r.error == ErrorCode.NONE
+        }
+        if not statuses:
+            return results
+        future = asyncio.get_running_loop().create_future()
+        op = DelayedProduce(max(0, timeout_ms), statuses, check=self._check_replicated,
+                            future=future)
+        await self._park(self.produce_purgatory, op, list(statuses), future)
+        return results
+
+    async def _park(self, purgatory: DelayedOperationPurgatory, op, keys, future) -> None:
+        self._parked.add(op)
+        try:
+            purgatory.try_complete_else_watch(op, keys)
+            await future
+        finally:
+            self._parked.discard(op)
+            if not future.done():  # the connection went away while we waited
+                future.cancel()
+                op.force_complete()
+
+    # -- delete records ---------------------------------------------------------------------
+
+    def _low_watermark(self, key: tuple[str, int]) -> int | None:
+        partition = self.partitions.get(key)
+        return partition.low_watermark if partition is not None and partition.is_leader else None
+
+    async def delete_records(
+        self, timeout_ms: int, offsets: dict[tuple[str, int], int]
+    ) -> dict[tuple[str, int], DeleteRecordsPartitionStatus]:
+        """Move each led partition's log start offset (-1: to the high watermark), then wait until
+        the ISR followed (Kafka's deleteRecordsOnLeader and DelayedDeleteRecords)."""
+        statuses: dict[tuple[str, int], DeleteRecordsPartitionStatus] = {}
+        for key, offset in offsets.items():
+            try:
+                partition = self.leader_partition(*key)
+                if "delete" not in partition.log.config.cleanup_policy.split(","):
+                    raise KafkaError(ErrorCode.POLICY_VIOLATION, f"Records of partition {key} can "
+                                     "not be deleted due to the configured policy")
+                target = partition.high_watermark if offset == -1 else offset
+                if target < 0:
+                    raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {offset} is negative")
+                partition.log.increment_log_start_offset(target)
+                statuses[key] = DeleteRecordsPartitionStatus(target)
+            except KafkaError as exc:
+                statuses[key] = DeleteRecordsPartitionStatus(-1, error=exc.code, acks_pending=False)
+        waiting = {k: s for k, s in statuses.items() if s.acks_pending}
+        if waiting:
+            future = asyncio.get_running_loop().create_future()
+            op = DelayedDeleteRecords(max(0, timeout_ms), waiting, low_watermark=self._low_watermark,
+                                      future=future)
+            await self._park(self.delete_records_purgatory, op, list(waiting), future)
+        return statuses
+
+    # -- fetch ------------------------------------------------------------------------------
+
+    def _end_offset(self, params: FetchParams, partition: Partition) -> int:
+        """Followers may read up to the log end offset, consumers up to the high watermark."""
+        return partition.log_end_offset if params.is_from_follower else partition.high_watermark
+
+    def bytes_available(self, params: FetchParams, fp: FetchPartition) -> int | None:
+        """Bytes a parked fetch could read now; None when it must answer at once (an error)."""
+        partition = self.partitions.get((fp.topic, fp.partition))
+        if partition is None or not partition.is_leader:
+            return None
+        end = self._end_offset(params, partition)
+        if fp.fetch_offset > end or fp.fetch_offset < partition.log_start_offset:
+            return None
+        if fp.fetch_offset == end:
+            return 0
+        if params.min_bytes <= 1:
+            return 1  # something is there, and one byte is all this fetch waits for: no read
+        data = partition.log.read(
+            fp.fetch_offset, max(fp.partition_max_bytes, 1), max_offset=end, min_one_message=True
+        )
+        return len(data.records)
+
+    def read_from_local_log(
+        self, params: FetchParams, partitions: list[FetchPartition]
+    ) -> list[FetchPartitionData]:
+        limit = params.max_bytes
+        min_one_message = True  # KIP-74: the first batch comes back even above the limits
+        results = []
+        for fp in partitions:
+            try:
+                partition = self.leader_partition(fp.topic, fp.partition)
+                self._check_leader_epoch(partition, fp.current_leader_epoch)
+            except KafkaError as exc:
+                results.append(FetchPartitionData(exc.code))
+                continue
+            data = FetchPartitionData(
+                ErrorCode.NONE,
+                partition.high_watermark,
+                partition.high_watermark,  # no transactions: last stable offset = HW
+                partition.log_start_offset,
+            )
+            try:
+                read = partition.log.read(
+                    fp.fetch_offset,
+                    max(0, min(fp.partition_max_bytes, limit)),
+                    max_offset=self._end_offset(params, partition),
+                    min_one_message=min_one_message,
+                )
+            except KafkaError as exc:
+                data.error = exc.code
+            else:
+                data.records = read.records
+                if read.records:
+                    limit -= len(read.records)
+                    min_one_message = False
+            results.append(data)
+        return results
+
+    def _update_follower_fetch_state(self, params: FetchParams, partitions: list[FetchPartition]) -> None:
+        for fp in partitions:
+            partition = self.partitions.get((fp.topic, fp.partition))
+            if (
+                partition is not None
+                and partition.is_leader
+                and partition.update_follower_fetch_state(params.replica_id, fp.fetch_offset,
+                                                          fp.log_start_offset)
+            ):
+                self._complete_delayed(partition.key)
+            if partition is not None and partition.is_leader:  # its log start offset may have moved
+                self.delete_records_purgatory.check_and_complete(partition.key)
+
+    async def fetch_messages(
+        self, params: FetchParams, partitions: list[FetchPartition]
+    ) -> list[FetchPartitionData]:
+        if params.is_from_follower:
+            self._update_follower_fetch_state(params, partitions)
+        results = self.read_from_local_log(params, partitions)
+        bytes_read = sum(len(r.records) for r in results)
+        if (
+            params.max_wait_ms <= 0
+            or not partitions
+            or bytes_read >= params.min_bytes
+            or any(r.error for r in results)
+        ):
+            return results
+        future = asyncio.get_running_loop().create_future()
+        op = DelayedFetch(params, partitions, bytes_available=self.bytes_available,
+                          read=self.read_from_local_log, future=future)
+        await self._park(self.fetch_purgatory, op,
+                         [(fp.topic, fp.partition) for fp in partitions], future)
+        return future.result()
+
+    def complete_parked(self) -> None:
+        """Answer every parked request with what is there now (shutdown)."""
+        for op in list(self._parked):
+            op.force_complete()
+
+    async def shutdown(self) -> None:
+        self.complete_parked()
+        for fetcher in self.fetchers.values():
+            await fetcher.stop()
+        self.fetchers.clear()
+
+    # -- offsets ----------------------------------------------------------------------------
+
+    def offset_for_timestamp(
+        self, topic: str, index: int, timestamp: int, current_leader_epoch: int, isolation_level: int
+    ) -> OffsetLookup:
+        try:
+            partition = self.leader_partition(topic, index)
+            self._check_leader_epoch(partition, current_leader_epoch)
+        except KafkaError as exc:
+            return OffsetLookup(exc.code)
+        log_ = partition.log
+        epoch = partition.leader_epoch
+        if timestamp == LATEST_TIMESTAMP:
+            return OffsetLookup(offset=partition.high_watermark, leader_epoch=epoch)
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return OffsetLookup(offset=log_.log_start_offset, leader_epoch=epoch)
+        if timestamp == LATEST_TIERED_TIMESTAMP:  # no tiered storage here
+            return OffsetLookup(offset=-1, leader_epoch=-1)
+        if timestamp == MAX_TIMESTAMP:
+            found = log_.max_timestamp_and_offset()
+        elif timestamp < 0:
+            return OffsetLookup(ErrorCode.INVALID_REQUEST)
+        else:
+            found = log_.fetch_offset_by_timestamp(timestamp)
+        if found is None or found[0] >= partition.high_watermark:
+            return OffsetLookup()
+        offset, ts = found
+        return OffsetLookup(timestamp=ts, offset=offset, leader_epoch=epoch)
+
+    def last_offset_for_leader_epoch(
+        self, topic: str, index: int, current_leader_epoch: int, leader_epoch: int
+    ) -> EpochEndOffset:
+        """OffsetForLeaderEpoch: where `leader_epoch` ends in the leader's log."""
+        try:
+            partition = self.leader_partition(topic, index)
+            self._check_leader_epoch(partition, current_leader_epoch)
+        except KafkaError as exc:
+            return EpochEndOffset(exc.code)
+        epoch, end_offset = partition.log.end_offset_for_epoch(leader_epoch)
+        return EpochEndOffset(ErrorCode.NONE, epoch, end_offset)

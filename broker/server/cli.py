@@ -1,0 +1,118 @@
+"""The `kafka-sim` command: `run` starts an embedded cluster in the foreground, `ctl` talks to a
+running one's control API, `pipeline` runs the Spark jobs over a data directory."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import signal
+import sys
+from pathlib import Path
+
+from broker.config import PROPERTIES, ConfigError, build_config, parse_overrides
+from broker.server.log_setup import configure_logging
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kafka-sim", description=__doc__)
+    sub = parser.add_subparsers(dest="command")
+    run = sub.add_parser("run", help="start an embedded cluster in the foreground")
+    run.add_argument("--brokers", type=int, default=3,
+                     help="brokers in the cluster, on consecutive ports (default 3)")
+    run.add_argument("--config", type=Path, help="a Kafka-style server.properties file")
+    run.add_argument("--override", "-o", action="append", default=[], metavar="NAME=VALUE",
+                     help="set a broker property (repeatable), e.g. -o num.partitions=3")
+    run.add_argument("--listeners", help="shortcut for -o listeners=... (the first broker's)")
+    run.add_argument("--log-dirs", help="shortcut for -o log.dirs=...")
+    sub.add_parser("configs", help="list the broker properties and their defaults")
+    sub.add_parser("ctl", help="control a running cluster (kafka-sim ctl --help)", add_help=False)
+    sub.add_parser("pipeline", help="Spark jobs over a data directory (kafka-sim pipeline --help)",
+                   add_help=False)
+    return parser
+
+
+async def _run(config, num_brokers: int) -> None:
+    from broker.config import parse_listener
+    from broker.control.control_api import ControlServer
+    from broker.server.cluster import Cluster
+
+    cluster = Cluster(config, num_brokers)
+    control = None
+    if config["control.listener"]:  # checked before any broker starts: a refusal stops nothing
+        host, port = parse_listener(config["control.listener"])
+        control = ControlServer(cluster, host, port, allow_remote=config["control.allow.remote"])
+    try:
+        await cluster.start()
+        # Start-up objects (schemas, compiled codecs, handler tables) live for the whole run: keep
+        # them out of the cyclic collector's full passes, which otherwise show up as latency spikes.
+        gc.freeze()
+        if control is not None:
+            await control.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+    finally:
+        if control is not None:
+            await control.stop()
+        await cluster.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["ctl"]:
+        from broker.control.ctl import main as ctl_main
+
+        return ctl_main(argv[1:])
+    if argv[:1] == ["pipeline"]:
+        from pipeline.cli import main as pipeline_main  # Spark is an optional extra
+
+        return pipeline_main(argv[1:])
+    args = _parser().parse_args(argv)
+    if args.command == "configs":
+        for p in PROPERTIES:
+            print(f"{p.name}={p.default}    # {p.doc}")
+        return 0
+    if args.command != "run":
+        _parser().print_help()
+        return 2
+    try:
+        overrides = parse_overrides(args.override)
+        if args.listeners:
+            overrides["listeners"] = args.listeners
+        if args.log_dirs:
+            overrides["log.dirs"] = args.log_dirs
+        config = build_config(overrides, properties_file=args.config)
+        if args.brokers < 1:
+            raise ConfigError("--brokers must be at least 1")
+    except (ConfigError, OSError) as exc:
+        print(f"kafka-sim: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(config["log.level"])
+    from broker.control.control_api import RemoteBindRefused  # aiohttp: only for `run`
+
+    try:
+        _event_loop_runner()(_run(config, args.brokers))
+    except RemoteBindRefused:
+        print(f"kafka-sim: control.listener {config['control.listener']} is not a loopback "
+              "address: anyone who reaches it can stop brokers; add -o control.allow.remote=true "
+              "to allow it", file=sys.stderr)
+        return 2
+    except OSError as exc:  # e.g. a port in use: say which, without a traceback
+        print(f"kafka-sim: cannot start: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _event_loop_runner():
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run
+    return uvloop.run
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""Cluster: N brokers (KafkaServer) in one process on one event loop, sharing one timer, one reaper
+and one metadata store — the embedded cluster `kafka-sim run` starts (3 brokers on 9092-9094 by default).
+
+It is also the control surface (`ClusterControl`): stop and start brokers, pause replication,
+inject faults, and look at partitions and purgatories.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.config import BrokerConfig, parse_listener
+from broker.control.faults import FaultInjector
+from broker.coordinator.group.view import group_view
+from broker.metadata import zk_paths as paths
+from broker.metadata.embedded_store import EmbeddedMetadataStore
+from broker.server.cluster_context import ClusterContext
+from broker.server.kafka_server import KafkaServer
+from storage.checkpoint import write_text_atomically
+from timer import Clock, MonotonicClock, SystemTimer
+
+if TYPE_CHECKING:
+    from broker.controller.controller import Controller
+
+log = structlog.get_logger("kafka_sim.cluster")
+STORE_FILE = "metadata-store.json"
+
+
+def broker_config(base: BrokerConfig, index: int, num_brokers: int) -> BrokerConfig:
+    """Broker `index`'s config: ids and ports count up from the base, data in broker-<id>/."""
+    broker_id = base.broker_id + index
+    host, port = parse_listener(base["listeners"])
+    overrides = {
+        "broker.id": str(broker_id),
+        "listeners": f"PLAINTEXT://{host}:{port + index if port else 0}",
+        "log.dirs": str(base.data_dir / f"broker-{broker_id}"),
+    }
+    if "default.replication.factor" not in base.explicit:
+        overrides["default.replication.factor"] = str(min(3, num_brokers))
+    return base.with_overrides(overrides)
+
+
+class Cluster:
+    def __init__(self, config: BrokerConfig, num_brokers: int = 3, *, clock: Clock | None = None) -> None:
+        if num_brokers < 1:
+            raise ValueError("a cluster needs at least one broker")
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.config = config
+        self.store = EmbeddedMetadataStore(config.data_dir / STORE_FILE)
+        self.context = ClusterContext(config, self.store, clock or MonotonicClock())
+        self.configs = {c.broker_id: c for c in
+                        (broker_config(config, i, num_brokers) for i in range(num_brokers))}
+        self.brokers: dict[int, KafkaServer] = {}  # latest instance per id, running or not
+
+    @property
+    def cluster_id(self) -> str:
+        return self.context.cluster_id
+
+    @property
+    def clock(self) -> Clock:
+        return self.context.clock
+
+    @property
+    def timer(self) -> SystemTimer:
+        return self.context.timer
+
+    @property
+    def faults(self) -> FaultInjector:
+        return self.context.faults
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{b.address[0]}:{b.port}" for b in self.brokers.values() if b.running)
+
+    async def start(self) -> None:
+        self.context.reaper.start()
+        for broker_id in self.configs:
+            await self.start_broker(broker_id)
+        log.info("cluster started", brokers=len(self.configs), cluster_id=self.cluster_id,
+                 bootstrap=self.bootstrap_servers)
+
+    async def stop(self) -> None:
+        for broker in list(self.brokers.values()):
+            await broker.stop()
+        await self.context.reaper.stop()
+        self.context.timer.shutdown()
+
+    async def __aenter__(self) -> Cluster:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.stop()
+
+    def active_controller(self) -> Controller | None:
+        """The controller, on whichever running broker won the election (None between two)."""
+        return next((b.controller for b in self.brokers.values() if b.running and b.controller),
+                    None)
+
+    def broker(self, broker_id: int) -> KafkaServer:
+        if broker_id not in self.configs:
+            raise KeyError(f"no broker {broker_id}")
+        return self.brokers[broker_id]
+
+    # -- ClusterControl ---------------------------------------------------------------------
+
+    async def start_broker(self, broker_id: int) -> None:
+        if broker_id not in self.configs:
+            raise KeyError(f"no broker {broker_id}")
+        current = self.brokers.get(broker_id)
+        if current is not None and current.running:
+            raise ValueError(f"broker {broker_id} is already running")
+        config = self.configs[broker_id]
+        if current is not None:  # come back on the same port
+            config = config.with_overrides({"listeners": f"PLAINTEXT://{current.address[0]}:{current.port}"})
+        write_meta_properties(config.data_dir, self.cluster_id, broker_id)
+        broker = KafkaServer(config, self.context)
+        self.brokers[broker_id] = broker
+        await broker.start()
+
+    async def stop_broker(self, broker_id: int) -> None:
+        broker = self.broker(broker_id)
+        if not broker.running:
+            raise ValueError(f"broker {broker_id} is already stopped")
+        await broker.stop()
+
+    def brokers_info(self) -> list[dict]:
+        epoch = self.controller_epoch()
+        return [
+            {"id": b.broker_id, "host": b.address[0], "port": b.port, "alive": b.running,
+             "controller": b.running and b.controller is not None, "controller_epoch": epoch}
+            for b in sorted(self.brokers.values(), key=lambda b: b.broker_id)
+        ]
+
+    def controller_epoch(self) -> int:
+        try:
+            data, _ = self.store.get(paths.CONTROLLER_EPOCH)
+            return int(data)
+        except Exception:
+            return 0
+
+    def partitions(self, topic: str | None = None) -> list[dict]:
+        controller = self.active_controller()
+        if controller is None:
+            return []
+        out = []
+        for (name, index), state in sorted(controller.states.items()):
+            if topic is not None and name != topic:
+                continue
+            leader = self.context.running(state.leader)
+            partition = leader.replica_manager.partitions.get((name, index)) if leader else None
+            replicas_state = partition.replica_states() if partition and partition.is_leader else []
+            for entry in replicas_state:  # followers know their own HW better than the leader
+                follower = self.context.running(entry["broker"])
+                local = follower.replica_manager.partitions.get((name, index)) if follower else None
+                if local is not None and entry["broker"] != state.leader:
+                    entry["high_watermark"] = local.high_watermark
+            out.append({"topic": name, "partition": index, "leader": state.leader,
+                        "leader_epoch": state.leader_epoch, "isr": state.isr,
+                        "replicas": state.replicas, "replicas_state": replicas_state,
+                        # idempotent producers as the leader knows them (storage/producer_state.py)
+                        "producers": partition.log.producer_state.describe()
+                        if partition and partition.is_leader else []})
+        return out
+
+    async def elect_preferred_leaders(self) -> None:
+        controller = self.active_controller()
+        if controller is None:
+            raise ValueError("there is no controller right now")
+        await controller.elect_preferred_leaders()
+
+    def pause_replication(self, broker_id: int) -> None:
+        self.broker(broker_id).replica_manager.pause_replication()
+
+    def resume_replication(self, broker_id: int) -> None:
+        self.broker(broker_id).replica_manager.resume_replication()
+
+    def purgatory(self) -> dict:
+        return {
+            "brokers": {
+                str(b.broker_id): {
+                    "fetch": b.replica_manager.fetch_purgatory.stats(),
+                    "produce": b.replica_manager.produce_purgatory.stats(),
+                    "delete_records": b.replica_manager.delete_records_purgatory.stats(),
+                    "heartbeat": b.group_coordinator.heartbeat_purgatory.stats(),
+                    "rebalance": b.group_coordinator.join_purgatory.stats(),
+                }
+                for b in self.brokers.values() if b.running
+            },
+            "timer": self.context.timer.stats(),
+        }
+
+    def groups(self, group: str | None = None) -> list[dict]:
+        """Consumer groups as their coordinators hold them (KeyError for an unknown group)."""
+        def high_watermark(topic: str, partition: int) -> int | None:
+            controller = self.active_controller()
+            state = controller.states.get((topic, partition)) if controller else None
+            leader = self.context.running(state.leader) if state is not None else None
+            local = leader.replica_manager.partitions.get((topic, partition)) if leader else None
+            return local.high_watermark if local is not None else None
+
+        out = [group_view(g, b.broker_id, high_watermark)
+               for b in self.brokers.values() if b.running
+               for g in b.group_coordinator.manager.groups.values()
+               if group is None or g.group_id == group]
+        if group is not None and not out:
+            raise KeyError(f"no group {group!r} on a running coordinator")
+        return sorted(out, key=lambda g: g["group"])
+
+
+def write_meta_properties(data_dir: Path, cluster_id: str, broker_id: int) -> None:
+    """Kafka's meta.properties: what cluster and which broker a data directory belongs to."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "meta.properties"
+    text = f"version=1\ncluster.id={cluster_id}\nnode.id={broker_id}\n"
+    if not path.exists() or path.read_text() != text:
+        write_text_atomically(path, text)

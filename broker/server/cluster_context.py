@@ -1,0 +1,95 @@
+"""ClusterContext: what the brokers of one embedded cluster share, and the in-process controller
+channel that delivers the controller's requests to them by direct calls."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from typing import TYPE_CHECKING, Protocol
+
+from broker.config import BrokerConfig
+from broker.control.faults import FaultInjector
+from broker.metadata import zk_paths as paths
+from broker.metadata.store import MetadataStore, NodeExistsError
+from timer import Clock, ExpiredOperationReaper, SystemTimer
+
+if TYPE_CHECKING:
+    from broker.metadata.metadata_cache import MetadataSnapshot
+    from broker.metadata.partition_state import LeaderAndIsr
+    from broker.replication.replica_manager import ReplicaManager
+    from protocol.errors import ErrorCode
+    from storage.log_config import LogConfig
+
+
+class RunningBroker(Protocol):
+    """What the cluster's in-process channels use of a running broker (a KafkaServer)."""
+
+    replica_manager: ReplicaManager
+
+    def apply_leader_and_isr(self, controller_epoch: int, states: list[LeaderAndIsr],
+                             configs: dict[str, LogConfig]) -> dict[tuple[str, int], ErrorCode]: ...
+
+    def apply_update_metadata(self, snapshot: MetadataSnapshot) -> None: ...
+
+    def apply_stop_replica(self, controller_epoch: int, keys: list[tuple[str, int]], *,
+                           delete: bool) -> None: ...
+
+
+class ClusterContext:
+    """What the brokers of one cluster share: config, store, clock, timer, reaper, faults, and who
+    is running (the in-process controller channel and leader endpoints look brokers up here)."""
+
+    def __init__(self, config: BrokerConfig, store: MetadataStore, clock: Clock) -> None:
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.timer = SystemTimer(clock)
+        self.reaper = ExpiredOperationReaper(self.timer, clock)
+        self.running_brokers: dict[int, RunningBroker] = {}
+        self.faults = FaultInjector()
+        self.controller_channel = InProcessControllerChannel(self)
+        for root in paths.PERSISTENT_ROOTS:
+            store.ensure_path(root)
+        self.cluster_id = self._cluster_id(config["cluster.id"])
+
+    def _cluster_id(self, configured: str) -> str:
+        try:
+            data, _ = self.store.get_json(paths.CLUSTER_ID)
+            return data["id"]
+        except Exception:
+            # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding.
+            cluster_id = configured or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            try:
+                self.store.create_json(paths.CLUSTER_ID, {"version": "1", "id": cluster_id},
+                                       makepath=True)
+            except NodeExistsError:
+                return self.store.get_json(paths.CLUSTER_ID)[0]["id"]
+            return cluster_id
+
+    def running(self, broker_id: int) -> RunningBroker | None:
+        return self.running_brokers.get(broker_id)
+
+
+class InProcessControllerChannel:
+    """The controller's requests as direct calls on the running brokers (a stopped one is skipped,
+    as a controller skips a broker that left; one refusing a stale epoch raises KafkaError)."""
+
+    def __init__(self, context: ClusterContext) -> None:
+        self._context = context
+
+    def send_leader_and_isr(self, broker_id: int, controller_epoch: int,
+                            states: list[LeaderAndIsr], configs: dict[str, LogConfig]) -> None:
+        broker = self._context.running(broker_id)
+        if broker is not None:
+            broker.apply_leader_and_isr(controller_epoch, states, configs)
+
+    def send_update_metadata(self, broker_id: int, snapshot: MetadataSnapshot) -> None:
+        broker = self._context.running(broker_id)
+        if broker is not None:
+            broker.apply_update_metadata(snapshot)
+
+    def send_stop_replica(self, broker_id: int, controller_epoch: int,
+                          keys: list[tuple[str, int]], *, delete: bool) -> None:
+        broker = self._context.running(broker_id)
+        if broker is not None:
+            broker.apply_stop_replica(controller_epoch, keys, delete=delete)

@@ -1,0 +1,330 @@
+"""KafkaServer: one Kafka broker of a cluster — its listener, logs, ReplicaManager, purgatories,
+metadata cache, group coordinator, and (when elected) the controller; Kafka's KafkaServer.
+
+Start-up recovers the logs, opens the listener, registers the broker in the metadata store (an
+ephemeral node, as in ZooKeeper) and runs for controller. stop() leaves as a crashed broker would
+for the rest of the cluster (its node vanishes with its session) while still answering parked
+requests, flushing and checkpointing locally.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.admin.admin_manager import AdminManager
+from broker.admin.auto_topic_creation import AutoTopicCreationManager
+from broker.config import BrokerConfig, parse_listener
+from broker.controller.controller import Controller
+from broker.coordinator.group import OFFSETS_TOPIC, GroupCoordinator
+from broker.handlers import load_handlers
+from broker.handlers.services import BrokerServices
+from broker.metadata import zk_paths as paths
+from broker.metadata.metadata_cache import MetadataCache, MetadataSnapshot
+from broker.metadata.partition_state import LeaderAndIsr
+from broker.metadata.producer_id_manager import ProducerIdManager
+from broker.metadata.store import BadVersionError, NodeExistsError, NoNodeError, WatchedEvent
+from broker.network.connection import Connection
+from broker.replication.leader_endpoint import InProcessLeaderEndpoint
+from broker.replication.partition import Partition
+from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
+from protocol.errors import ErrorCode, KafkaError
+from storage.log_manager import LogManager
+from timer import FunctionTimerTask
+
+if TYPE_CHECKING:
+    from broker.server.cluster_context import ClusterContext
+    from storage.log_config import LogConfig
+
+log = structlog.get_logger("kafka_sim.broker")
+SHUTDOWN_GRACE_S = 5.0
+NEVER_MS = 2**62  # an interval this long (Kafka's Long.MAX defaults) means the job never runs
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class KafkaServer:
+    def __init__(self, config: BrokerConfig, context: ClusterContext) -> None:
+        load_handlers()
+        self.config = config
+        self.context = context
+        self.broker_id = config.broker_id
+        self.clock = context.clock
+        self.store = context.store
+        self.cluster_id = context.cluster_id
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_manager = LogManager(
+            config.data_dir, config.log_config(), now_ms=wall_clock_ms,
+            producer_id_expiration_ms=config["producer.id.expiration.ms"])
+        self.metadata_cache = MetadataCache()
+        self.replica_manager = ReplicaManager(
+            self.broker_id, self.log_manager, context.timer, context.clock,
+            alter_isr=self._alter_isr,
+            leader_endpoint=self._leader_endpoint,
+            settings=ReplicationSettings(
+                config["replica.lag.time.max.ms"],
+                config["replica.fetch.wait.max.ms"],
+                config["replica.fetch.max.bytes"],
+            ),
+        )  # fmt: skip
+        self.admin_manager = AdminManager(config, self.store, self.metadata_cache)
+        self.auto_topic_creation = AutoTopicCreationManager(config, self.admin_manager,
+                                                            self.metadata_cache)
+        self.producer_ids = ProducerIdManager(self.store, self.broker_id)
+        self.group_coordinator = GroupCoordinator(config, self.broker_id, context.timer,
+                                                  self.replica_manager, self.metadata_cache,
+                                                  wall_clock_ms)
+        self.services = BrokerServices(
+            self.broker_id, self.cluster_id, config, self.metadata_cache, self.replica_manager,
+            self.group_coordinator, self.admin_manager, self.auto_topic_creation,
+            self.producer_ids, lambda: self.advertised_address)
+        self.controller: Controller | None = None
+        self.session: int | None = None
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task] = set()
+        self._background: list[asyncio.Task] = []
+        self._isr_task: FunctionTimerTask | None = None
+        self.address: tuple[str, int] = config.listener
+        self.running = False
+
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        if self.config["advertised.listeners"]:
+            return parse_listener(self.config["advertised.listeners"])
+        return self.address
+
+    @property
+    def port(self) -> int:
+        return self.address[1]
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.log_manager.load()
+        for topic, partition in list(self.log_manager.all_logs()):
+            if self.store.exists(paths.topic(topic)) is None:  # deleted while we were down
+                self.log_manager.delete_log(topic, partition)
+        host, port = self.config.listener
+        self._server = await asyncio.start_server(self._on_connection, host, port)
+        self.address = self._server.sockets[0].getsockname()[:2]
+        self.running = True
+        self.context.running_brokers[self.broker_id] = self
+        self.session = self.store.create_session()
+        host, port = self.advertised_address
+        self.store.create_json(paths.broker(self.broker_id), {"host": host, "port": port},
+                               ephemeral=True, session=self.session)
+        self._schedule_isr_expiration()
+        self._background = [
+            asyncio.create_task(self._every(self.config["log.flush.interval.ms"],
+                                            self.log_manager.flush_all)),
+            asyncio.create_task(self._every(
+                self.config["replica.high.watermark.checkpoint.interval.ms"],
+                self._checkpoint_in_background)),
+            asyncio.create_task(self._every(self.config["log.retention.check.interval.ms"],
+                                            self.log_manager.cleanup)),
+            asyncio.create_task(self._every(
+                self.config["log.cleaner.backoff.ms"] if self.config["log.cleaner.enable"]
+                else NEVER_MS, self.log_manager.clean_logs)),
+            asyncio.create_task(self._every(self.config["producer.id.expiration.check.interval.ms"],
+                                            self.log_manager.remove_expired_producers)),
+        ]
+        self.group_coordinator.schedule_retention()
+        self._run_for_controller()
+        log.info("broker started", broker_id=self.broker_id, host=self.address[0],
+                 port=self.address[1], data_dir=str(self.config.data_dir))
+
+    async def stop(self) -> None:
+        """Leave the cluster as a crashed broker would, then close down locally."""
+        if not self.running:
+            return
+        self.running = False
+        if self._server is not None:
+            self._server.close()
+        self.context.running_brokers.pop(self.broker_id, None)
+        if self.controller is not None:
+            await self.controller.stop()
+            self.controller = None
+        if self.session is not None:
+            self.store.close_session(self.session)  # our nodes vanish; watchers react
+            self.session = None
+        for task in self._background:
+            task.cancel()
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+        self.group_coordinator.shutdown()
+        await self.replica_manager.shutdown()
+        await self._close_connections()
+        self.log_manager.shutdown()
+        log.info("broker stopped", broker_id=self.broker_id)
+
+    async def _close_connections(self) -> None:
+        if not self._connections:
+            return
+        # Parked requests have answered; give their writes a moment, then cut the rest.
+        _, pending = await asyncio.wait(list(self._connections), timeout=0.05)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=SHUTDOWN_GRACE_S)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), SHUTDOWN_GRACE_S)
+
+    async def _checkpoint_in_background(self) -> None:
+        """Checkpoint files are fsynced: write them in a thread so the loop never waits on disk."""
+        snapshot = self.log_manager.checkpoint_snapshot()
+        await asyncio.to_thread(self.log_manager.write_checkpoints, snapshot)
+
+    async def _every(self, interval_ms: int, job) -> None:
+        if interval_ms >= NEVER_MS:
+            return
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                result = job()
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception:
+                log.exception("background job failed", job=getattr(job, "__name__", str(job)))
+
+    def _schedule_isr_expiration(self) -> None:
+        """Kafka's isr-expiration task, on the shared timer so tests drive it with the clock."""
+        interval = max(1, self.config["replica.lag.time.max.ms"] // 2)
+
+        def run() -> None:
+            if not self.running:
+                return
+            self.replica_manager.maybe_shrink_isr()
+            self._schedule_isr_expiration()
+
+        self._isr_task = FunctionTimerTask(interval, run)
+        self.context.timer.add(self._isr_task)
+
+    async def _on_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await Connection(self.services, self.context.faults, reader, writer).serve()
+        except asyncio.CancelledError:
+            pass  # shutdown cut this connection; finishing quietly keeps asyncio from logging it
+        finally:
+            self._connections.discard(task)
+
+    # -- controller election ----------------------------------------------------------------
+
+    def _run_for_controller(self) -> None:
+        """Whoever creates the ephemeral /controller node first is the controller."""
+        while self.running:
+            try:
+                self.store.create_json(paths.CONTROLLER, {"version": 1, "brokerid": self.broker_id},
+                                       ephemeral=True, session=self.session)
+            except NodeExistsError:
+                if self.store.exists(paths.CONTROLLER, watch=self._on_controller_change):
+                    return
+                continue  # it vanished between the two calls: try again
+            self.controller = Controller(self.context.config, self.store, self.context.timer,
+                                         self.context.controller_channel, self.broker_id,
+                                         self._bump_controller_epoch())
+            self.controller.start()
+            return
+
+    def _on_controller_change(self, event: WatchedEvent) -> None:
+        if event.type == "DELETED":
+            self._run_for_controller()
+        elif self.running:
+            self.store.exists(paths.CONTROLLER, watch=self._on_controller_change)
+
+    def _bump_controller_epoch(self) -> int:
+        while True:
+            try:
+                data, stat = self.store.get(paths.CONTROLLER_EPOCH)
+            except NoNodeError:
+                try:
+                    self.store.create(paths.CONTROLLER_EPOCH, b"1")
+                    return 1
+                except NodeExistsError:
+                    continue
+            epoch = int(data) + 1
+            try:
+                self.store.set(paths.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
+                return epoch
+            except BadVersionError:
+                continue
+
+    # -- what the controller tells this broker (LeaderAndIsr, UpdateMetadata, StopReplica): direct
+    # calls from the controller channel, each fenced by the controller epoch
+
+    def _check_controller_epoch(self, controller_epoch: int) -> None:
+        if controller_epoch < self.replica_manager.controller_epoch:
+            raise KafkaError(ErrorCode.STALE_CONTROLLER_EPOCH,
+                             f"controller epoch {controller_epoch} is older than "
+                             f"{self.replica_manager.controller_epoch}")
+        self.replica_manager.controller_epoch = controller_epoch
+
+    def apply_leader_and_isr(
+        self, controller_epoch: int, states: list[LeaderAndIsr], configs: dict[str, LogConfig]
+    ) -> dict[tuple[str, int], ErrorCode]:
+        self._check_controller_epoch(controller_epoch)
+        errors = self.replica_manager.become_leader_or_follower(states, configs)
+        for state in states:  # the group coordinator follows the offsets partitions it leads
+            if state.topic == OFFSETS_TOPIC and errors.get((state.topic, state.partition)) == 0:
+                self.group_coordinator.on_leadership(state.partition,
+                                                     state.leader == self.broker_id)
+        return errors
+
+    def apply_update_metadata(self, snapshot: MetadataSnapshot) -> None:
+        self._check_controller_epoch(snapshot.controller_epoch)
+        before = self.metadata_cache.snapshot.topics
+        for name, topic in snapshot.topics.items():  # AlterConfigs, restarts: configs apply at once
+            old = before.get(name)
+            if (old.configs if old is not None else {}) != topic.configs:
+                self.log_manager.update_config(name, self.context.config.log_config(topic.configs))
+        self.metadata_cache.update(snapshot)
+
+    def apply_stop_replica(
+        self, controller_epoch: int, keys: list[tuple[str, int]], *, delete: bool
+    ) -> None:
+        self._check_controller_epoch(controller_epoch)
+        self.replica_manager.stop_replicas(keys, delete=delete)
+        for topic, partition in keys:
+            if topic == OFFSETS_TOPIC:
+                self.group_coordinator.on_leadership(partition, False)
+
+    # -- replication hooks ------------------------------------------------------------------
+
+    def _leader_endpoint(self, leader_id: int) -> InProcessLeaderEndpoint:
+        def lookup() -> ReplicaManager | None:
+            leader = self.context.running(leader_id)
+            return leader.replica_manager if leader is not None and self.running else None
+
+        return InProcessLeaderEndpoint(lookup)
+
+    def _alter_isr(self, partition: Partition, new_isr: list[int]) -> LeaderAndIsr | None:
+        """Write a leader's ISR change (conditional on the partition version), tell the controller."""
+        path = paths.partition_state(partition.topic, partition.index)
+        try:
+            data, stat = self.store.get_json(path)
+        except NoNodeError:
+            return None
+        if stat.version != partition.partition_version or data["leader_epoch"] != partition.leader_epoch:
+            return None  # the controller moved on; its LeaderAndIsr will tell us
+        data["isr"] = new_isr
+        try:
+            stat = self.store.set_json(path, data, version=stat.version)
+        except BadVersionError:
+            return None
+        self.store.create_json(f"{paths.ISR_CHANGES}/isr_change_",
+                               {"partitions": [[partition.topic, partition.index]]}, sequence=True)
+        log.info("ISR changed", broker_id=self.broker_id, topic=partition.topic,
+                 partition=partition.index, isr=new_isr, partition_version=stat.version)
+        return LeaderAndIsr(partition.topic, partition.index, partition.leader_id,
+                            partition.leader_epoch, new_isr, partition.replicas, stat.version)
