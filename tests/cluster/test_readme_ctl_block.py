@@ -274,7 +274,7 @@ class Walkthrough:
         self.faults = []
 
     def check_purgatory(self, out: str) -> None:
-        # per broker: fetch, produce, heartbeat, rebalance; the timing wheel
+        # per broker: fetch, produce, heartbeat, rebalance; the timer
         stats = json.loads(out)
         assert set(stats["brokers"]) == {"0", "1", "2"}, stats.keys()
         for purgatories in stats["brokers"].values():
