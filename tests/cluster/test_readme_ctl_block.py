@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.control_client import ControlClient
+from broker.control.control_client import ControlClient
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 SECTION = "## Replication, failover and the control API"
@@ -271,11 +271,11 @@ class Walkthrough:
         self.faults = []
 
     def check_purgatory(self, out: str) -> None:
-        # per broker: fetch, produce, heartbeat, rebalance; the timer
+        # per broker: fetch, produce, delete_records, heartbeat, rebalance; the timer
         stats = json.loads(out)
         assert set(stats["brokers"]) == {"0", "1", "2"}, stats.keys()
         for purgatories in stats["brokers"].values():
-            assert {"fetch", "produce", "heartbeat", "rebalance"} <= set(purgatories)
+            assert set(purgatories) == {"fetch", "produce", "delete_records", "heartbeat", "rebalance"}
             for p in purgatories.values():
                 assert {"delayed", "watched", "completed", "expired"} <= set(p), p
         # followers long-poll their leader: broker 0 leads greetings-0 and has fetches parked
