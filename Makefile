@@ -19,10 +19,20 @@ $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[test,pipeline]'
 	touch $@ $(VENV)/.installed-run
 
+# The multi-process tests and `make cluster` run a real ZooKeeper: Debian's package (Java).
+ZOOKEEPER_JAR := /usr/share/java/zookeeper.jar
+$(ZOOKEEPER_JAR):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing ZooKeeper (Debian's zookeeper package)"; \
+	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q zookeeper >/dev/null; \
+	else \
+	  echo "ZooKeeper is missing: run 'sudo apt-get install zookeeper' (Debian/Ubuntu), then again."; exit 1; \
+	fi
+
 run: $(VENV)/.installed-run
 	$(VENV)/bin/kafka-sim run --log-dirs $(DATA)
 
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test $(ZOOKEEPER_JAR)
 	$(VENV)/bin/pytest -q
 
 bench: $(VENV)/.installed-test

@@ -3,6 +3,7 @@ cluster fixtures from tests/harness.py."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from broker.server.cluster import Cluster
 from broker.server.kafka_server import KafkaServer
 from broker.server.log_setup import configure_logging
+from broker.server.zookeeper_runner import INSTALL_HINT, ZooKeeperServer, is_installed
 from tests.harness import BrokerThread, cluster_config
 
 configure_logging("info", json=False)
@@ -45,3 +47,20 @@ async def async_broker(tmp_path: Path):
     await broker.metadata_cache.wait_for(lambda s: s.controller_id == 0, 30_000)
     yield broker
     await cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """One real ZooKeeper (Debian's package) for the session; tests use chroots of their own."""
+    if not is_installed():  # `make test` installs it; a plain pytest run says how, never skips
+        pytest.fail(f"these tests need a real ZooKeeper: {INSTALL_HINT}", pytrace=False)
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zk_connect(zookeeper: ZooKeeperServer) -> str:
+    """`zookeeper.connect` with a chroot of this test's own."""
+    return f"{zookeeper.connect_string}/test-{uuid.uuid4().hex[:12]}"

@@ -31,6 +31,7 @@ from broker.metadata.store import (
     Stat,
     WatchedEvent,
     Watcher,
+    json_bytes,
 )
 from storage.checkpoint import fsync_dir
 
@@ -146,7 +147,7 @@ class EmbeddedMetadataStore:
                                    makepath))[0]
 
     def create_json(self, path: str, obj: Any, **kwargs: Any) -> str:
-        return self.create(path, _dumps(obj), **kwargs)
+        return self.create(path, json_bytes(obj), **kwargs)
 
     def ensure_path(self, path: str) -> None:
         """Create `path` and its missing ancestors as empty persistent nodes."""
@@ -158,7 +159,7 @@ class EmbeddedMetadataStore:
         return self._write(partial(self._set, path, data, version))[0]
 
     def set_json(self, path: str, obj: Any, version: int = -1) -> Stat:
-        return self.set(path, _dumps(obj), version)
+        return self.set(path, json_bytes(obj), version)
 
     def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
         self._write(partial(self._delete, path, version, recursive))
@@ -367,10 +368,6 @@ class EmbeddedMetadataStore:
 def _check_bytes(data: object) -> None:
     if not isinstance(data, bytes):
         raise TypeError(f"node data must be bytes, not {type(data).__name__}")
-
-
-def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
 
 
 class Transaction:

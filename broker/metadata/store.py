@@ -5,11 +5,13 @@ client can stand behind it. Everything above `broker/metadata/` sees only this P
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-EventType = Literal["CREATED", "DELETED", "CHANGED", "CHILD"]
+# NONE: not a change of the node, but of the session (a new one replaced an expired one: re-read)
+EventType = Literal["CREATED", "DELETED", "CHANGED", "CHILD", "NONE"]
 
 class MetadataStoreError(Exception):
     """Base of the store's errors; the subclass names mirror kazoo.exceptions."""
@@ -37,6 +39,11 @@ class NoChildrenForEphemeralsError(MetadataStoreError):
 
 class SessionExpiredError(MetadataStoreError):
     pass
+
+
+class ConnectionLossError(MetadataStoreError):
+    """The store could not be reached in time (ZooKeeper's ConnectionLoss); the write may or may
+    not have happened."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,3 +102,8 @@ class MetadataStore(Protocol):
     def DataWatch(self, path: str, fn: Callable[[bytes | None, Stat | None], object]) -> Any: ...
 
     def ChildrenWatch(self, path: str, fn: Callable[[list[str]], object]) -> Any: ...
+
+
+def json_bytes(obj: Any) -> bytes:
+    """A node's data as Kafka writes its JSON znodes: compact, UTF-8."""
+    return json.dumps(obj, separators=(",", ":")).encode()

@@ -1,0 +1,169 @@
+"""The metadata store on a real ZooKeeper: the same interface as the embedded store (versions,
+ephemerals, sequences, one-shot watches delivered on the event loop, the recipes), a chroot
+created on first use, and a broker told when its session expired and when a new one is live."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from kazoo.client import KazooClient
+
+from broker.metadata.store import (
+    BadVersionError,
+    ConnectionLossError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    WatchedEvent,
+)
+from broker.metadata.zookeeper_store import ZooKeeperMetadataStore
+from broker.server.zookeeper_runner import free_port
+
+
+@pytest.fixture
+async def store(zk_connect):
+    s = ZooKeeperMetadataStore(zk_connect, session_timeout_ms=4000)
+    s.start()
+    yield s
+    s.close()
+
+
+async def next_event(queue: asyncio.Queue, timeout: float = 10.0):
+    return await asyncio.wait_for(queue.get(), timeout)
+
+
+async def test_nodes_versions_and_errors(store):
+    assert store.create("/a", b"1") == "/a"
+    data, stat = store.get("/a")
+    assert (data, stat.version) == (b"1", 0)
+    assert store.set("/a", b"2", version=0).version == 1
+    with pytest.raises(BadVersionError):
+        store.set("/a", b"3", version=0)
+    with pytest.raises(NodeExistsError):
+        store.create("/a")
+    with pytest.raises(NoNodeError):
+        store.get("/missing")
+    store.create("/a/b/c", makepath=True)
+    with pytest.raises(NotEmptyError):
+        store.delete("/a")
+    store.delete("/a", recursive=True)
+    assert store.exists("/a") is None
+    first = store.create("/seq/n-", sequence=True, makepath=True)
+    second = store.create("/seq/n-", sequence=True)
+    assert first < second and first.startswith("/seq/n-")
+    assert store.get_children("/seq") == sorted(p.rsplit("/", 1)[1] for p in (first, second))
+
+
+async def test_json_nodes_are_kafkas_compact_json(store):
+    store.create_json("/controller", {"version": 1, "brokerid": 2}, ephemeral=True)
+    assert store.get("/controller")[0] == b'{"version":1,"brokerid":2}'
+    assert store.get_json("/controller")[0] == {"version": 1, "brokerid": 2}
+
+
+async def test_the_chroot_is_created_and_isolates(zookeeper, zk_connect):
+    s = ZooKeeperMetadataStore(zk_connect)
+    s.start()
+    s.create("/only-here")
+    s.close()
+    root = KazooClient(hosts=zookeeper.connect_string)
+    root.start()
+    try:
+        chroot = "/" + zk_connect.split("/", 1)[1]
+        assert root.exists(chroot + "/only-here") is not None
+        assert root.exists("/only-here") is None
+    finally:
+        root.stop()
+        root.close()
+
+
+async def test_watches_run_on_the_event_loop_once(store):
+    events: asyncio.Queue = asyncio.Queue()
+    loop_thread = threading.get_ident()
+
+    def watch(event: WatchedEvent) -> None:
+        events.put_nowait((event, threading.get_ident()))
+
+    assert store.exists("/w", watch=watch) is None
+    store.create("/w", b"x")
+    event, thread = await next_event(events)
+    assert (event.type, event.path, thread) == ("CREATED", "/w", loop_thread)
+    store.set("/w", b"y")  # one-shot: no watch is armed any more
+    store.get("/w", watch=watch)
+    store.delete("/w")
+    event, _ = await next_event(events)
+    assert event.type == "DELETED"
+    assert events.empty()
+
+
+async def test_recipes_follow_children_and_data(store):
+    children: asyncio.Queue = asyncio.Queue()
+    data: asyncio.Queue = asyncio.Queue()
+    store.ensure_path("/brokers/ids")
+    kids = store.ChildrenWatch("/brokers/ids", lambda c: children.put_nowait(list(c)))
+    node = store.DataWatch("/config", lambda d, _s: data.put_nowait(d))
+    assert await next_event(children) == []
+    assert await next_event(data) is None
+    store.create("/brokers/ids/1", b"{}", ephemeral=True)
+    store.create("/config", b"v1")
+    assert await next_event(children) == ["1"]
+    assert await next_event(data) == b"v1"
+    kids.cancel()
+    node.cancel()
+    store.create("/brokers/ids/2", b"{}", ephemeral=True)
+    store.set("/config", b"v2")
+    store.get("/config")  # a round trip after the changes: their events would be delivered by now
+    await asyncio.sleep(0)
+    assert children.empty() and data.empty()
+
+
+async def test_ephemerals_vanish_with_the_session(zk_connect):
+    owner = ZooKeeperMetadataStore(zk_connect)
+    observer = ZooKeeperMetadataStore(zk_connect)
+    owner.start()
+    observer.start()
+    try:
+        session = owner.create_session()
+        owner.create("/brokers/ids/7", b"{}", ephemeral=True, session=session, makepath=True)
+        gone: asyncio.Queue = asyncio.Queue()
+        observer.exists("/brokers/ids/7", watch=gone.put_nowait)
+        owner.close_session(session)
+        assert (await next_event(gone)).type == "DELETED"
+        assert observer.get_children("/brokers/ids") == []
+    finally:
+        owner.close()
+        observer.close()
+
+
+async def test_an_expired_session_is_reported_and_replaced(zk_connect):
+    store = ZooKeeperMetadataStore(zk_connect, session_timeout_ms=4000)
+    store.start()
+    states: asyncio.Queue = asyncio.Queue()
+    store.add_session_listener(states.put_nowait)
+    rearmed: asyncio.Queue = asyncio.Queue()
+    try:
+        old_session = store.create_session()
+        store.create("/brokers/ids/1", b"{}", ephemeral=True, makepath=True)
+        store.exists("/elsewhere", watch=rearmed.put_nowait)
+        # ZooKeeper's way to expire a session on purpose: a second client joins it, then closes.
+        client_id = store._client.client_id
+        intruder = KazooClient(hosts=zk_connect, client_id=client_id)
+        intruder.start()
+        intruder.stop()
+        intruder.close()
+        assert await next_event(states, 30) == "LOST"
+        assert await next_event(states, 30) == "CONNECTED"
+        assert store.create_session() != old_session
+        assert store.exists("/brokers/ids/1") is None  # the ephemeral went with the old session
+        assert (await next_event(rearmed)).type == "NONE"  # watchers re-read after a new session
+        with pytest.raises(Exception, match="no longer"):
+            store.create("/brokers/ids/1", b"{}", ephemeral=True, session=old_session)
+    finally:
+        store.close()
+
+
+async def test_an_unreachable_zookeeper_is_one_clear_error():
+    store = ZooKeeperMetadataStore(f"127.0.0.1:{free_port()}", connection_timeout_ms=500)
+    with pytest.raises(ConnectionLossError, match="cannot reach ZooKeeper"):
+        store.start()
