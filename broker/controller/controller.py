@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kafka_sim.controller")
 
 
+# Events a child watch starts, and the node whose children they are about.
+CHILD_EVENTS = {"broker_change": paths.BROKER_IDS, "topic_change": paths.TOPICS,
+                "topic_deletion": paths.DELETE_TOPICS, "isr_change": paths.ISR_CHANGES}
+
+
 @dataclass(frozen=True, slots=True)
 class ControllerEvent:
     kind: str  # a key of Controller._run's handler table
@@ -61,10 +66,7 @@ class Controller:
     def start(self) -> None:
         self.queue.put_nowait(ControllerEvent("startup"))
         self._watches = [
-            self.store.ChildrenWatch(paths.BROKER_IDS, self._enqueue("broker_change")),
-            self.store.ChildrenWatch(paths.TOPICS, self._enqueue("topic_change")),
-            self.store.ChildrenWatch(paths.DELETE_TOPICS, self._enqueue("topic_deletion")),
-            self.store.ChildrenWatch(paths.ISR_CHANGES, self._enqueue("isr_change")),
+            self.store.ChildrenWatch(path, self._enqueue(kind)) for kind, path in CHILD_EVENTS.items()
         ]
         self._task = asyncio.create_task(self._run(), name=f"controller-{self.broker_id}")
         self._schedule_leader_rebalance()
@@ -120,7 +122,12 @@ class Controller:
         while True:
             event = await self.queue.get()
             try:
-                handlers[event.kind](event.data)
+                data = event.data
+                if event.kind in CHILD_EVENTS:
+                    # As Kafka's controller: read the children now. What the watch saw may be
+                    # older than what `startup` (or an earlier event) already read.
+                    data = self.store.get_children(CHILD_EVENTS[event.kind])
+                handlers[event.kind](data)
             except Exception:  # one bad event must not stop the controller
                 log.exception("controller event failed", kind=event.kind)
             finally:
@@ -264,6 +271,12 @@ class Controller:
             self._load_topic(name)
         offline = [k for k, s in self.states.items() if s.leader not in self.live_brokers]
         self._elect_for(offline)
+        # Brokers that died while there was no controller leave the ISRs of partitions whose
+        # leader lives (Kafka's replica state machine marks their replicas offline at start-up).
+        live = self.live_brokers
+        for key, state in list(self.states.items()):
+            if state.leader in live and any(r not in live for r in state.isr):
+                self._update_state(key, state.leader, [r for r in state.isr if r in live])
         self._send_update_metadata()
         self._send_leader_and_isr(list(self.states.values()))
         self._send_update_metadata()

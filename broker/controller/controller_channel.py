@@ -1,7 +1,8 @@
 """How the controller tells brokers what it decided: LeaderAndIsr, UpdateMetadata and StopReplica,
 each carrying the controller epoch. The embedded cluster delivers them by direct calls
-(broker/server/cluster.py); a broker that is not running is skipped, one that refuses a stale
-epoch raises KafkaError STALE_CONTROLLER_EPOCH."""
+(broker/server/cluster_context.py), where a broker that is not running is skipped and one that
+refuses a stale epoch raises KafkaError STALE_CONTROLLER_EPOCH; the multi-process cluster sends
+them over TCP (broker/interbroker/), queued per broker, answered asynchronously."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Protocol
 
 from broker.metadata.metadata_cache import MetadataSnapshot
 from broker.metadata.partition_state import LeaderAndIsr
+from protocol.errors import ErrorCode
 from storage.log_config import LogConfig
 
 
@@ -20,3 +22,19 @@ class ControllerChannel(Protocol):
 
     def send_stop_replica(self, broker_id: int, controller_epoch: int,
                           keys: list[tuple[str, int]], *, delete: bool) -> None: ...
+
+
+class ControllerRequestTarget(Protocol):
+    """What a broker does with the controller's requests when they come over the wire: the same
+    apply_* steps the in-process channel calls, plus reading topic configs, which are not on the
+    wire (brokers read them from the metadata store, as Kafka's do)."""
+
+    def apply_leader_and_isr(self, controller_epoch: int, states: list[LeaderAndIsr],
+                             configs: dict[str, LogConfig]) -> dict[tuple[str, int], ErrorCode]: ...
+
+    def apply_update_metadata(self, snapshot: MetadataSnapshot) -> None: ...
+
+    def apply_stop_replica(self, controller_epoch: int, keys: list[tuple[str, int]], *,
+                           delete: bool) -> None: ...
+
+    def topic_config_overrides(self, topics: list[str]) -> dict[str, dict[str, str]]: ...

@@ -3,7 +3,8 @@ serves; a handler decodes nothing itself (the connection did), calls a subsystem
 
 ApiVersions is answered from this registry, so the broker advertises exactly what it implements.
 Handlers reach the broker's subsystems only through `BrokerServices` (services.py), never the server.
-May import: broker.admin, broker.coordinator, broker.replication, broker.metadata, broker.config,
+May import: broker.admin, broker.coordinator, broker.controller (the controller's requests),
+broker.replication, broker.metadata, broker.config,
 storage, protocol.
 """
 
@@ -55,6 +56,9 @@ _MODULES = (
     "fetch",
     "list_offsets",
     "metadata",
+    "leader_and_isr",
+    "stop_replica",
+    "update_metadata",
     "offset_commit",
     "offset_fetch",
     "find_coordinator",

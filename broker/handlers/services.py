@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from broker.admin.admin_manager import AdminManager
 from broker.admin.auto_topic_creation import AutoTopicCreationManager
 from broker.config import BrokerConfig
+from broker.controller.controller_channel import ControllerRequestTarget
 from broker.coordinator.group import GroupCoordinator
 from broker.metadata.metadata_cache import MetadataCache
 from broker.metadata.producer_id_manager import ProducerIdManager
@@ -27,3 +28,4 @@ class BrokerServices:
     auto_topic_creation: AutoTopicCreationManager
     producer_ids: ProducerIdManager
     advertised_address: Callable[[], tuple[str, int]]  # known once the listener is bound
+    controller_requests: ControllerRequestTarget  # LeaderAndIsr, UpdateMetadata, StopReplica

@@ -177,6 +177,9 @@ class EmbeddedMetadataStore:
         """kazoo's name: fn(children) now and after every child change, until cancelled."""
         return ChildrenWatch(self, path, fn)
 
+    def add_session_listener(self, listener: Callable[[str], object]) -> None:
+        """Embedded sessions end only when closed, never by expiry: nothing to tell."""
+
     def remove_watch(self, path: str, watch: Watcher) -> None:
         """Disarm a one-shot watch registered on `path` by get, exists or get_children."""
         for table in (self._data_watches, self._child_watches):

@@ -99,6 +99,10 @@ class MetadataStore(Protocol):
 
     def remove_watch(self, path: str, watch: Watcher) -> None: ...
 
+    def add_session_listener(self, listener: Callable[[str], object]) -> None:
+        """`listener("LOST")` when the session expired (its ephemeral nodes are gone), then
+        `listener("CONNECTED")` once a new session is live."""
+
     def DataWatch(self, path: str, fn: Callable[[bytes | None, Stat | None], object]) -> Any: ...
 
     def ChildrenWatch(self, path: str, fn: Callable[[list[str]], object]) -> Any: ...

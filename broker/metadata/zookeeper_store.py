@@ -110,8 +110,10 @@ class ZooKeeperMetadataStore:
     # --- connection and session ---
 
     def start(self) -> None:
+        """Connect (again, after `close_session`): a new session."""
+        if self._loop is None:
+            self._client.add_listener(self._on_state)
         self._loop = asyncio.get_running_loop()
-        self._client.add_listener(self._on_state)
         hosts, _, chroot = self.connect.partition("/")
         if chroot:  # Kafka creates its chroot on first use too
             self._with_client(hosts, lambda client: client.ensure_path("/" + chroot))
@@ -140,7 +142,8 @@ class ZooKeeperMetadataStore:
 
     @property
     def session_id(self) -> int:
-        client_id = self._client.client_id
+        """The live session's id; 0 when not connected."""
+        client_id = self._client.client_id if self._client.connected else None
         return client_id[0] if client_id else 0
 
     def create_session(self) -> int:
@@ -150,9 +153,11 @@ class ZooKeeperMetadataStore:
     def close_session(self, session_id: int) -> None:
         """End the session: ZooKeeper deletes its ephemeral nodes and tells the watchers."""
         if session_id and session_id == self.session_id:
-            self.close()
+            with contextlib.suppress(Exception):
+                self._client.stop()
 
     def close(self) -> None:
+        """End the session and free the client for good."""
         with contextlib.suppress(Exception):
             self._client.stop()
         with contextlib.suppress(Exception):

@@ -170,8 +170,13 @@ class ReplicaFetcher:
             if not fetch.done():
                 fetch.cancel()  # the leader answers the parked fetch as abandoned
         if not fetch.done() or fetch.cancelled():
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await fetch
+            except asyncio.CancelledError:
+                # The abandoned fetch's own cancellation is expected; this task's is not ours to
+                # swallow (stop() waits for it).
+                if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                    raise
             return
         results = fetch.result()
         if not self._running.is_set():

@@ -1,5 +1,7 @@
-"""The `kafka-sim` command: `run` starts an embedded cluster in the foreground, `ctl` talks to a
-running one's control API, `pipeline` runs the Spark jobs over a data directory."""
+"""The `kafka-sim` command: `run` starts an embedded cluster in the foreground (or one broker of a
+multi-process cluster with `-o zookeeper.connect=...`), `zookeeper` runs a local ZooKeeper for
+one, `ctl` talks to a running cluster's control API, `pipeline` runs the Spark jobs over a data
+directory."""
 
 from __future__ import annotations
 
@@ -17,15 +19,21 @@ from broker.server.log_setup import configure_logging
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kafka-sim", description=__doc__)
     sub = parser.add_subparsers(dest="command")
-    run = sub.add_parser("run", help="start an embedded cluster in the foreground")
-    run.add_argument("--brokers", type=int, default=3,
-                     help="brokers in the cluster, on consecutive ports (default 3)")
+    run = sub.add_parser("run", help="start an embedded cluster (or, with -o zookeeper.connect=..., "
+                                     "one broker of a multi-process cluster) in the foreground")
+    run.add_argument("--brokers", type=int, default=None,
+                     help="brokers of the embedded cluster, on consecutive ports (default 3)")
     run.add_argument("--config", type=Path, help="a Kafka-style server.properties file")
     run.add_argument("--override", "-o", action="append", default=[], metavar="NAME=VALUE",
                      help="set a broker property (repeatable), e.g. -o num.partitions=3")
     run.add_argument("--listeners", help="shortcut for -o listeners=... (the first broker's)")
     run.add_argument("--log-dirs", help="shortcut for -o log.dirs=...")
     sub.add_parser("configs", help="list the broker properties and their defaults")
+    zk = sub.add_parser("zookeeper", help="run a local ZooKeeper (Debian's package) in the "
+                                          "foreground, for a multi-process cluster")
+    zk.add_argument("--port", type=int, default=2181, help="client port on 127.0.0.1 (default 2181)")
+    zk.add_argument("--data-dir", type=Path, default=Path("data/zookeeper"),
+                    help="where ZooKeeper keeps its data (default ./data/zookeeper)")
     sub.add_parser("ctl", help="control a running cluster (kafka-sim ctl --help)", add_help=False)
     sub.add_parser("pipeline", help="Spark jobs over a data directory (kafka-sim pipeline --help)",
                    add_help=False)
@@ -35,9 +43,14 @@ def _parser() -> argparse.ArgumentParser:
 async def _run(config, num_brokers: int) -> None:
     from broker.config import parse_listener
     from broker.control.control_api import ControlServer
-    from broker.server.cluster import Cluster
+    if config["zookeeper.connect"]:  # one broker of a multi-process cluster
+        from broker.server.broker_process import BrokerProcess
 
-    cluster = Cluster(config, num_brokers)
+        cluster = BrokerProcess(config)
+    else:
+        from broker.server.cluster import Cluster
+
+        cluster = Cluster(config, num_brokers)
     control = None
     if config["control.listener"]:  # checked before any broker starts: a refusal stops nothing
         host, port = parse_listener(config["control.listener"])
@@ -75,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         for p in PROPERTIES:
             print(f"{p.name}={p.default}    # {p.doc}")
         return 0
+    if args.command == "zookeeper":
+        return _zookeeper(args.port, args.data_dir)
     if args.command != "run":
         _parser().print_help()
         return 2
@@ -85,16 +100,20 @@ def main(argv: list[str] | None = None) -> int:
         if args.log_dirs:
             overrides["log.dirs"] = args.log_dirs
         config = build_config(overrides, properties_file=args.config)
-        if args.brokers < 1:
+        if args.brokers is not None and args.brokers < 1:
             raise ConfigError("--brokers must be at least 1")
+        if args.brokers not in (None, 1) and config["zookeeper.connect"]:
+            raise ConfigError("with zookeeper.connect each process runs one broker: "
+                              "start one process per broker (no --brokers)")
     except (ConfigError, OSError) as exc:
         print(f"kafka-sim: {exc}", file=sys.stderr)
         return 2
     configure_logging(config["log.level"])
     from broker.control.control_api import RemoteBindRefused  # aiohttp: only for `run`
+    from broker.metadata.store import MetadataStoreError
 
     try:
-        _event_loop_runner()(_run(config, args.brokers))
+        _event_loop_runner()(_run(config, args.brokers or 3))
     except RemoteBindRefused:
         print(f"kafka-sim: control.listener {config['control.listener']} is not a loopback "
               "address: anyone who reaches it can stop brokers; add -o control.allow.remote=true "
@@ -103,6 +122,28 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # e.g. a port in use: say which, without a traceback
         print(f"kafka-sim: cannot start: {exc}", file=sys.stderr)
         return 2
+    except MetadataStoreError as exc:  # ZooKeeper unreachable
+        print(f"kafka-sim: cannot start: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _zookeeper(port: int, data_dir: Path) -> int:
+    from broker.server.zookeeper_runner import ZooKeeperServer, ZooKeeperUnavailable
+
+    server = ZooKeeperServer(data_dir, port)
+    try:
+        server.start()
+    except ZooKeeperUnavailable as exc:
+        print(f"kafka-sim: {exc}", file=sys.stderr)
+        return 2
+    print(f"ZooKeeper on {server.connect_string} (data in {data_dir}); Ctrl-C stops it", flush=True)
+    signals = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        signal.sigwait(signals)
+    finally:
+        server.stop()
     return 0
 
 

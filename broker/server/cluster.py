@@ -180,16 +180,8 @@ class Cluster:
 
     def purgatory(self) -> dict:
         return {
-            "brokers": {
-                str(b.broker_id): {
-                    "fetch": b.replica_manager.fetch_purgatory.stats(),
-                    "produce": b.replica_manager.produce_purgatory.stats(),
-                    "delete_records": b.replica_manager.delete_records_purgatory.stats(),
-                    "heartbeat": b.group_coordinator.heartbeat_purgatory.stats(),
-                    "rebalance": b.group_coordinator.join_purgatory.stats(),
-                }
-                for b in self.brokers.values() if b.running
-            },
+            "brokers": {str(b.broker_id): b.purgatory_stats()
+                        for b in self.brokers.values() if b.running},
             "timer": self.context.timer.stats(),
         }
 

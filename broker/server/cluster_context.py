@@ -11,10 +11,11 @@ from broker.config import BrokerConfig
 from broker.control.faults import FaultInjector
 from broker.metadata import zk_paths as paths
 from broker.metadata.store import MetadataStore, NodeExistsError
+from broker.replication.leader_endpoint import InProcessLeaderEndpoint, LeaderEndpoint
 from timer import Clock, ExpiredOperationReaper, SystemTimer
 
 if TYPE_CHECKING:
-    from broker.metadata.metadata_cache import MetadataSnapshot
+    from broker.metadata.metadata_cache import MetadataCache, MetadataSnapshot
     from broker.metadata.partition_state import LeaderAndIsr
     from broker.replication.replica_manager import ReplicaManager
     from protocol.errors import ErrorCode
@@ -24,7 +25,10 @@ if TYPE_CHECKING:
 class RunningBroker(Protocol):
     """What the cluster's in-process channels use of a running broker (a KafkaServer)."""
 
+    broker_id: int
+    running: bool
     replica_manager: ReplicaManager
+    metadata_cache: MetadataCache
 
     def apply_leader_and_isr(self, controller_epoch: int, states: list[LeaderAndIsr],
                              configs: dict[str, LogConfig]) -> dict[tuple[str, int], ErrorCode]: ...
@@ -68,6 +72,14 @@ class ClusterContext:
 
     def running(self, broker_id: int) -> RunningBroker | None:
         return self.running_brokers.get(broker_id)
+
+    def leader_endpoint(self, follower: RunningBroker, leader_id: int) -> LeaderEndpoint:
+        """How `follower` fetches from broker `leader_id`: its ReplicaManager, called directly."""
+        def lookup() -> ReplicaManager | None:
+            leader = self.running(leader_id)
+            return leader.replica_manager if leader is not None and follower.running else None
+
+        return InProcessLeaderEndpoint(lookup)
 
 
 class InProcessControllerChannel:

@@ -29,7 +29,7 @@ from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.producer_id_manager import ProducerIdManager
 from broker.metadata.store import BadVersionError, NodeExistsError, NoNodeError, WatchedEvent
 from broker.network.connection import Connection
-from broker.replication.leader_endpoint import InProcessLeaderEndpoint
+from broker.replication.leader_endpoint import LeaderEndpoint
 from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
 from protocol.errors import ErrorCode, KafkaError
@@ -83,7 +83,7 @@ class KafkaServer:
         self.services = BrokerServices(
             self.broker_id, self.cluster_id, config, self.metadata_cache, self.replica_manager,
             self.group_coordinator, self.admin_manager, self.auto_topic_creation,
-            self.producer_ids, lambda: self.advertised_address)
+            self.producer_ids, lambda: self.advertised_address, self)
         self.controller: Controller | None = None
         self.session: int | None = None
         self._server: asyncio.Server | None = None
@@ -115,10 +115,8 @@ class KafkaServer:
         self.address = self._server.sockets[0].getsockname()[:2]
         self.running = True
         self.context.running_brokers[self.broker_id] = self
-        self.session = self.store.create_session()
-        host, port = self.advertised_address
-        self.store.create_json(paths.broker(self.broker_id), {"host": host, "port": port},
-                               ephemeral=True, session=self.session)
+        self.store.add_session_listener(self._on_session_change)
+        self._register()
         self._schedule_isr_expiration()
         self._background = [
             asyncio.create_task(self._every(self.config["log.flush.interval.ms"],
@@ -219,14 +217,47 @@ class KafkaServer:
         finally:
             self._connections.discard(task)
 
-    # -- controller election ----------------------------------------------------------------
+    def purgatory_stats(self) -> dict:
+        """Per purgatory of this broker: watched keys, delayed, completed, expired."""
+        rm, groups = self.replica_manager, self.group_coordinator
+        return {"fetch": rm.fetch_purgatory.stats(), "produce": rm.produce_purgatory.stats(),
+                "delete_records": rm.delete_records_purgatory.stats(),
+                "heartbeat": groups.heartbeat_purgatory.stats(),
+                "rebalance": groups.join_purgatory.stats()}
+
+    # -- registration and controller election -----------------------------------------------
+
+    def _register(self) -> None:
+        """This broker's ephemeral /brokers/ids/N, in Kafka's JSON (version 5)."""
+        self.session = self.store.create_session()
+        host, port = self.advertised_address
+        self.store.create_json(paths.broker(self.broker_id), {
+            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "endpoints": [f"PLAINTEXT://{host}:{port}"], "jmx_port": -1, "features": {},
+            "host": host, "port": port, "timestamp": str(wall_clock_ms()), "version": 5,
+        }, ephemeral=True, session=self.session)
+
+    def _on_session_change(self, state: str) -> None:
+        """The store's session expired ("LOST": our ephemeral nodes are gone, so the cluster takes
+        us for dead and another broker may be controller) or a new one is live ("CONNECTED"):
+        register again and run for controller, as a Kafka broker does after a ZooKeeper expiry."""
+        if not self.running:
+            return
+        if state == "LOST":
+            if self.controller is not None:
+                controller, self.controller = self.controller, None
+                self._background.append(asyncio.ensure_future(controller.stop()))
+            return
+        self._register()
+        self._run_for_controller()
 
     def _run_for_controller(self) -> None:
         """Whoever creates the ephemeral /controller node first is the controller."""
         while self.running:
             try:
-                self.store.create_json(paths.CONTROLLER, {"version": 1, "brokerid": self.broker_id},
-                                       ephemeral=True, session=self.session)
+                self.store.create_json(paths.CONTROLLER, {
+                    "version": 1, "brokerid": self.broker_id, "timestamp": str(wall_clock_ms()),
+                }, ephemeral=True, session=self.session)
             except NodeExistsError:
                 if self.store.exists(paths.CONTROLLER, watch=self._on_controller_change):
                     return
@@ -238,10 +269,10 @@ class KafkaServer:
             return
 
     def _on_controller_change(self, event: WatchedEvent) -> None:
-        if event.type == "DELETED":
+        # Deleted: run. Anything else (a change, a new session): run too, which re-arms the watch
+        # when someone else still holds /controller.
+        if self.running and self.controller is None:
             self._run_for_controller()
-        elif self.running:
-            self.store.exists(paths.CONTROLLER, watch=self._on_controller_change)
 
     def _bump_controller_epoch(self) -> int:
         while True:
@@ -299,14 +330,21 @@ class KafkaServer:
             if topic == OFFSETS_TOPIC:
                 self.group_coordinator.on_leadership(partition, False)
 
+    def topic_config_overrides(self, topics: list[str]) -> dict[str, dict[str, str]]:
+        """Topics' config overrides as the store has them (requests over the wire carry none)."""
+        overrides = {}
+        for name in topics:
+            try:
+                data, _ = self.store.get_json(paths.topic_config(name))
+            except NoNodeError:
+                data = None
+            overrides[name] = dict((data or {}).get("config", {}))
+        return overrides
+
     # -- replication hooks ------------------------------------------------------------------
 
-    def _leader_endpoint(self, leader_id: int) -> InProcessLeaderEndpoint:
-        def lookup() -> ReplicaManager | None:
-            leader = self.context.running(leader_id)
-            return leader.replica_manager if leader is not None and self.running else None
-
-        return InProcessLeaderEndpoint(lookup)
+    def _leader_endpoint(self, leader_id: int) -> LeaderEndpoint:
+        return self.context.leader_endpoint(self, leader_id)
 
     def _alter_isr(self, partition: Partition, new_isr: list[int]) -> LeaderAndIsr | None:
         """Write a leader's ISR change (conditional on the partition version), tell the controller."""

@@ -27,10 +27,11 @@ BROKER_ALLOWED = {
     "controller": {"config", "metadata"},
     "admin": {"config", "metadata"},
     "coordinator": {"config", "metadata", "replication"},
-    "handlers": {"config", "metadata", "replication", "admin", "coordinator"},
+    "handlers": {"config", "metadata", "replication", "controller", "admin", "coordinator"},
+    "interbroker": {"config", "metadata", "replication", "controller"},
     "network": {"config", "handlers", "control"},
     "server": {"config", "metadata", "replication", "controller", "admin", "coordinator",
-               "handlers", "network", "control"},
+               "handlers", "network", "control", "interbroker"},
 }
 # The console script dispatches `kafka-sim pipeline ...` to the optional Spark jobs; nothing else
 # in broker/ may reach up into pipeline/.

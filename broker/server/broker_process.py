@@ -1,0 +1,207 @@
+"""BrokerProcess: one broker of a multi-process cluster (`kafka-sim run -o zookeeper.connect=...`),
+coordinated through a real ZooKeeper as a ZooKeeper-mode Kafka broker is.
+
+Beside the embedded cluster it swaps three pieces, each behind the interface the embedded one
+uses: the metadata store is ZooKeeper, the controller's requests go over TCP, and followers fetch
+from leaders over TCP. It is also this process's `ClusterControl`: the control API of each broker
+process shows the whole cluster as ZooKeeper has it and acts on this broker alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import structlog
+
+from broker.config import BrokerConfig
+from broker.control.faults import FaultInjector
+from broker.coordinator.group.view import group_view
+from broker.interbroker.tcp_controller_channel import TcpControllerChannel
+from broker.interbroker.tcp_leader_endpoint import TcpLeaderEndpoint
+from broker.metadata import zk_paths as paths
+from broker.metadata.store import MetadataStore, NoNodeError
+from broker.metadata.zookeeper_store import ZooKeeperMetadataStore
+from broker.replication.leader_endpoint import LeaderEndpoint
+from broker.server.cluster import write_meta_properties
+from broker.server.cluster_context import ClusterContext, RunningBroker
+from broker.server.kafka_server import KafkaServer
+from timer import Clock, MonotonicClock
+
+log = structlog.get_logger("kafka_sim.broker_process")
+
+
+class ZooKeeperContext(ClusterContext):
+    """A cluster context whose brokers are other processes: TCP for the controller's requests and
+    for followers' fetches."""
+
+    def __init__(self, config: BrokerConfig, store: MetadataStore, clock: Clock) -> None:
+        super().__init__(config, store, clock)
+        self.controller_channel = TcpControllerChannel(config.broker_id, self.broker_address)
+
+    def broker_address(self, broker_id: int) -> tuple[str, int] | None:
+        """Where a live broker listens, from its registration; None once it left."""
+        try:
+            data, _ = self.store.get_json(paths.broker(broker_id))
+        except NoNodeError:
+            return None
+        return data["host"], data["port"]
+
+    def leader_endpoint(self, follower: RunningBroker, leader_id: int) -> LeaderEndpoint:
+        return TcpLeaderEndpoint(follower.broker_id, leader_id,
+                                 lambda: follower.metadata_cache.brokers.get(leader_id))
+
+
+class BrokerProcess:
+    def __init__(self, config: BrokerConfig, *, clock: Clock | None = None) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.store = ZooKeeperMetadataStore(
+            config["zookeeper.connect"],
+            session_timeout_ms=config["zookeeper.session.timeout.ms"],
+            connection_timeout_ms=config["zookeeper.connection.timeout.ms"])
+        self.clock = clock or MonotonicClock()
+        self.context: ZooKeeperContext | None = None
+        self.broker: KafkaServer | None = None
+
+    @property
+    def faults(self) -> FaultInjector:
+        assert self.context is not None
+        return self.context.faults
+
+    @property
+    def bootstrap_servers(self) -> str:
+        assert self.broker is not None
+        return f"{self.broker.address[0]}:{self.broker.port}"
+
+    async def start(self) -> None:
+        self.store.start()
+        self.context = ZooKeeperContext(self.config, self.store, self.clock)
+        self.context.reaper.start()
+        await self.start_broker(self.broker_id)
+        log.info("broker process started", broker_id=self.broker_id,
+                 zookeeper=self.config["zookeeper.connect"], cluster_id=self.context.cluster_id)
+
+    async def stop(self) -> None:
+        if self.broker is not None and self.broker.running:
+            await self.broker.stop()
+        if self.context is not None:
+            await self.context.controller_channel.close()
+            await self.context.reaper.stop()
+            self.context.timer.shutdown()
+        self.store.close()
+
+    # -- ClusterControl: this broker acts, the cluster is shown as ZooKeeper has it ---------------
+
+    def _this(self, broker_id: int) -> KafkaServer:
+        if broker_id != self.broker_id:
+            if self.context is not None and self.context.broker_address(broker_id) is not None:
+                raise ValueError(f"broker {broker_id} runs in another process: use its control "
+                                 "API (kafka-sim ctl --url ...)")
+            raise KeyError(f"no broker {broker_id} in this process")
+        assert self.broker is not None
+        return self.broker
+
+    async def start_broker(self, broker_id: int) -> None:
+        if broker_id != self.broker_id:
+            self._this(broker_id)
+        if self.broker is not None and self.broker.running:
+            raise ValueError(f"broker {broker_id} is already running")
+        assert self.context is not None
+        config = self.config
+        if self.broker is not None:  # come back on the same port
+            host, port = self.broker.address
+            config = config.with_overrides({"listeners": f"PLAINTEXT://{host}:{port}"})
+        write_meta_properties(config.data_dir, self.context.cluster_id, broker_id)
+        if not self.store.session_id:  # stopped: its session went with it
+            self.store.start()
+        self.broker = KafkaServer(config, self.context)
+        await self.broker.start()
+
+    async def stop_broker(self, broker_id: int) -> None:
+        broker = self._this(broker_id)
+        if not broker.running:
+            raise ValueError(f"broker {broker_id} is already stopped")
+        await broker.stop()
+
+    def brokers_info(self) -> list[dict]:
+        controller_id, epoch = -1, 0
+        with contextlib.suppress(NoNodeError):
+            controller_id = self.store.get_json(paths.CONTROLLER)[0]["brokerid"]
+        with contextlib.suppress(NoNodeError):
+            epoch = int(self.store.get(paths.CONTROLLER_EPOCH)[0])
+        out = []
+        for child in self.store.get_children(paths.BROKER_IDS):
+            broker_id = int(child)
+            address = self.context.broker_address(broker_id) if self.context else None
+            if address is None:
+                continue
+            out.append({"id": broker_id, "host": address[0], "port": address[1], "alive": True,
+                        "controller": broker_id == controller_id, "controller_epoch": epoch})
+        if self.broker is not None and not self.broker.running:  # this one, stopped
+            out.append({"id": self.broker_id, "host": self.broker.address[0],
+                        "port": self.broker.port, "alive": False, "controller": False,
+                        "controller_epoch": epoch})
+        return sorted(out, key=lambda b: b["id"])
+
+    def partitions(self, topic: str | None = None) -> list[dict]:
+        """Partition states from ZooKeeper; replica LEO/HW/lag and producers where this broker
+        leads (only a leader knows its followers' positions)."""
+        broker = self.broker
+        out = []
+        names = [topic] if topic is not None else self.store.get_children(paths.TOPICS)
+        for name in sorted(names):
+            try:
+                data, _ = self.store.get_json(paths.topic(name))
+            except NoNodeError:
+                if topic is not None:
+                    raise KeyError(f"no topic {name!r}") from None
+                continue
+            for index, replicas in sorted((int(p), r) for p, r in data["partitions"].items()):
+                try:
+                    state, _ = self.store.get_json(paths.partition_state(name, index))
+                except NoNodeError:
+                    continue
+                local = broker.replica_manager.partitions.get((name, index)) \
+                    if broker is not None and broker.running else None
+                leads = local is not None and local.is_leader
+                out.append({"topic": name, "partition": index, "leader": state["leader"],
+                            "leader_epoch": state["leader_epoch"], "isr": state["isr"],
+                            "replicas": replicas,
+                            "replicas_state": local.replica_states() if leads else [],
+                            "producers": local.log.producer_state.describe() if leads else []})
+        return out
+
+    async def elect_preferred_leaders(self) -> None:
+        broker = self.broker
+        if broker is None or broker.controller is None:
+            raise ValueError("this broker is not the controller: use the controller's control API "
+                             "(kafka-sim ctl brokers shows which one it is)")
+        await broker.controller.elect_preferred_leaders()
+
+    def pause_replication(self, broker_id: int) -> None:
+        self._this(broker_id).replica_manager.pause_replication()
+
+    def resume_replication(self, broker_id: int) -> None:
+        self._this(broker_id).replica_manager.resume_replication()
+
+    def purgatory(self) -> dict:
+        assert self.context is not None
+        brokers = {str(self.broker_id): self.broker.purgatory_stats()} \
+            if self.broker is not None and self.broker.running else {}
+        return {"brokers": brokers, "timer": self.context.timer.stats()}
+
+    def groups(self, group: str | None = None) -> list[dict]:
+        broker = self.broker
+        if broker is None or not broker.running:
+            return []
+
+        def high_watermark(topic: str, partition: int) -> int | None:
+            local = broker.replica_manager.partitions.get((topic, partition))
+            return local.high_watermark if local is not None and local.is_leader else None
+
+        out = [group_view(g, broker.broker_id, high_watermark)
+               for g in broker.group_coordinator.manager.groups.values()
+               if group is None or g.group_id == group]
+        if group is not None and not out:
+            raise KeyError(f"no group {group!r} on this broker's coordinator")
+        return sorted(out, key=lambda g: g["group"])

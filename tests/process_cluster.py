@@ -1,0 +1,113 @@
+"""A multi-process cluster for tests: one `kafka-sim run -o zookeeper.connect=...` process per
+broker against the test session's real ZooKeeper, on ephemeral loopback ports, each with its
+control API; brokers can be killed (-9), stopped (SIGSTOP) and restarted on the same ports."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from broker.server.zookeeper_runner import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+DEADLINE_S = 60.0
+
+
+def wait_until(condition: Callable[[], object], what: str, timeout_s: float = DEADLINE_S):
+    """Poll another process's state (nothing to await across processes) until it holds."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            result = condition()
+        except (OSError, ValueError, KeyError):
+            result = None
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+class ProcessCluster:
+    def __init__(self, zk_connect: str, root: Path, brokers: int = 3,
+                 overrides: dict[str, str] | None = None) -> None:
+        self.zk_connect = zk_connect
+        self.root = root
+        self.ids = list(range(brokers))
+        self.overrides = {"zookeeper.session.timeout.ms": "3000",
+                          "default.replication.factor": str(min(3, brokers)),
+                          "replica.lag.time.max.ms": "3000", **(overrides or {})}
+        self.ports = {i: free_port() for i in self.ids}
+        self.control_ports = {i: free_port() for i in self.ids}
+        self.processes: dict[int, subprocess.Popen] = {}
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{self.ports[i]}" for i in self.ids)
+
+    def command(self, broker_id: int) -> list[str]:
+        args = [sys.executable, "-m", "broker.server.cli", "run",
+                "--listeners", f"PLAINTEXT://127.0.0.1:{self.ports[broker_id]}",
+                "--log-dirs", str(self.root / f"broker-{broker_id}"),
+                "-o", f"zookeeper.connect={self.zk_connect}", "-o", f"broker.id={broker_id}",
+                "-o", f"control.listener=127.0.0.1:{self.control_ports[broker_id]}",
+                "-o", "log.level=warning"]
+        for name, value in self.overrides.items():
+            args += ["-o", f"{name}={value}"]
+        return args
+
+    def start(self, broker_id: int | None = None) -> None:
+        for i in self.ids if broker_id is None else [broker_id]:
+            log = (self.root / f"broker-{i}.log").open("ab")
+            self.root.mkdir(parents=True, exist_ok=True)
+            self.processes[i] = subprocess.Popen(self.command(i), cwd=ROOT, stdout=log,
+                                                 stderr=subprocess.STDOUT)
+        for i in self.ids if broker_id is None else [broker_id]:
+            wait_until(lambda i=i: self.registered(i), f"broker {i} to register")
+
+    def control(self, broker_id: int, path: str, method: str = "GET", body: dict | None = None):
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.control_ports[broker_id]}{path}", data=data, method=method,
+            headers={"Content-Type": "application/json"} if data else {})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+    def brokers(self, via: int) -> list[dict]:
+        answer = self.control(via, "/brokers")
+        return answer["brokers"] if isinstance(answer, dict) else answer
+
+    def registered(self, broker_id: int, via: int | None = None) -> bool:
+        via = broker_id if via is None else via
+        return any(b["id"] == broker_id and b["alive"] for b in self.brokers(via))
+
+    def partitions(self, topic: str, via: int) -> list[dict]:
+        answer = self.control(via, f"/partitions?topic={topic}")
+        return answer["partitions"] if isinstance(answer, dict) else answer
+
+    def alive(self) -> list[int]:
+        return [i for i, p in self.processes.items() if p.poll() is None]
+
+    def kill(self, broker_id: int, sig: int = signal.SIGKILL) -> None:
+        os.kill(self.processes[broker_id].pid, sig)
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            self.processes[broker_id].wait(30)
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                os.kill(process.pid, signal.SIGCONT)
+                process.terminate()
+        for process in self.processes.values():
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
