@@ -1,10 +1,10 @@
-# kafka-sim: make run · make test · make bench · make lint
+# kafka-sim: make run · make test · make bench · make lint · make cluster · make compose-up
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 DATA ?= ./data
 
-.PHONY: run test bench lint clean
+.PHONY: run test bench lint clean cluster compose-up compose-down pipeline
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,11 +29,41 @@ $(ZOOKEEPER_JAR):
 	  echo "ZooKeeper is missing: run 'sudo apt-get install zookeeper' (Debian/Ubuntu), then again."; exit 1; \
 	fi
 
+# The compose file is validated in the tests with Debian's docker-compose (no Docker engine needed).
+COMPOSE_CHECKER := /usr/bin/docker-compose
+$(COMPOSE_CHECKER):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing docker-compose (Debian's package, to validate docker/docker-compose.yml)"; \
+	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker-compose >/dev/null; \
+	else \
+	  echo "docker-compose is missing: run 'sudo apt-get install docker-compose', then again."; exit 1; \
+	fi
+
 run: $(VENV)/.installed-run
 	$(VENV)/bin/kafka-sim run --log-dirs $(DATA)
 
-test: $(VENV)/.installed-test $(ZOOKEEPER_JAR)
+test: $(VENV)/.installed-test $(ZOOKEEPER_JAR) $(COMPOSE_CHECKER)
 	$(VENV)/bin/pytest -q
+
+# ZooKeeper and three broker processes in the foreground (Ctrl-C stops them all): clients use
+# localhost:9092,localhost:9093,localhost:9094, each broker's control API is on 9644-9646.
+ZK_PORT ?= 2181
+cluster: $(VENV)/.installed-run $(ZOOKEEPER_JAR)
+	@trap 'kill $$(jobs -p) 2>/dev/null; wait; exit 0' INT TERM; \
+	$(VENV)/bin/kafka-sim zookeeper --port $(ZK_PORT) --data-dir $(DATA)/zk-cluster/zookeeper & \
+	for i in 0 1 2; do \
+	  $(VENV)/bin/kafka-sim run -o zookeeper.connect=127.0.0.1:$(ZK_PORT)/kafka-sim -o broker.id=$$i \
+	    --listeners PLAINTEXT://127.0.0.1:$$((9092 + i)) --log-dirs $(DATA)/zk-cluster/broker-$$i \
+	    -o control.listener=127.0.0.1:$$((9644 + i)) -o default.replication.factor=3 & \
+	done; \
+	wait
+
+COMPOSE ?= docker compose
+compose-up:
+	$(COMPOSE) -f docker/docker-compose.yml up -d --build
+
+compose-down:
+	$(COMPOSE) -f docker/docker-compose.yml down
 
 bench: $(VENV)/.installed-test
 	$(PY) tests/bench/bench_timer.py --quick

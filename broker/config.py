@@ -41,9 +41,13 @@ class Property:
 PROPERTIES: tuple[Property, ...] = (
     Property("broker.id", int, "0", "id of this broker in Metadata responses"),
     Property("listeners", str, "PLAINTEXT://127.0.0.1:9092",
-             "address to listen on; port 0 picks a free port"),
+             "NAME://host:port[,...] to listen on; port 0 picks a free port"),
     Property("advertised.listeners", str, "",
-             "address given to clients in Metadata (default: the bound listener)"),
+             "NAME://host:port[,...] given to clients of that listener (default: the bound one)"),
+    Property("listener.security.protocol.map", str, "PLAINTEXT:PLAINTEXT",
+             "NAME:PROTOCOL[,...] for every listener name (PLAINTEXT only, for now)"),
+    Property("inter.broker.listener.name", str, "",
+             "listener other brokers reach this one on (default: the first listener)"),
     Property("log.dirs", str, "./data",
              "data directory (one directory; embedded: one broker-<id> folder per broker)"),
     Property("cluster.id", str, "", "cluster id; generated once and kept in meta.properties"),
@@ -155,7 +159,47 @@ class BrokerConfig:
 
     @property
     def listener(self) -> tuple[str, int]:
-        return parse_listener(self.values["listeners"])
+        """The first listener's (host, port)."""
+        first = self.listeners[0]
+        return first.host, first.port
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return parse_listeners(self.values["listeners"])
+
+    @property
+    def advertised_listeners(self) -> dict[str, tuple[str, int]]:
+        return {x.name: (x.host, x.port) for x in parse_listeners(self.values["advertised.listeners"])}
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        return self.values["inter.broker.listener.name"] or self.listeners[0].name
+
+    def validate_listeners(self) -> None:
+        """Kafka's start-up checks on listeners, as one-line ConfigErrors."""
+        names = [x.name for x in self.listeners]
+        if not names:
+            raise ConfigError("listeners is empty")
+        protocols = {}
+        for entry in self.values["listener.security.protocol.map"].split(","):
+            name, sep, protocol = entry.strip().partition(":")
+            if not sep:
+                raise ConfigError(f"listener.security.protocol.map entry {entry!r} is not NAME:PROTOCOL")
+            protocols[name.strip().upper()] = protocol.strip().upper()
+        for name in names:
+            if name not in protocols:
+                raise ConfigError(f"listener {name} has no security protocol: add {name}:PLAINTEXT "
+                                  "to listener.security.protocol.map")
+            if protocols[name] != "PLAINTEXT":
+                raise ConfigError(f"listener {name}: security protocol {protocols[name]} is not "
+                                  "supported yet (PLAINTEXT only)")
+        unknown = set(self.advertised_listeners) - set(names)
+        if unknown:
+            raise ConfigError(f"advertised.listeners names {', '.join(sorted(unknown))}, "
+                              "which listeners does not have")
+        if self.inter_broker_listener_name not in names:
+            raise ConfigError(f"inter.broker.listener.name {self.inter_broker_listener_name} is not "
+                              "one of the listeners")
 
     def log_config(self, overrides: Mapping[str, str] | None = None) -> LogConfig:
         """A topic's LogConfig: its overrides (topic config names) over the defaults that the
@@ -167,6 +211,34 @@ class BrokerConfig:
 
     def with_overrides(self, overrides: Mapping[str, str]) -> BrokerConfig:
         return build_config({**{k: self.raw[k] for k in self.explicit}, **overrides})
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One `NAME://host:port` entry of `listeners` or `advertised.listeners`."""
+
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+def parse_listeners(text: str) -> list[Listener]:
+    """`NAME://host:port,...` (a bare `host:port` is PLAINTEXT); names are unique, upper case."""
+    out: list[Listener] = []
+    for item in (i.strip() for i in text.split(",")):
+        if not item:
+            continue
+        name, sep, _ = item.partition("://")
+        host, port = parse_listener(item)
+        listener = Listener(name.upper() if sep else "PLAINTEXT", host, port)
+        if any(x.name == listener.name for x in out):
+            raise ConfigError(f"listener name {listener.name} appears twice in {text!r}")
+        out.append(listener)
+    return out
 
 
 def parse_listener(listener: str) -> tuple[str, int]:
@@ -226,7 +298,7 @@ def build_config(
         except ValueError as exc:
             raise ConfigError(f"{prop.name}={raw[prop.name]!r}: {exc}") from None
     config = BrokerConfig(values=values, raw=raw, explicit=explicit)
-    config.listener  # noqa: B018 - validates the listener early
+    config.validate_listeners()
     return config
 
 

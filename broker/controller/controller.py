@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.config import parse_listeners
 from broker.controller.controller_channel import ControllerChannel
 from broker.metadata import zk_paths as paths
 from broker.metadata.metadata_cache import MetadataSnapshot, TopicInfo
@@ -225,13 +226,15 @@ class Controller:
                 log.warning("LeaderAndIsr refused", broker_id=broker_id, error=exc.code.name)
 
     def _send_update_metadata(self) -> None:
-        brokers = {}
+        brokers, endpoints = {}, {}
         for broker_id in sorted(self.live_brokers):
             with contextlib.suppress(NoNodeError):
                 data, _ = self.store.get_json(paths.broker(broker_id))
                 brokers[broker_id] = (data["host"], data["port"])
+                endpoints[broker_id] = {x.name: (x.host, x.port)
+                                        for x in parse_listeners(",".join(data.get("endpoints", [])))}
         snapshot = MetadataSnapshot(self.broker_id, self.epoch, brokers, dict(self.topics),
-                                    dict(self.states))
+                                    dict(self.states), endpoints)
         for broker_id in self.live_brokers:
             try:
                 self.channel.send_update_metadata(broker_id, snapshot)

@@ -73,21 +73,28 @@ def update_metadata_body(snapshot: MetadataSnapshot) -> dict:
                 for s in states.get(name, [])]}
             for name, info in snapshot.topics.items()],
         "live_brokers": [
-            {"id": b, "endpoints": [{"port": p, "host": h, "listener": "PLAINTEXT",
-                                     "security_protocol": PLAINTEXT}], "rack": None}
-            for b, (h, p) in sorted(snapshot.brokers.items())],
+            {"id": b, "endpoints": [
+                {"port": p, "host": h, "listener": name, "security_protocol": PLAINTEXT}
+                for name, (h, p) in (snapshot.endpoints.get(b) or {"PLAINTEXT": address}).items()],
+             "rack": None}
+            for b, address in sorted(snapshot.brokers.items())],
     }
 
 
 def metadata_snapshot(request, version: int,
-                      configs: Callable[[list[str]], dict[str, dict[str, str]]]) -> MetadataSnapshot:
+                      configs: Callable[[list[str]], dict[str, dict[str, str]]],
+                      inter_broker_listener: str) -> MetadataSnapshot:
     """The snapshot an UpdateMetadata request describes; `configs` reads topics' overrides."""
-    brokers = {}
+    brokers, endpoints = {}, {}
     for b in request.live_brokers:
         if version == 0:
-            brokers[b.id] = (b.v0_host, b.v0_port)
-        elif b.endpoints:
-            brokers[b.id] = (b.endpoints[0].host, b.endpoints[0].port)
+            endpoints[b.id] = {"PLAINTEXT": (b.v0_host, b.v0_port)}
+        else:  # listener names came with v3; before, the one endpoint is PLAINTEXT
+            endpoints[b.id] = {(e.get("listener") or "PLAINTEXT"): (e.host, e.port)
+                               for e in b.endpoints}
+        if endpoints[b.id]:
+            brokers[b.id] = endpoints[b.id].get(inter_broker_listener,
+                                                next(iter(endpoints[b.id].values())))
     partitions: dict[tuple[str, int], LeaderAndIsr] = {}
     assignments: dict[str, dict[int, list[int]]] = {}
     for topic, p in _partition_states(request, 5, version):
@@ -102,7 +109,7 @@ def metadata_snapshot(request, version: int,
                               overrides.get(name, {}), name in INTERNAL_TOPICS)
               for name, parts in assignments.items()}
     return MetadataSnapshot(request.controller_id, request.controller_epoch, brokers, topics,
-                            partitions)
+                            partitions, endpoints)
 
 
 def stop_replica_body(controller_id: int, controller_epoch: int, keys: list[tuple[str, int]],

@@ -30,6 +30,7 @@ class RequestContext:
     header: RequestHeader
     services: BrokerServices
     client_host: str
+    listener: str = "PLAINTEXT"  # the name of the listener the request came in on
 
     @property
     def api_version(self) -> int:

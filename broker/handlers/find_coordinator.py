@@ -28,9 +28,10 @@ def find_coordinator(ctx: RequestContext, key: str, key_type: int) -> dict:
         ctx.services.auto_topic_creation.ensure_offsets_topic()
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": None, **NO_NODE}
     state = cache.partition_state(OFFSETS_TOPIC, manager.partition_for(key))
-    if state is None or state.leader not in cache.brokers:
+    brokers = cache.brokers_for(ctx.listener)
+    if state is None or state.leader not in brokers:
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": None, **NO_NODE}
-    host, port = cache.brokers[state.leader]
+    host, port = brokers[state.leader]
     return {"error_code": ErrorCode.NONE, "error_message": None, "node_id": state.leader,
             "host": host, "port": port}
 

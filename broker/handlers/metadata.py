@@ -23,7 +23,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 def _topic_entry(ctx: RequestContext, topic: TopicInfo) -> dict:
     cache = ctx.services.metadata_cache
-    live = cache.brokers
+    live = cache.brokers_for(ctx.listener)
     partitions = []
     for index, replicas in sorted(topic.assignment.items()):
         state = cache.partition_state(topic.name, index)
@@ -84,7 +84,8 @@ async def handle(ctx: RequestContext, request) -> dict:
         topics = [_topic_entry(ctx, t) for _, t in sorted(cache.topics.items())]
     else:
         topics = [_lookup(ctx, requested, auto_create) for requested in request.topics]
-    brokers = cache.brokers or {services.broker_id: services.advertised_address()}
+    brokers = cache.brokers_for(ctx.listener) or {
+        services.broker_id: services.advertised_address(ctx.listener)}
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b, "host": h, "port": p, "rack": None}

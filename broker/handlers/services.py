@@ -27,5 +27,5 @@ class BrokerServices:
     admin_manager: AdminManager
     auto_topic_creation: AutoTopicCreationManager
     producer_ids: ProducerIdManager
-    advertised_address: Callable[[], tuple[str, int]]  # known once the listener is bound
+    advertised_address: Callable[[str], tuple[str, int]]  # per listener, once bound
     controller_requests: ControllerRequestTarget  # LeaderAndIsr, UpdateMetadata, StopReplica

@@ -17,7 +17,8 @@ async def handle(ctx: RequestContext, request) -> dict:
     target = ctx.services.controller_requests
     try:
         target.apply_update_metadata(
-            metadata_snapshot(request, ctx.api_version, target.topic_config_overrides))
+            metadata_snapshot(request, ctx.api_version, target.topic_config_overrides,
+                              ctx.services.config.inter_broker_listener_name))
     except KafkaError as exc:
         return {"error_code": exc.code}
     return {"error_code": ErrorCode.NONE}

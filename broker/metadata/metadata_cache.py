@@ -38,6 +38,8 @@ class MetadataSnapshot:
     brokers: dict[int, tuple[str, int]] = field(default_factory=dict)
     topics: dict[str, TopicInfo] = field(default_factory=dict)
     partitions: dict[tuple[str, int], LeaderAndIsr] = field(default_factory=dict)
+    # Every broker's advertised address per listener name; `brokers` holds the inter-broker one.
+    endpoints: dict[int, dict[str, tuple[str, int]]] = field(default_factory=dict)
 
 
 class MetadataCache:
@@ -82,6 +84,13 @@ class MetadataCache:
     @property
     def topics(self) -> dict[str, TopicInfo]:
         return self.snapshot.topics
+
+    def brokers_for(self, listener: str) -> dict[int, tuple[str, int]]:
+        """Live brokers as a client of `listener` must reach them (Kafka answers Metadata with
+        the endpoints of the listener the request came in on)."""
+        endpoints = self.snapshot.endpoints
+        return {b: endpoints.get(b, {}).get(listener, address)
+                for b, address in self.snapshot.brokers.items()}
 
     def topic(self, name: str) -> TopicInfo | None:
         return self.snapshot.topics.get(name)

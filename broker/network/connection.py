@@ -45,10 +45,11 @@ class CloseConnection(Exception):
 class Connection:
     def __init__(
         self, services: BrokerServices, faults: FaultInjector,
-        reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: str = "PLAINTEXT",
     ) -> None:
         self.services = services
         self.faults = faults
+        self.listener = listener
         self.reader = reader
         self.writer = writer
         peer = writer.get_extra_info("peername") or ("?", 0)
@@ -89,14 +90,15 @@ class Connection:
                 if header.api_key == PRODUCE_KEY and request.acks == 0:
                     raise CloseConnection(f"fault {fault.id}: error on acks=0 closes, as Kafka")
                 return self._fault_response(header, request, fault.error_code)
-        return await handler.handle(RequestContext(header, self.services, self.client_host), request)
+        return await handler.handle(RequestContext(header, self.services, self.client_host, self.listener), request)
 
     def _fault_response(self, header: RequestHeader, request, code: int) -> dict:
         response = error_response(header.api_key, header.api_version, request, code)
         if header.api_key == METADATA_KEY:
             cache = self.services.metadata_cache
             response.update(
-                brokers=[{"node_id": b, "host": h, "port": p} for b, (h, p) in cache.brokers.items()],
+                brokers=[{"node_id": b, "host": h, "port": p}
+                         for b, (h, p) in cache.brokers_for(self.listener).items()],
                 cluster_id=self.services.cluster_id,
                 controller_id=cache.controller_id,
             )

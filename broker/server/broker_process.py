@@ -109,8 +109,7 @@ class BrokerProcess:
         assert self.context is not None
         config = self.config
         if self.broker is not None:  # come back on the same port
-            host, port = self.broker.address
-            config = config.with_overrides({"listeners": f"PLAINTEXT://{host}:{port}"})
+            config = config.with_overrides({"listeners": self.broker.listeners})
         write_meta_properties(config.data_dir, self.context.cluster_id, broker_id)
         if not self.store.session_id:  # stopped: its session went with it
             self.store.start()

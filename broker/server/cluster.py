@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.config import BrokerConfig, parse_listener
+from broker.config import BrokerConfig, Listener
 from broker.control.faults import FaultInjector
 from broker.coordinator.group.view import group_view
 from broker.metadata import zk_paths as paths
@@ -32,10 +32,11 @@ STORE_FILE = "metadata-store.json"
 def broker_config(base: BrokerConfig, index: int, num_brokers: int) -> BrokerConfig:
     """Broker `index`'s config: ids and ports count up from the base, data in broker-<id>/."""
     broker_id = base.broker_id + index
-    host, port = parse_listener(base["listeners"])
+    listeners = ",".join(str(Listener(x.name, x.host, x.port + index if x.port else 0))
+                         for x in base.listeners)
     overrides = {
         "broker.id": str(broker_id),
-        "listeners": f"PLAINTEXT://{host}:{port + index if port else 0}",
+        "listeners": listeners,
         "log.dirs": str(base.data_dir / f"broker-{broker_id}"),
     }
     if "default.replication.factor" not in base.explicit:
@@ -115,7 +116,7 @@ class Cluster:
             raise ValueError(f"broker {broker_id} is already running")
         config = self.configs[broker_id]
         if current is not None:  # come back on the same port
-            config = config.with_overrides({"listeners": f"PLAINTEXT://{current.address[0]}:{current.port}"})
+            config = config.with_overrides({"listeners": current.listeners})
         write_meta_properties(config.data_dir, self.cluster_id, broker_id)
         broker = KafkaServer(config, self.context)
         self.brokers[broker_id] = broker

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,7 @@ import structlog
 
 from broker.admin.admin_manager import AdminManager
 from broker.admin.auto_topic_creation import AutoTopicCreationManager
-from broker.config import BrokerConfig, parse_listener
+from broker.config import BrokerConfig, Listener
 from broker.controller.controller import Controller
 from broker.coordinator.group import OFFSETS_TOPIC, GroupCoordinator
 from broker.handlers import load_handlers
@@ -83,25 +84,39 @@ class KafkaServer:
         self.services = BrokerServices(
             self.broker_id, self.cluster_id, config, self.metadata_cache, self.replica_manager,
             self.group_coordinator, self.admin_manager, self.auto_topic_creation,
-            self.producer_ids, lambda: self.advertised_address, self)
+            self.producer_ids, self.advertised_address, self)
         self.controller: Controller | None = None
         self.session: int | None = None
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task] = set()
         self._background: list[asyncio.Task] = []
         self._isr_task: FunctionTimerTask | None = None
-        self.address: tuple[str, int] = config.listener
+        # Bound addresses per listener name (port 0 is resolved at start); the first is `address`.
+        self.addresses: dict[str, tuple[str, int]] = {
+            x.name: (x.host, x.port) for x in config.listeners}
         self.running = False
 
     @property
-    def advertised_address(self) -> tuple[str, int]:
-        if self.config["advertised.listeners"]:
-            return parse_listener(self.config["advertised.listeners"])
-        return self.address
+    def address(self) -> tuple[str, int]:
+        return next(iter(self.addresses.values()))
 
     @property
     def port(self) -> int:
         return self.address[1]
+
+    @property
+    def listeners(self) -> str:
+        """The bound listeners in `listeners` form (to come back on the same ports)."""
+        return ",".join(str(Listener(n, h, p)) for n, (h, p) in self.addresses.items())
+
+    def advertised_endpoints(self) -> dict[str, tuple[str, int]]:
+        """What clients of each listener are told to connect to."""
+        advertised = self.config.advertised_listeners
+        return {name: advertised.get(name, bound) for name, bound in self.addresses.items()}
+
+    def advertised_address(self, listener: str | None = None) -> tuple[str, int]:
+        endpoints = self.advertised_endpoints()
+        return endpoints.get(listener or "", next(iter(endpoints.values())))
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -110,9 +125,11 @@ class KafkaServer:
         for topic, partition in list(self.log_manager.all_logs()):
             if self.store.exists(paths.topic(topic)) is None:  # deleted while we were down
                 self.log_manager.delete_log(topic, partition)
-        host, port = self.config.listener
-        self._server = await asyncio.start_server(self._on_connection, host, port)
-        self.address = self._server.sockets[0].getsockname()[:2]
+        for name, (host, port) in list(self.addresses.items()):
+            server = await asyncio.start_server(
+                functools.partial(self._on_connection, name), host, port)
+            self._servers.append(server)
+            self.addresses[name] = server.sockets[0].getsockname()[:2]
         self.running = True
         self.context.running_brokers[self.broker_id] = self
         self.store.add_session_listener(self._on_session_change)
@@ -142,8 +159,8 @@ class KafkaServer:
         if not self.running:
             return
         self.running = False
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         self.context.running_brokers.pop(self.broker_id, None)
         if self.controller is not None:
             await self.controller.stop()
@@ -170,9 +187,9 @@ class KafkaServer:
             task.cancel()
         if pending:
             await asyncio.wait(pending, timeout=SHUTDOWN_GRACE_S)
-        if self._server is not None:
+        for server in self._servers:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), SHUTDOWN_GRACE_S)
+                await asyncio.wait_for(server.wait_closed(), SHUTDOWN_GRACE_S)
 
     async def _checkpoint_in_background(self) -> None:
         """Checkpoint files are fsynced: write them in a thread so the loop never waits on disk."""
@@ -205,13 +222,13 @@ class KafkaServer:
         self.context.timer.add(self._isr_task)
 
     async def _on_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, listener: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
         try:
-            await Connection(self.services, self.context.faults, reader, writer).serve()
+            await Connection(self.services, self.context.faults, reader, writer, listener).serve()
         except asyncio.CancelledError:
             pass  # shutdown cut this connection; finishing quietly keeps asyncio from logging it
         finally:
@@ -228,12 +245,15 @@ class KafkaServer:
     # -- registration and controller election -----------------------------------------------
 
     def _register(self) -> None:
-        """This broker's ephemeral /brokers/ids/N, in Kafka's JSON (version 5)."""
+        """This broker's ephemeral /brokers/ids/N, in Kafka's JSON (version 5); host and port are
+        the inter-broker listener's."""
         self.session = self.store.create_session()
-        host, port = self.advertised_address
+        endpoints = self.advertised_endpoints()
+        host, port = endpoints[self.config.inter_broker_listener_name]
         self.store.create_json(paths.broker(self.broker_id), {
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-            "endpoints": [f"PLAINTEXT://{host}:{port}"], "jmx_port": -1, "features": {},
+            "listener_security_protocol_map": {name: "PLAINTEXT" for name in endpoints},
+            "endpoints": [str(Listener(n, h, p)) for n, (h, p) in endpoints.items()],
+            "jmx_port": -1, "features": {},
             "host": host, "port": port, "timestamp": str(wall_clock_ms()), "version": 5,
         }, ephemeral=True, session=self.session)
 
