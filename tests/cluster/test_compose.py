@@ -60,9 +60,9 @@ class ServiceMap:
         def address(match: re.Match) -> str:
             host, port = match["host"], int(match["port"])
             if host == "0.0.0.0":
-                return "%s:%d" % self.ports[(service, port)]
+                return "{}:{}".format(*self.ports[(service, port)])
             if host in self.ip:  # another service, by name
-                return "%s:%d" % self.ports[(host, port)]
+                return "{}:{}".format(*self.ports[(host, port)])
             if host == "localhost" and (service, port) in self.ports:  # published to the host
                 return f"localhost:{self.ports[(service, port)][1]}"
             return match.group(0)
