@@ -42,6 +42,7 @@ class ProcessCluster:
         self.root = root
         self.ids = list(range(brokers))
         self.overrides = {"zookeeper.session.timeout.ms": "3000",
+                          "controlled.shutdown.retry.backoff.ms": "200",
                           "default.replication.factor": str(min(3, brokers)),
                           "replica.lag.time.max.ms": "3000", **(overrides or {})}
         self.ports = {i: free_port() for i in self.ids}
@@ -58,7 +59,7 @@ class ProcessCluster:
                 "--log-dirs", str(self.root / f"broker-{broker_id}"),
                 "-o", f"zookeeper.connect={self.zk_connect}", "-o", f"broker.id={broker_id}",
                 "-o", f"control.listener=127.0.0.1:{self.control_ports[broker_id]}",
-                "-o", "log.level=warning"]
+                "-o", "log.level=info"]
         for name, value in self.overrides.items():
             args += ["-o", f"{name}={value}"]
         return args

@@ -24,7 +24,7 @@ from broker.metadata import zk_paths as paths
 from broker.metadata.metadata_cache import MetadataSnapshot, TopicInfo
 from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.store import BadVersionError, MetadataStore, NoNodeError
-from protocol.errors import KafkaError
+from protocol.errors import ErrorCode, KafkaError
 from timer import FunctionTimerTask
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ class Controller:
         self.broker_id = broker_id
         self.epoch = epoch
         self.live_brokers: set[int] = set()
+        self.shutting_down: set[int] = set()  # brokers in a controlled shutdown: never elected
         self.topics: dict[str, TopicInfo] = {}
         self.states: dict[tuple[str, int], LeaderAndIsr] = {}
         self.queue: asyncio.Queue[ControllerEvent] = asyncio.Queue()
@@ -89,6 +90,13 @@ class Controller:
 
         return on_change
 
+    async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
+        """Kafka's ControlledShutdown: move leadership off a broker about to stop and take it out
+        of the ISRs; answers the partitions it still leads (no other ISR member to take over)."""
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.queue.put_nowait(ControllerEvent("controlled_shutdown", (broker_id, future)))
+        return await future
+
     async def elect_preferred_leaders(self) -> None:
         """Move every partition's leadership to its preferred replica where it can lead now."""
         self.queue.put_nowait(ControllerEvent("preferred_election"))
@@ -119,6 +127,7 @@ class Controller:
             "auto_leader_rebalance": self._on_auto_leader_rebalance,
             "partition_change": self._on_partition_change,
             "config_change": self._on_config_change,
+            "controlled_shutdown": self._on_controlled_shutdown,
         }
         while True:
             event = await self.queue.get()
@@ -193,7 +202,7 @@ class Controller:
         """Offline-partition election: the first live replica (assignment order) in the ISR."""
         live_isr = [r for r in state.isr if r in self.live_brokers]
         for replica in state.replicas:
-            if replica in live_isr:
+            if replica in live_isr and replica not in self.shutting_down:
                 return replica, live_isr
         if self.config.log_config(self.topics[state.topic].configs).unclean_leader_election_enable:
             live = [r for r in state.replicas if r in self.live_brokers]
@@ -289,6 +298,7 @@ class Controller:
         live = {int(b) for b in children}  # type: ignore[union-attr]
         new, dead = live - self.live_brokers, self.live_brokers - live
         self.live_brokers = live
+        self.shutting_down &= live
         if dead:
             log.info("brokers left", brokers=sorted(dead), controller_epoch=self.epoch)
             affected = [k for k, s in self.states.items()
@@ -371,9 +381,47 @@ class Controller:
                 self.store.delete(f"{paths.ISR_CHANGES}/{child}")
         self._send_update_metadata()
 
+    def _on_controlled_shutdown(self, data: object) -> None:
+        broker_id, future = data  # type: ignore[misc]
+        try:
+            if broker_id not in self.live_brokers:
+                raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not live")
+            self.shutting_down.add(broker_id)
+            log.info("controlled shutdown", broker_id=broker_id, controller_epoch=self.epoch)
+            changed = []
+            for key, state in list(self.states.items()):
+                if broker_id not in state.replicas or len(state.replicas) == 1:
+                    continue
+                if state.leader == broker_id:
+                    leader, isr = self._elect_leader(state)
+                    if leader < 0 or leader == broker_id:
+                        continue  # nobody else can lead it: it stays, and is reported
+                    isr = [r for r in isr if r != broker_id]
+                elif broker_id in state.isr:
+                    leader, isr = state.leader, [r for r in state.isr if r != broker_id]
+                else:
+                    continue
+                changed.append(self._update_state(key, leader, isr))
+            if changed:
+                self._send_update_metadata()
+                self._send_leader_and_isr(changed, only=self.live_brokers - {broker_id})
+            remaining = sorted(k for k, s in self.states.items() if s.leader == broker_id)
+            # It stops following too, or its fetches would bring it back into the ISRs.
+            following = [k for k, s in self.states.items()
+                         if broker_id in s.replicas and s.leader != broker_id]
+            if following:
+                self.channel.send_stop_replica(broker_id, self.epoch, following, delete=False)
+        except Exception as exc:
+            if not future.done():
+                future.set_exception(exc)
+            raise
+        if not future.done():
+            future.set_result(remaining)
+
     def _can_lead_preferred(self, state: LeaderAndIsr) -> bool:
         preferred = state.replicas[0]
-        return state.leader != preferred and preferred in state.isr and preferred in self.live_brokers
+        return (state.leader != preferred and preferred in state.isr
+                and preferred in self.live_brokers and preferred not in self.shutting_down)
 
     def _on_auto_leader_rebalance(self, _data: object) -> None:
         """Elect preferred leaders for brokers whose share of not-led preferred partitions is above

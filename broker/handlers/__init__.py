@@ -60,6 +60,7 @@ _MODULES = (
     "leader_and_isr",
     "stop_replica",
     "update_metadata",
+    "controlled_shutdown",
     "offset_commit",
     "offset_fetch",
     "find_coordinator",

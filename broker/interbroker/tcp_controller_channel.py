@@ -24,6 +24,7 @@ from broker.controller.wire import (
 from broker.interbroker.broker_client import BrokerClient, BrokerUnreachable
 from broker.metadata.metadata_cache import MetadataSnapshot
 from broker.metadata.partition_state import LeaderAndIsr
+from broker.metadata.store import MetadataStoreError
 from protocol.errors import ErrorCode
 from storage.log_config import LogConfig
 
@@ -82,7 +83,14 @@ class TcpControllerChannel:
                 api_key, version, body = await queue.get()
                 backoff = RETRY_BACKOFF_S[0]
                 while True:
-                    address = self._address(broker_id)
+                    try:
+                        address = self._address(broker_id)
+                    except MetadataStoreError as exc:  # the store is unreachable: try again
+                        log.debug("broker address unknown; retrying", broker_id=broker_id,
+                                  reason=str(exc))
+                        await asyncio.sleep(backoff)
+                        backoff = min(backoff * 2, RETRY_BACKOFF_S[1])
+                        continue
                     if address is None:  # the broker left: what was meant for it is moot
                         log.info("broker left; dropping controller request", broker_id=broker_id,
                                  api=NAMES[api_key])
@@ -112,6 +120,6 @@ class TcpControllerChannel:
             task.cancel()
         for task in self._senders.values():
             with contextlib.suppress(asyncio.CancelledError):
-                await task
+                await task  # a sender never ends with an error of its own: it retries
         self._senders.clear()
         self._queues.clear()

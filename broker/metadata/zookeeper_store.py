@@ -106,6 +106,7 @@ class ZooKeeperMetadataStore:
         self._watchers: dict[tuple[str, str, Watcher], _LoopWatcher] = {}
         self._session_listeners: list[SessionListener] = []
         self._lost = False
+        self._closing = False  # a session we end on purpose is not an expiry
 
     # --- connection and session ---
 
@@ -114,6 +115,7 @@ class ZooKeeperMetadataStore:
         if self._loop is None:
             self._client.add_listener(self._on_state)
         self._loop = asyncio.get_running_loop()
+        self._closing = False
         hosts, _, chroot = self.connect.partition("/")
         if chroot:  # Kafka creates its chroot on first use too
             self._with_client(hosts, lambda client: client.ensure_path("/" + chroot))
@@ -153,11 +155,13 @@ class ZooKeeperMetadataStore:
     def close_session(self, session_id: int) -> None:
         """End the session: ZooKeeper deletes its ephemeral nodes and tells the watchers."""
         if session_id and session_id == self.session_id:
+            self._closing = True
             with contextlib.suppress(Exception):
                 self._client.stop()
 
     def close(self) -> None:
         """End the session and free the client for good."""
+        self._closing = True
         with contextlib.suppress(Exception):
             self._client.stop()
         with contextlib.suppress(Exception):
@@ -167,6 +171,8 @@ class ZooKeeperMetadataStore:
         self._session_listeners.append(listener)
 
     def _on_state(self, state: str) -> None:  # kazoo's thread
+        if self._closing:
+            return
         if state == KazooState.LOST:
             self._lost = True
             self._call_soon(self._session_changed, "LOST")

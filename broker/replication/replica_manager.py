@@ -139,7 +139,8 @@ class ReplicaManager:
     def _fetcher_for(self, leader_id: int) -> ReplicaFetcher:
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None:
-            fetcher = ReplicaFetcher(self.broker_id, self.partitions, leader_id, self._leader_endpoint(leader_id),
+            fetcher = ReplicaFetcher(self.broker_id, self.partitions, leader_id,
+                                     self._leader_endpoint(leader_id),
                                      max_wait_ms=self.settings.replica_fetch_wait_max_ms,
                                      max_bytes=self.settings.replica_fetch_max_bytes)
             if self._replication_paused:

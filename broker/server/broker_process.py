@@ -16,6 +16,7 @@ import structlog
 from broker.config import BrokerConfig
 from broker.control.faults import FaultInjector
 from broker.coordinator.group.view import group_view
+from broker.interbroker.controlled_shutdown import controlled_shutdown
 from broker.interbroker.tcp_controller_channel import TcpControllerChannel
 from broker.interbroker.tcp_leader_endpoint import TcpLeaderEndpoint
 from broker.metadata import zk_paths as paths
@@ -82,7 +83,13 @@ class BrokerProcess:
                  zookeeper=self.config["zookeeper.connect"], cluster_id=self.context.cluster_id)
 
     async def stop(self) -> None:
+        """Stop this broker process (SIGTERM, Ctrl-C): a controlled shutdown first, as Kafka's."""
         if self.broker is not None and self.broker.running:
+            if self.config["controlled.shutdown.enable"]:
+                await controlled_shutdown(
+                    self.store, self.broker_id,
+                    retries=self.config["controlled.shutdown.max.retries"],
+                    backoff_ms=self.config["controlled.shutdown.retry.backoff.ms"])
             await self.broker.stop()
         if self.context is not None:
             await self.context.controller_channel.close()

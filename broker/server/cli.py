@@ -12,6 +12,8 @@ import signal
 import sys
 from pathlib import Path
 
+import structlog
+
 from broker.config import PROPERTIES, ConfigError, build_config, parse_overrides
 from broker.server.log_setup import configure_logging
 
@@ -67,10 +69,24 @@ async def _run(config, num_brokers: int) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
-    finally:
-        if control is not None:
-            await control.stop()
-        await cluster.stop()
+    except BaseException:
+        await _stop(control, cluster)
+        raise
+    try:
+        await _stop(control, cluster)
+    except Exception as exc:  # the cluster ran: a failure now is no start-up error
+        structlog.get_logger("kafka_sim.cli").exception("stopping failed")
+        raise ShutdownError(f"{type(exc).__name__}: {exc}") from exc
+
+
+class ShutdownError(Exception):
+    """Stopping the cluster failed (after it ran)."""
+
+
+async def _stop(control, cluster) -> None:
+    if control is not None:
+        await control.stop()
+    await cluster.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     except MetadataStoreError as exc:  # ZooKeeper unreachable
         print(f"kafka-sim: cannot start: {exc}", file=sys.stderr)
         return 2
+    except ShutdownError as exc:
+        print(f"kafka-sim: stopped with an error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -28,7 +28,13 @@ from broker.metadata import zk_paths as paths
 from broker.metadata.metadata_cache import MetadataCache, MetadataSnapshot
 from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.producer_id_manager import ProducerIdManager
-from broker.metadata.store import BadVersionError, NodeExistsError, NoNodeError, WatchedEvent
+from broker.metadata.store import (
+    BadVersionError,
+    MetadataStoreError,
+    NodeExistsError,
+    NoNodeError,
+    WatchedEvent,
+)
 from broker.network.connection import Connection
 from broker.replication.leader_endpoint import LeaderEndpoint
 from broker.replication.partition import Partition
@@ -350,6 +356,11 @@ class KafkaServer:
             if topic == OFFSETS_TOPIC:
                 self.group_coordinator.on_leadership(partition, False)
 
+    async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
+        if self.controller is None:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, f"broker {self.broker_id} is not the controller")
+        return await self.controller.controlled_shutdown(broker_id)
+
     def topic_config_overrides(self, topics: list[str]) -> dict[str, dict[str, str]]:
         """Topics' config overrides as the store has them (requests over the wire carry none)."""
         overrides = {}
@@ -367,8 +378,20 @@ class KafkaServer:
         return self.context.leader_endpoint(self, leader_id)
 
     def _alter_isr(self, partition: Partition, new_isr: list[int]) -> LeaderAndIsr | None:
-        """Write a leader's ISR change (conditional on the partition version), tell the controller."""
+        """Write a leader's ISR change (conditional on the partition version), tell the controller.
+        None when the change did not happen (lost a race, stopping, the store unreachable): the
+        leader keeps its ISR and tries again on a later fetch or expiration check."""
+        if not self.running:
+            return None
         path = paths.partition_state(partition.topic, partition.index)
+        try:
+            return self._write_isr(partition, path, new_isr)
+        except MetadataStoreError as exc:
+            log.warning("ISR change not written", broker_id=self.broker_id, topic=partition.topic,
+                        partition=partition.index, reason=str(exc))
+            return None
+
+    def _write_isr(self, partition: Partition, path: str, new_isr: list[int]) -> LeaderAndIsr | None:
         try:
             data, stat = self.store.get_json(path)
         except NoNodeError:

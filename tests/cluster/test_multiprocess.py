@@ -2,7 +2,8 @@
 consume; a topic created through one broker shows on all; kill -9 of a leader during an idempotent
 acks=all stream loses and duplicates nothing and the restarted process rejoins the ISR; kill -9 of
 the controller's process elects a new controller with a higher epoch, and the old epoch is refused
-over TCP; a broker whose ZooKeeper session expires (SIGSTOP) is dropped, then rejoins."""
+over TCP; a broker whose ZooKeeper session expires (SIGSTOP) is dropped, then rejoins; a broker
+asked to stop (SIGTERM, or ControlledShutdown) hands its leaderships over first."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from broker.controller.wire import LEADER_AND_ISR, leader_and_isr_body
+from broker.interbroker.controlled_shutdown import CONTROLLED_SHUTDOWN
 from broker.metadata.partition_state import LeaderAndIsr
 from protocol.errors import ErrorCode
 from tests.cluster.client_producers import PRODUCERS, create_replicated_topic
@@ -164,3 +166,37 @@ def test_an_expired_session_drops_the_broker_then_it_rejoins(cluster):
     producer.send("expiry", value=b"after").get(timeout=30)
     producer.close()
     assert read_all(f"127.0.0.1:{cluster.ports[paused]}", "expiry")[-1:] == [b"after"]
+
+
+async def test_controlled_shutdown_moves_leadership_off_a_live_broker(cluster):
+    create_replicated_topic(cluster.bootstrap, "drain")
+    wait_until(lambda: len(leader_of(cluster, "drain", 0)["isr"]) == 3, "a full ISR")
+    leaving = leader_of(cluster, "drain", 0)["leader"]
+    controller = next(b["id"] for b in cluster.brokers(0) if b["controller"])
+    client = await RawClient.connect(cluster.ports[controller])
+    response = await client.request(CONTROLLED_SHUTDOWN, 3, {"broker_id": leaving,
+                                                             "broker_epoch": -1})
+    await client.close()
+    assert (response.error_code, list(response.remaining_partitions)) == (ErrorCode.NONE, [])
+    state = leader_of(cluster, "drain", leaving)
+    assert state["leader"] != leaving and leaving not in state["isr"]
+    assert cluster.registered(leaving)  # still up: it only handed its work over
+    other = next(i for i in cluster.ids if i not in (leaving, controller))
+    client = await RawClient.connect(cluster.ports[other])  # only the controller answers
+    response = await client.request(CONTROLLED_SHUTDOWN, 3, {"broker_id": leaving,
+                                                             "broker_epoch": -1})
+    await client.close()
+    assert response.error_code == ErrorCode.NOT_CONTROLLER
+
+
+def test_sigterm_shuts_a_broker_down_in_a_controlled_way(cluster):
+    create_replicated_topic(cluster.bootstrap, "sigterm")
+    wait_until(lambda: len(leader_of(cluster, "sigterm", 0)["isr"]) == 3, "a full ISR")
+    leader = leader_of(cluster, "sigterm", 0)["leader"]
+    cluster.kill(leader, signal.SIGTERM)
+    assert cluster.processes[leader].returncode == 0
+    log = (cluster.root / f"broker-{leader}.log").read_text()
+    assert "controlled shutdown succeeded" in log
+    survivor = next(i for i in cluster.ids if i != leader)
+    state = leader_of(cluster, "sigterm", survivor)
+    assert state["leader"] not in (-1, leader) and leader not in state["isr"]
