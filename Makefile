@@ -1,10 +1,10 @@
-# kafka-sim: make run · make test · make bench · make lint · make cluster · make compose-up
+# kafka-sim: make run · make test · make pipeline · make bench · make lint · make cluster · make compose-up
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 DATA ?= ./data
 
-.PHONY: run test bench lint clean cluster compose-up compose-down pipeline
+.PHONY: run test pipeline bench lint clean cluster compose-up compose-down
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -15,9 +15,14 @@ $(VENV)/.installed-run: pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e .
 	touch $@
 
+# The Spark pipeline's extra (PySpark, pyarrow, pandas, matplotlib) on top of the base install.
+$(VENV)/.installed-pipeline: pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e '.[pipeline]'
+	touch $@ $(VENV)/.installed-run
+
 $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[test,pipeline]'
-	touch $@ $(VENV)/.installed-run
+	touch $@ $(VENV)/.installed-run $(VENV)/.installed-pipeline
 
 # The multi-process tests and `make cluster` run a real ZooKeeper: Debian's package (Java).
 ZOOKEEPER_JAR := /usr/share/java/zookeeper.jar
@@ -64,6 +69,9 @@ compose-up:
 
 compose-down:
 	$(COMPOSE) -f docker/docker-compose.yml down
+
+pipeline: $(VENV)/.installed-pipeline
+	@echo "pipeline extra installed: $(VENV)/bin/kafka-sim pipeline audit|stats --data-dir $(DATA)"
 
 bench: $(VENV)/.installed-test
 	$(PY) tests/bench/bench_timer.py --quick

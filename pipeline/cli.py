@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import time
 import warnings
+
+# What the `pipeline` extra brings (pyproject.toml) and the jobs import: checked before any of
+# them is imported so that a base install gets one line of advice, not a traceback.
+EXTRA_MODULES = ("pyspark", "pyarrow", "pandas", "numpy", "matplotlib")
+INSTALL_HINT = "run 'make pipeline' (or pip install -e '.[pipeline]')"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -26,8 +32,37 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def missing_modules(names: tuple[str, ...] = EXTRA_MODULES) -> list[str]:
+    """The modules among `names` that cannot be imported (without importing any of them)."""
+    missing = []
+    for name in names:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ValueError:  # in sys.modules without a __spec__: imported already, so importable
+            found = True
+        except ImportError:  # a dotted name whose parent cannot be imported
+            found = False
+        if not found:  # also a None entry in sys.modules, which makes `import name` fail
+            missing.append(name)
+    return missing
+
+
+def _extra_missing() -> str | None:
+    """One line saying what to install when the pipeline extra is absent, else None."""
+    missing = missing_modules()
+    if not missing:
+        return None
+    what = "PySpark is not installed" if "pyspark" in missing else "the pipeline extra is incomplete"
+    return f"pipeline: {what} (missing {', '.join(missing)}); {INSTALL_HINT}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    # After parsing, so that --help and usage errors still answer without the extra.
+    problem = _extra_missing()
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
     # PySpark 4 warns on every toPandas() under pandas 3; our conversions are flat tables.
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     # Spark is imported here so that `--help` and argument errors answer at once.
