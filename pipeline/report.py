@@ -16,6 +16,10 @@ import pandas as pd  # noqa: E402
 
 from pipeline.stats import Stats  # noqa: E402
 
+# Every plot a report holds, by its alt text, in report order (the tests count them by this).
+PLOTS = {"rates": "records per second over time", "sizes": "message size distribution",
+         "partitions": "records per partition"}  # fmt: skip
+
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
@@ -36,16 +40,22 @@ def _img(fig, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{_png(fig)}">'
 
 
+def _legend(ax, artists: dict) -> None:
+    """One entry per topic. Labels are passed explicitly: matplotlib drops automatic labels that
+    start with "_" (its "leave me out" convention), and with them __consumer_offsets."""
+    if artists:
+        ax.legend(list(artists.values()), list(artists), fontsize="small")
+
+
 def _rates_plot(rates: pd.DataFrame, bucket_seconds: int) -> str:
     fig, ax = plt.subplots(figsize=(10, 4))
-    for topic, group in rates.groupby("topic"):
-        ax.plot(group["window_start"], group["records"] / bucket_seconds, marker=".", label=topic)
+    lines = {topic: ax.plot(group["window_start"], group["records"] / bucket_seconds, marker=".")[0]
+             for topic, group in rates.groupby("topic")}  # fmt: skip
     ax.set_title(f"Records per second ({bucket_seconds} s buckets, by record timestamp)")
     ax.set_ylabel("records/s")
-    if len(rates):
-        ax.legend(fontsize="small")
+    _legend(ax, lines)
     fig.autofmt_xdate()
-    return _img(fig, "records per second over time")
+    return _img(fig, PLOTS["rates"])
 
 
 def _sizes_plot(sizes: pd.DataFrame) -> str:
@@ -54,17 +64,17 @@ def _sizes_plot(sizes: pd.DataFrame) -> str:
     positions = {b: i for i, b in enumerate(buckets)}
     topics = sorted(sizes["topic"].unique()) if len(sizes) else []
     width = 0.8 / max(len(topics), 1)
+    bars = {}
     for i, topic in enumerate(topics):
         group = sizes[sizes["topic"] == topic]
         xs = [positions[b] + i * width for b in group["size_bucket"]]
-        ax.bar(xs, group["records"], width=width, label=topic)
+        bars[topic] = ax.bar(xs, group["records"], width=width)
     ax.set_xticks([positions[b] + 0.4 - width / 2 for b in buckets])
     ax.set_xticklabels([_size_label(b) for b in buckets], rotation=45)
     ax.set_title("Message (value) size distribution")
     ax.set_ylabel("records")
-    if topics:
-        ax.legend(fontsize="small")
-    return _img(fig, "message size distribution")
+    _legend(ax, bars)
+    return _img(fig, PLOTS["sizes"])
 
 
 def _size_label(lower: int) -> str:
@@ -80,14 +90,32 @@ def _partitions_plot(partitions: pd.DataFrame) -> str:
     ax.invert_yaxis()
     ax.set_title("Records per partition")
     ax.set_xlabel("records")
-    return _img(fig, "records per partition")
+    return _img(fig, PLOTS["partitions"])
+
+
+def _joined(value: object) -> object:
+    """A list cell (codecs, epochs, topics) as "a, b"; anything else as is."""
+    return ", ".join(map(str, value)) if pd.api.types.is_list_like(value) else value
+
+
+def _timestamp(value: pd.Timestamp) -> str:
+    return "" if pd.isna(value) else value.isoformat(sep=" ", timespec="milliseconds")
+
+
+def _shown(column: pd.Series) -> pd.Series:
+    """A column as the table shows it: lists joined, missing values (an empty partition's
+    offsets and times) as empty cells; to_html's na_rep covers float NaN only, not NaT or <NA>."""
+    if column.map(pd.api.types.is_list_like).any():
+        return column.map(_joined)
+    if pd.api.types.is_datetime64_any_dtype(column):
+        return column.map(_timestamp)
+    if not pd.api.types.is_float_dtype(column) and column.isna().any():
+        return column.astype(object).where(column.notna(), "")
+    return column
 
 
 def _table(df: pd.DataFrame) -> str:
-    shown = df.copy()
-    for column in shown.columns:  # lists (codecs, epochs, topics) read better joined
-        if shown[column].map(lambda v: hasattr(v, "__len__") and not isinstance(v, str)).any():
-            shown[column] = shown[column].map(lambda v: ", ".join(map(str, v)))
+    shown = pd.DataFrame({column: _shown(df[column]) for column in df.columns})
     return shown.to_html(index=False, na_rep="", float_format=lambda x: f"{x:,.1f}", border=0)
 
 

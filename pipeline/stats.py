@@ -19,6 +19,9 @@ _COLUMNS = ("topic,partition,broker_id,offset,timestamp,key,key_size,value_size,
 # Time buckets for the rate series: the smallest giving at most ~120 points over the data's span.
 _BUCKETS_S = (1, 5, 10, 30, 60, 300, 600, 1800, 3600, 21600, 86400, 604800)
 _MAX_POINTS = 120
+# Per-partition columns that count something (0 for an empty partition) and offsets (none then).
+_COUNTS = ("records", "bytes", "control_records", "keys", "null_keys", "producers")
+_OFFSETS = ("first_offset", "last_offset")
 
 
 @dataclass(slots=True)
@@ -86,10 +89,24 @@ def run_stats(spark: SparkSession, data_dir: str | Path) -> Stats:
         )  # fmt: skip
     finally:
         df.unpersist()
-    partitions = partitions.merge(log_bytes, on=["topic", "partition"], how="right")
-    partitions = partitions.fillna({"records": 0, "bytes": 0, "control_records": 0, "keys": 0})
+    # Right join: every partition on disk, also those without a record (idle partitions of a
+    # topic, most of __consumer_offsets), which Spark's aggregation cannot see.
+    partitions = _fill_empty(partitions.merge(log_bytes, on=["topic", "partition"], how="right"))
     return Stats(topics, partitions.sort_values(["topic", "partition"], ignore_index=True),
                  rates, sizes, producers, bucket)  # fmt: skip
+
+
+def _fill_empty(partitions: pd.DataFrame) -> pd.DataFrame:
+    """What an empty partition has: zero counts, no codecs, no offsets (not NaN everywhere).
+
+    The join leaves NaN in every column Spark filled: a float where `codecs` holds a list, and
+    count columns turned to float. Offsets become nullable integers: an empty log has none.
+    """
+    out = partitions.copy()
+    out[list(_COUNTS)] = out[list(_COUNTS)].fillna(0).astype("int64")
+    out["codecs"] = out["codecs"].map(lambda v: list(v) if pd.api.types.is_list_like(v) else [])
+    out[list(_OFFSETS)] = out[list(_OFFSETS)].astype("Int64")
+    return out
 
 
 def _partitions(df: DataFrame, raw: DataFrame) -> pd.DataFrame:

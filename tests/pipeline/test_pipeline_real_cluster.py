@@ -1,0 +1,189 @@
+"""`kafka-sim pipeline audit|stats` on what a real 3-broker cluster leaves behind after a mixed
+workload from real clients over TCP: idle partitions, a consumer group's compacted
+`__consumer_offsets` (50 partitions, nearly all empty), an idempotent producer, a deleted topic."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pipeline import cli
+from pipeline.report import PLOTS
+from protocol.records import iter_batches
+
+pytestmark = pytest.mark.slow
+
+BROKERS = 3
+OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions' default, as under `make run`
+ORDERS_PARTITIONS, ORDERS_WRITTEN = 6, 3  # orders-3..5 stay empty
+TOPIC_PARTITIONS = {"orders": ORDERS_PARTITIONS, "payments": 3, "scratch": 2}
+ORDERS, PAYMENTS, SCRATCH = 240, 150, 40  # records per topic
+COMMITS = 4
+
+
+@dataclass
+class MixedWorkload:
+    root: Path  # the cluster's data directory, as `make run` leaves ./data
+    produced: dict[str, int] = field(default_factory=dict)  # topic -> records acknowledged
+    commits: int = 0
+
+
+def _produce_orders(bootstrap: str) -> int:
+    """kafka-python without idempotence, only to partitions 0..2 of orders."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False,
+                             linger_ms=5, compression_type="gzip")  # fmt: skip
+    futures = [producer.send("orders", key=b"order-%d" % (i % 17), value=b"pizza %d " % i * (1 + i % 9),
+                             partition=i % ORDERS_WRITTEN) for i in range(ORDERS)]  # fmt: skip
+    producer.flush()
+    offsets = [f.get(30).offset for f in futures]
+    producer.close()
+    return len(offsets)
+
+
+def _produce_idempotent(bootstrap: str, topic: str, count: int) -> int:
+    """confluent-kafka with enable.idempotence (acks=all, producer id and sequences)."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                         "linger.ms": 5, "compression.type": "lz4"})  # fmt: skip
+    delivered, errors = [], []
+    for i in range(count):
+        producer.produce(topic, key=b"account-%d" % (i % 11), value=b"%d cents" % (i * 37),
+                         on_delivery=lambda err, msg: (errors if err else delivered).append(msg))  # fmt: skip
+        producer.poll(0)
+    assert producer.flush(30) == 0 and errors == []
+    return len(delivered)
+
+
+def _consume_and_commit(bootstrap: str, want: int) -> int:
+    """A kafka-python consumer group reads orders and payments, committing as it goes."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer("orders", "payments", bootstrap_servers=bootstrap, group_id="billing",
+                             auto_offset_reset="earliest", enable_auto_commit=False,
+                             max_poll_records=(want // COMMITS) + 1)  # fmt: skip
+    seen = commits = 0
+    while seen < want:  # poll returns as soon as records are there: no fixed waits
+        seen += sum(len(records) for records in consumer.poll(timeout_ms=10_000).values())
+        consumer.commit()  # each commit: OffsetCommit records in __consumer_offsets
+        commits += 1
+    assert seen == want
+    consumer.close()  # LeaveGroup: the group is empty, its offsets stay
+    return commits
+
+
+def _delete_topic(bootstrap: str, topic: str) -> None:
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.delete_topics([topic], timeout_ms=30_000)  # answered once every broker dropped it
+    admin.close()
+
+
+def serve_mixed_workload(root: Path) -> MixedWorkload:
+    """Run a 3-broker cluster with its data in `root`, drive the workload through it, stop it."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    from tests.harness import BrokerThread
+
+    cluster = BrokerThread(root, {"log.segment.bytes": "8192", "group.initial.rebalance.delay.ms": "0"},
+                           brokers=BROKERS).start()  # fmt: skip
+    workload = MixedWorkload(root)
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        admin.create_topics([NewTopic(t, n, BROKERS) for t, n in TOPIC_PARTITIONS.items()])
+        admin.close()
+        workload.produced["orders"] = _produce_orders(cluster.bootstrap)
+        workload.produced["payments"] = _produce_idempotent(cluster.bootstrap, "payments", PAYMENTS)
+        assert _produce_idempotent(cluster.bootstrap, "scratch", SCRATCH) == SCRATCH
+        workload.commits = _consume_and_commit(cluster.bootstrap, ORDERS + PAYMENTS)
+        _delete_topic(cluster.bootstrap, "scratch")
+    finally:
+        cluster.stop()  # flushes and checkpoints: Spark reads a stopped cluster's files
+    return workload
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory) -> MixedWorkload:
+    workload = serve_mixed_workload(tmp_path_factory.mktemp("mixed") / "data")
+    assert not list(workload.root.glob("broker-*/scratch-*"))  # the deleted topic's data is gone
+    return workload
+
+
+def _records_on_disk(root: Path) -> int:
+    """Records in every replica's segment files, from the batch headers (the oracle for R)."""
+    return sum(h.record_count for log in root.glob("broker-*/*-*/*.log")
+               for _, h in iter_batches(log.read_bytes()))  # fmt: skip
+
+
+def test_audit_of_a_real_cluster_finds_nothing(spark, mixed, tmp_path, capsys):
+    partitions = sum(n for t, n in TOPIC_PARTITIONS.items() if t != "scratch") + OFFSETS_PARTITIONS
+    records = _records_on_disk(mixed.root)
+    user_records = ORDERS + PAYMENTS
+    assert records >= BROKERS * (user_records + mixed.commits)  # every replica has every record
+    code = cli.main(["audit", "--data-dir", str(mixed.root), "--out", str(tmp_path), "--no-progress"])
+    out = capsys.readouterr().out
+    report = json.loads((tmp_path / "audit.json").read_text())
+    assert report["violations"] == [] and code == 0, out
+    assert f"audit: {partitions} partitions, {records} records, 0 violations" in out
+    assert report["replicas"] == BROKERS * partitions
+
+
+@pytest.fixture(scope="module")
+def stats_out(spark, mixed, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("mixed-stats")
+    code = cli.main(["stats", "--data-dir", str(mixed.root), "--out", str(out), "--no-progress"])
+    assert code == 0
+    return out
+
+
+def test_stats_of_a_real_cluster_counts_every_partition(mixed, stats_out):
+    folder = stats_out / "stats"
+    table = pd.read_parquet(folder / "partitions.parquet")
+    by_topic = table.groupby("topic")["records"].agg(["count", "sum"])
+    assert by_topic.loc["orders"].tolist() == [ORDERS_PARTITIONS, ORDERS]
+    assert by_topic.loc["payments"].tolist() == [3, PAYMENTS]
+    assert by_topic.loc["__consumer_offsets", "count"] == OFFSETS_PARTITIONS
+    assert by_topic.loc["__consumer_offsets", "sum"] >= mixed.commits
+    assert "scratch" not in set(table["topic"])
+    empty = table[table["records"] == 0]
+    assert {("orders", p) for p in range(ORDERS_WRITTEN, ORDERS_PARTITIONS)} <= set(
+        zip(empty["topic"], empty["partition"], strict=True))  # fmt: skip
+    producers = pd.read_parquet(folder / "producers.parquet")
+    assert [list(t) for t in producers["topics"]] == [["payments"]]  # scratch's producer went with it
+    assert producers.loc[0, "records"] == PAYMENTS
+
+
+def _decoded_png(data: bytes):
+    """The image, fully decoded (Pillow comes with matplotlib); raises on a broken PNG."""
+    from PIL import Image
+
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    image = Image.open(io.BytesIO(data))
+    image.load()  # decompresses every row: a truncated or corrupt stream fails here
+    return image
+
+
+def test_report_opens_with_every_plot(stats_out):
+    html = (stats_out / "report.html").read_text(encoding="utf-8")
+    images = re.findall(r'<img alt="([^"]*)" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert [alt for alt, _ in images] == list(PLOTS.values())  # each plot once, in order
+    for alt, encoded in images:
+        data = base64.b64decode(encoded, validate=True)
+        image = _decoded_png(data)
+        assert len(data) > 10_000 and image.width >= 600 and image.height >= 200, alt
+        colors = image.convert("RGB").getcolors(maxcolors=1 << 16)
+        assert colors is None or len(colors) > 8, alt  # axes, labels and data, not a blank image
+    assert "http://" not in html and "https://" not in html  # self-contained: opens offline
+    # The idle partitions show as empty cells and zeros, not as NaN, NaT or <NA>.
+    assert not re.search(r"<td>(nan|NaN|NaT|&lt;NA&gt;)</td>", html)
+    assert "__consumer_offsets" in html and "orders" in html and "payments" in html
