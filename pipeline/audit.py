@@ -3,7 +3,8 @@
 Checks, per topic-partition and replica: every batch's CRC-32C holds; offsets run contiguously from
 the log start to the log end (retention only moves the log start; compacted topics may have gaps);
 the log reaches the checkpointed high watermark; replicas are byte-identical batch by batch below
-each replica's high watermark; no (producer id, epoch, sequence) appears twice.
+each replica's high watermark (above what the log cleaner rewrote: each replica compacts its own
+log); no (producer id, epoch, sequence) appears twice.
 """
 
 from __future__ import annotations
@@ -50,9 +51,10 @@ class AuditResult:
 def run_audit(spark: SparkSession, data_dir: str | Path) -> AuditResult:
     replicas = find_replicas(data_dir)
     meta = spark.createDataFrame(
-        [(r.replica, r.topic, r.partition, r.log_start_offset, r.high_watermark) for r in replicas],
-        "broker_id int, topic string, partition int, log_start long, hw long",
-    )
+        [(r.replica, r.topic, r.partition, r.log_start_offset, r.high_watermark, r.cleaned_to)
+         for r in replicas],
+        "broker_id int, topic string, partition int, log_start long, hw long, cleaned_to long",
+    )  # fmt: skip
     batches = (
         spark.read.format(FORMAT).option("path", str(data_dir)).option("level", "batches")
         .option("columns", _BATCH_COLUMNS).load()
@@ -99,6 +101,9 @@ def _contiguity(batches: DataFrame, meta: DataFrame, compacted: set[str]) -> Dat
     gaps = df.where(F.col("base_offset") > F.col("expected"))
     if compacted:
         gaps = gaps.where(~F.col("topic").isin(*sorted(compacted)))
+    # Below its cleaner checkpoint the log cleaner dropped whole batches: those gaps are its work
+    # (this also covers a broker folder audited without the cluster's metadata store).
+    gaps = gaps.where(F.col("cleaned_to").isNull() | (F.col("base_offset") > F.col("cleaned_to")))
     overlaps = df.where(F.col("prev_end").isNotNull() & (F.col("base_offset") < F.col("prev_end")))
     gap_detail = F.format_string("offsets %d..%d missing", F.col("expected"), F.col("base_offset") - 1)
     overlap_detail = F.format_string(
@@ -125,9 +130,13 @@ def _below_high_watermark(batches: DataFrame, meta: DataFrame) -> DataFrame:
 def _divergence(batches: DataFrame, meta: DataFrame) -> DataFrame:
     """Below each replica's high watermark every replica must hold the very same batches."""
     keys = ["topic", "partition"]
+    # Each replica's log cleaner rewrites its own log, when it gets to it (Kafka's too): below the
+    # highest cleaner checkpoint among a partition's replicas, copies may differ and still be right.
+    cleaned = meta.groupBy(*keys).agg(F.coalesce(F.max("cleaned_to"), F.lit(0)).alias("clean_end"))
     committed = (
-        batches.join(meta, ["broker_id", *keys])
-        .where(F.col("hw").isNotNull() & (F.col("last_offset") < F.col("hw")))
+        batches.join(meta, ["broker_id", *keys]).join(cleaned, keys)
+        .where(F.col("hw").isNotNull() & (F.col("last_offset") < F.col("hw"))
+               & (F.col("base_offset") >= F.col("clean_end")))
         .select(*keys, "base_offset", "last_offset").distinct()
     )  # fmt: skip
     # Every replica whose own committed range covers the batch is expected to hold it.

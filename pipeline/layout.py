@@ -1,17 +1,20 @@
 """Discovery of brokers, partition replicas and segment files under a data directory (no Spark).
 
 A broker directory is any folder holding `meta.properties`: the given path itself or its immediate
-subfolders (a whole cluster's directory holds one per broker). Its replica id is `node.id`.
+subfolders (a whole cluster's directory holds one per broker). Its replica id is `node.id`. Topic
+configs come from the cluster's metadata store, `metadata-store.json` beside the broker folders.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from storage.checkpoint import OffsetCheckpointFile
 from storage.naming import (
+    CLEANER_CHECKPOINT,
     HIGH_WATERMARK_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     LOG_SUFFIX,
@@ -20,7 +23,8 @@ from storage.naming import (
 )
 
 META_PROPERTIES = "meta.properties"
-METADATA_FILE = "kafka-sim-metadata.json"  # the broker's topic registry (read-only here)
+METADATA_STORE = "metadata-store.json"  # the cluster's metadata (broker/cluster.py; read-only here)
+TOPIC_CONFIGS = "/config/topics/"  # a node per topic with its config overrides (Kafka's ZK layout)
 
 
 @dataclass(slots=True, frozen=True)
@@ -40,6 +44,9 @@ class PartitionReplica:
     partition: int
     log_start_offset: int | None  # from log-start-offset-checkpoint; None when not checkpointed
     high_watermark: int | None  # from replication-offset-checkpoint; None when not checkpointed
+    # From cleaner-offset-checkpoint: the log cleaner rewrote this replica's log below it (None:
+    # never cleaned). Replicas compact on their own, so their bytes may differ below it.
+    cleaned_to: int | None = None
     segments: list[SegmentFile] = field(default_factory=list)
 
 
@@ -47,7 +54,6 @@ class PartitionReplica:
 class BrokerDir:
     replica: int
     path: Path
-    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -75,19 +81,11 @@ def find_brokers(data_dir: str | Path) -> list[BrokerDir]:
         node_id = props.get("node.id", props.get("broker.id"))
         if node_id is None:
             raise ValueError(f"{meta} has no node.id")
-        brokers.append(BrokerDir(int(node_id), path, _topic_configs(path)))
+        brokers.append(BrokerDir(int(node_id), path))
     ids = [b.replica for b in brokers]
     if len(set(ids)) != len(ids):
         raise ValueError(f"duplicate node.id among brokers under {root}: {sorted(ids)}")
     return sorted(brokers, key=lambda b: b.replica)
-
-
-def _topic_configs(broker_path: Path) -> dict[str, dict[str, str]]:
-    path = broker_path / METADATA_FILE
-    if not path.is_file():
-        return {}
-    state = json.loads(path.read_text(encoding="utf-8"))
-    return {t["name"]: dict(t.get("configs", {})) for t in state.get("topics", [])}
 
 
 def find_replicas(data_dir: str | Path) -> list[PartitionReplica]:
@@ -96,11 +94,13 @@ def find_replicas(data_dir: str | Path) -> list[PartitionReplica]:
     for broker in find_brokers(data_dir):
         starts = OffsetCheckpointFile(broker.path / LOG_START_OFFSET_CHECKPOINT).read()
         hws = OffsetCheckpointFile(broker.path / HIGH_WATERMARK_CHECKPOINT).read()
+        cleaned = OffsetCheckpointFile(broker.path / CLEANER_CHECKPOINT).read()
         for folder in sorted(p for p in broker.path.iterdir() if p.is_dir()):
             key = parse_log_dir_name(folder.name)
             if key is None:
                 continue
-            replica = PartitionReplica(broker.replica, key[0], key[1], starts.get(key), hws.get(key))
+            replica = PartitionReplica(broker.replica, key[0], key[1], starts.get(key), hws.get(key),
+                                       cleaned.get(key))  # fmt: skip
             for file in folder.iterdir():
                 parsed = parse_segment_file(file.name)
                 if parsed is None or parsed[1] != LOG_SUFFIX:
@@ -114,14 +114,29 @@ def find_replicas(data_dir: str | Path) -> list[PartitionReplica]:
     return replicas
 
 
+def topic_configs(data_dir: str | Path) -> dict[str, dict[str, str]]:
+    """Every topic's config overrides from the cluster's metadata store: the one in `data_dir` (a
+    cluster's folder) or beside it (`data_dir` is one broker's folder); {} without a store."""
+    root = Path(data_dir)
+    store = root / METADATA_STORE
+    if not store.is_file() and (root / META_PROPERTIES).is_file():
+        store = root.parent / METADATA_STORE
+    if not store.is_file():
+        return {}
+    nodes = json.loads(store.read_text(encoding="utf-8")).get("nodes", {})
+    configs = {}
+    for path, node in nodes.items():
+        name = path.removeprefix(TOPIC_CONFIGS)
+        if path.startswith(TOPIC_CONFIGS) and "/" not in name:
+            data = json.loads(base64.b64decode(node["data"]) or b"{}")
+            configs[name] = {k: str(v) for k, v in (data.get("config") or {}).items()}
+    return configs
+
+
 def compacted_topics(data_dir: str | Path) -> set[str]:
     """Topics whose cleanup.policy includes compact: offset gaps there are expected."""
-    out: set[str] = set()
-    for broker in find_brokers(data_dir):
-        for topic, configs in broker.topic_configs.items():
-            if "compact" in configs.get("cleanup.policy", ""):
-                out.add(topic)
-    return out
+    return {topic for topic, configs in topic_configs(data_dir).items()
+            if "compact" in configs.get("cleanup.policy", "")}  # fmt: skip
 
 
 def one_copy(replicas: list[PartitionReplica]) -> list[PartitionReplica]:

@@ -8,15 +8,24 @@ import base64
 import io
 import json
 import re
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pytest
 
+from broker.group.manager import OFFSETS_TOPIC
 from pipeline import cli
+from pipeline.audit import run_audit
+from pipeline.layout import compacted_topics, find_replicas
 from pipeline.report import PLOTS
-from protocol.records import iter_batches
+from protocol.records import RECORDS_OFFSET, iter_batches
+
+if TYPE_CHECKING:
+    from tests.harness import BrokerThread
 
 pytestmark = pytest.mark.slow
 
@@ -33,6 +42,7 @@ class MixedWorkload:
     root: Path  # the cluster's data directory, as `make run` leaves ./data
     produced: dict[str, int] = field(default_factory=dict)  # topic -> records acknowledged
     commits: int = 0
+    cleaned: int = 0  # offsets logs (replicas) the log cleaner compacted
 
 
 def _produce_orders(bootstrap: str) -> int:
@@ -64,8 +74,9 @@ def _produce_idempotent(bootstrap: str, topic: str, count: int) -> int:
     return len(delivered)
 
 
-def _consume_and_commit(bootstrap: str, want: int) -> int:
-    """A kafka-python consumer group reads orders and payments, committing as it goes."""
+def _consume_and_commit(bootstrap: str, want: int, between: Callable[[], None]) -> int:
+    """A kafka-python consumer group reads orders and payments, committing as it goes; then
+    `between()`, one more commit and LeaveGroup. Returns the number of commits."""
     from kafka import KafkaConsumer
 
     consumer = KafkaConsumer("orders", "payments", bootstrap_servers=bootstrap, group_id="billing",
@@ -74,11 +85,31 @@ def _consume_and_commit(bootstrap: str, want: int) -> int:
     seen = commits = 0
     while seen < want:  # poll returns as soon as records are there: no fixed waits
         seen += sum(len(records) for records in consumer.poll(timeout_ms=10_000).values())
-        consumer.commit()  # each commit: OffsetCommit records in __consumer_offsets
+        consumer.commit()  # each commit: OffsetCommit records in __consumer_offsets (acks=-1)
         commits += 1
     assert seen == want
+    between()
+    consumer.commit()  # the same offsets again: records above what was compacted
     consumer.close()  # LeaveGroup: the group is empty, its offsets stay
-    return commits
+    return commits + 1
+
+
+def _compact_offsets(cluster: BrokerThread) -> int:
+    """What each broker's log cleaner does to `__consumer_offsets` on a long-running cluster (its
+    100 MiB segments would take a test forever to fill): roll the written offsets logs, then a
+    forced cleaner pass per broker. Each replica cleans only below its own high watermark, so the
+    copies end up compacted differently, as in Kafka. Returns how many logs were cleaned."""
+
+    def run() -> int:
+        cleaned = 0
+        for broker in cluster.cluster.brokers.values():
+            for (topic, _), log in broker.log_manager.all_logs().items():
+                if topic == OFFSETS_TOPIC:
+                    log.roll()  # a no-op on an empty log
+            cleaned += broker.log_manager.clean_logs(force=True)
+        return cleaned
+
+    return cluster.call(run)
 
 
 def _delete_topic(bootstrap: str, topic: str) -> None:
@@ -105,7 +136,12 @@ def serve_mixed_workload(root: Path) -> MixedWorkload:
         workload.produced["orders"] = _produce_orders(cluster.bootstrap)
         workload.produced["payments"] = _produce_idempotent(cluster.bootstrap, "payments", PAYMENTS)
         assert _produce_idempotent(cluster.bootstrap, "scratch", SCRATCH) == SCRATCH
-        workload.commits = _consume_and_commit(cluster.bootstrap, ORDERS + PAYMENTS)
+        # The commits were acknowledged with acks=-1: the leader's high watermark covers them,
+        # so at least its copy gets compacted (followers' depend on their last fetch).
+        def compact() -> None:
+            workload.cleaned = _compact_offsets(cluster)
+
+        workload.commits = _consume_and_commit(cluster.bootstrap, ORDERS + PAYMENTS, compact)
         _delete_topic(cluster.bootstrap, "scratch")
     finally:
         cluster.stop()  # flushes and checkpoints: Spark reads a stopped cluster's files
@@ -119,23 +155,71 @@ def mixed(tmp_path_factory) -> MixedWorkload:
     return workload
 
 
-def _records_on_disk(root: Path) -> int:
-    """Records in every replica's segment files, from the batch headers (the oracle for R)."""
-    return sum(h.record_count for log in root.glob("broker-*/*-*/*.log")
-               for _, h in iter_batches(log.read_bytes()))  # fmt: skip
+def _headers(folder: Path) -> list:
+    """Batch headers of one replica's log, segment after segment."""
+    return [h for log in sorted(folder.glob("*.log")) for _, h in iter_batches(log.read_bytes())]
+
+
+def _records_on_disk(root: Path, pattern: str = "*") -> int:
+    """Records in the replicas' segment files, from the batch headers (the oracle for R)."""
+    return sum(h.record_count for folder in root.glob(f"broker-*/{pattern}-*")
+               for h in _headers(folder))  # fmt: skip
+
+
+def _has_gap(headers: list) -> bool:
+    end = 0  # no DeleteRecords here: every log starts at 0
+    for h in headers:
+        if h.base_offset > end:
+            return True
+        end = h.next_offset
+    return False
+
+
+def test_the_workload_left_what_a_long_run_leaves(mixed):
+    """Idle partitions, compacted offsets with gaps, no trace of the deleted topic."""
+    assert _records_on_disk(mixed.root, "orders") == BROKERS * ORDERS  # every replica, every record
+    assert _records_on_disk(mixed.root, "payments") == BROKERS * PAYMENTS
+    assert all(not _headers(f) for f in mixed.root.glob(f"broker-*/orders-{ORDERS_PARTITIONS - 1}"))
+    assert mixed.cleaned >= 1
+    offsets = {f: _headers(f) for f in mixed.root.glob(f"broker-*/{OFFSETS_TOPIC}-*")}
+    assert len(offsets) == BROKERS * OFFSETS_PARTITIONS
+    assert sum(1 for h in offsets.values() if h) == BROKERS  # one group: one partition written
+    assert any(_has_gap(h) for h in offsets.values())  # the cleaner dropped whole batches
+    # Topic configs come from the cluster's metadata store, also for one broker's folder.
+    assert compacted_topics(mixed.root) == compacted_topics(mixed.root / "broker-0") == {OFFSETS_TOPIC}
 
 
 def test_audit_of_a_real_cluster_finds_nothing(spark, mixed, tmp_path, capsys):
     partitions = sum(n for t, n in TOPIC_PARTITIONS.items() if t != "scratch") + OFFSETS_PARTITIONS
     records = _records_on_disk(mixed.root)
-    user_records = ORDERS + PAYMENTS
-    assert records >= BROKERS * (user_records + mixed.commits)  # every replica has every record
     code = cli.main(["audit", "--data-dir", str(mixed.root), "--out", str(tmp_path), "--no-progress"])
     out = capsys.readouterr().out
     report = json.loads((tmp_path / "audit.json").read_text())
     assert report["violations"] == [] and code == 0, out
     assert f"audit: {partitions} partitions, {records} records, 0 violations" in out
     assert report["replicas"] == BROKERS * partitions
+
+
+def test_audit_compares_compacted_replicas_above_the_cleaned_range(spark, mixed, tmp_path):
+    """Below the cleaner checkpoints the copies differ by design; above, a damaged copy is found."""
+    root = tmp_path / "data"
+    shutil.copytree(mixed.root, root)
+    replicas = [r for r in find_replicas(root) if r.topic == OFFSETS_TOPIC and r.segments]
+    clean_end = max(r.cleaned_to or 0 for r in replicas)
+    victim = next(r for r in replicas if r.cleaned_to)  # a compacted copy
+    # The first batch above every cleaned range that two replicas committed (the audit compares it).
+    segment, pos, header = next(
+        (Path(s.path), pos, h) for s in victim.segments
+        for pos, h in iter_batches(Path(s.path).read_bytes())
+        if h.base_offset >= clean_end and sum(h.last_offset < (r.high_watermark or 0) for r in replicas) >= 2
+    )  # fmt: skip
+    data = bytearray(segment.read_bytes())
+    data[pos + RECORDS_OFFSET + 3] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    result = run_audit(spark, root)
+    found = {(v.topic, v.partition, v.replica, v.offset, v.kind) for v in result.violations}
+    assert found == {(OFFSETS_TOPIC, victim.partition, victim.replica, header.base_offset, kind)
+                     for kind in ("crc", "replica-divergence")}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
