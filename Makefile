@@ -44,10 +44,20 @@ $(COMPOSE_CHECKER):
 	  echo "docker-compose is missing: run 'sudo apt-get install docker-compose', then again."; exit 1; \
 	fi
 
+# Debian's chromium, for the test that opens the pipeline's HTML report in a real browser.
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing chromium (Debian's package, for the report's browser test)"; \
+	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; \
+	else \
+	  echo "chromium is missing: run 'sudo apt-get install chromium', then again."; exit 1; \
+	fi
+
 run: $(VENV)/.installed-run
 	$(VENV)/bin/kafka-sim run --log-dirs $(DATA)
 
-test: $(VENV)/.installed-test $(ZOOKEEPER_JAR) $(COMPOSE_CHECKER)
+test: $(VENV)/.installed-test $(ZOOKEEPER_JAR) $(COMPOSE_CHECKER) $(CHROMIUM)
 	$(VENV)/bin/pytest -q
 
 # ZooKeeper and three broker processes in the foreground (Ctrl-C stops them all): clients use

@@ -5,10 +5,12 @@ workload from real clients over TCP: idle partitions, a consumer group's compact
 from __future__ import annotations
 
 import base64
+import html
 import io
 import json
 import re
 import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -271,3 +273,42 @@ def test_report_opens_with_every_plot(stats_out):
     # The idle partitions show as empty cells and zeros, not as NaN, NaT or <NA>.
     assert not re.search(r"<td>(nan|NaN|NaT|&lt;NA&gt;)</td>", html)
     assert "__consumer_offsets" in html and "orders" in html and "payments" in html
+
+
+# Reports, once the page has loaded, how the browser decoded each image (naturalWidth 0: broken).
+_PROBE = """<script>window.addEventListener("load", () => {
+  const out = document.createElement("pre");
+  out.id = "plot-probe";
+  out.textContent = JSON.stringify([...document.images].map(
+    i => ({alt: i.alt, complete: i.complete, width: i.naturalWidth, height: i.naturalHeight})));
+  document.body.appendChild(out);
+});</script>"""
+
+
+def _chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
+    """Debian's chromium, headless, offline, with a throwaway profile."""
+    return subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={profile}", *args],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None,
+                    reason="no chromium on PATH (make test installs Debian's)")  # fmt: skip
+def test_report_renders_every_plot_in_a_browser(stats_out, tmp_path):
+    """Opened in a real browser, the report shows every plot: each image decodes to its size."""
+    page = tmp_path / "probe.html"  # a copy with the probe: the report itself stays script-free
+    page.write_text((stats_out / "report.html").read_text(encoding="utf-8")
+                    .replace("</body>", _PROBE + "</body>"), encoding="utf-8")  # fmt: skip
+    dom = _chromium("--dump-dom", page.as_uri(), profile=tmp_path / "profile").stdout
+    probe = re.search(r'<pre id="plot-probe">(.*?)</pre>', dom, re.S)
+    assert probe, dom[-2000:]
+    images = json.loads(html.unescape(probe.group(1)))
+    assert [i["alt"] for i in images] == list(PLOTS.values())
+    assert all(i["complete"] and i["width"] >= 600 and i["height"] >= 200 for i in images), images
+    shot = tmp_path / "report.png"
+    _chromium(f"--screenshot={shot}", "--window-size=1200,3000", (stats_out / "report.html").as_uri(),
+              profile=tmp_path / "profile")  # fmt: skip
+    assert _decoded_png(shot.read_bytes()).size == (1200, 3000)
