@@ -105,7 +105,7 @@ def _timestamp(value: pd.Timestamp) -> str:
 def _shown(column: pd.Series) -> pd.Series:
     """A column as the table shows it: lists joined, missing values (an empty partition's
     offsets and times) as empty cells; to_html's na_rep covers float NaN only, not NaT or <NA>."""
-    if column.map(pd.api.types.is_list_like).any():
+    if any(pd.api.types.is_list_like(v) for v in column):  # not .map(): an empty column keeps its dtype
         return column.map(_joined)
     if pd.api.types.is_datetime64_any_dtype(column):
         return column.map(_timestamp)

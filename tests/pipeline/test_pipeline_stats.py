@@ -84,3 +84,27 @@ def test_html_report_is_self_contained_with_plots(stats_out):
     assert "http://" not in html and "https://" not in html  # nothing fetched when opened
     for heading in ("Topics", "Rates over time", "Message sizes", "Partitions", "Producers"):
         assert f"<h2>{heading}</h2>" in html
+
+
+def test_report_renders_missing_values_as_empty_cells():
+    """A list column holding NaN, nullable integers and NaT (what a join with idle partitions
+    yields) render as empty cells instead of failing or printing nan/<NA>/NaT."""
+    from pipeline.report import render_html
+    from pipeline.stats import Stats
+
+    partitions = pd.DataFrame({
+        "topic": ["t", "t"], "partition": [0, 1], "records": [3, 0],
+        "first_offset": pd.array([0, None], dtype="Int64"),
+        "first_timestamp": pd.to_datetime(["2026-01-01 10:00:00.123", None]),
+        "codecs": [["gzip", "lz4"], float("nan")],
+    })  # fmt: skip
+    empty = pd.DataFrame({"topic": pd.Series([], dtype=object)})
+    stats = Stats(topics=empty.assign(records=pd.Series([], dtype="int64")), partitions=partitions,
+                  rates=empty.assign(window_start=pd.Series([], dtype="datetime64[ns]"),
+                                     records=pd.Series([], dtype="int64")),
+                  sizes=empty.assign(size_bucket=pd.Series([], dtype="int64"),
+                                     records=pd.Series([], dtype="int64")),
+                  producers=pd.DataFrame(), bucket_seconds=1)  # fmt: skip
+    html = render_html(stats, "somewhere")
+    assert "<td>gzip, lz4</td>" in html and "<td>2026-01-01 10:00:00.123</td>" in html
+    assert not re.search(r"<td>(nan|NaN|NaT|&lt;NA&gt;)</td>", html)
