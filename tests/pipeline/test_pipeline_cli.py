@@ -42,11 +42,11 @@ def _assert_advice(result: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("call", ["pipeline.cli.main", "broker.cli.main"])
+@pytest.mark.parametrize("call", ["pipeline.cli.main", "broker.server.cli.main"])
 @pytest.mark.parametrize("command", ["audit", "stats"])
 def test_without_pyspark_one_line_and_status_2(call, command, tmp_path):
     argv = [command, "--data-dir", str(tmp_path), "--out", str(tmp_path / "out")]
-    if call == "broker.cli.main":  # the installed `kafka-sim` entry point dispatches here
+    if call == "broker.server.cli.main":  # the installed `kafka-sim` entry point dispatches here
         argv = ["pipeline", *argv]
     line = _assert_advice(_run_without(("pyspark",), call, argv))
     assert line.startswith("pipeline: PySpark is not installed")
@@ -66,7 +66,7 @@ def test_missing_plotting_library_is_named():
 
 
 def test_help_still_works_without_pyspark():
-    result = _run_without(("pyspark",), "broker.cli.main", ["pipeline", "--help"])
+    result = _run_without(("pyspark",), "broker.server.cli.main", ["pipeline", "--help"])
     assert result.returncode == 0, result.stderr
     assert "audit" in result.stdout and "stats" in result.stdout
     result = _run_without(("pyspark",), "pipeline.cli.main", ["audit", "--help"])
