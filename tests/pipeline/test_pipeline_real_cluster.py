@@ -9,8 +9,10 @@ import html
 import io
 import json
 import re
+import shlex
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -312,3 +314,43 @@ def test_report_renders_every_plot_in_a_browser(stats_out, tmp_path):
     _chromium(f"--screenshot={shot}", "--window-size=1200,3000", (stats_out / "report.html").as_uri(),
               profile=tmp_path / "profile")  # fmt: skip
     assert _decoded_png(shot.read_bytes()).size == (1200, 3000)
+
+
+def _readme_block(heading: str, language: str) -> str:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split(heading, 1)[1]
+    return section.split(f"```{language}\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readme_pipeline_commands_run_as_written(mixed, tmp_path):
+    """The README's pipeline block, line by line, in a folder whose `data` is a real cluster's
+    (what `make run` leaves); its Spark snippet too."""
+    work = tmp_path / "clone"
+    work.mkdir()
+    (work / "data").symlink_to(mixed.root)
+    bin_dir = Path(sys.executable).parent
+    block = _readme_block("## Spark pipeline", "sh")
+    lines = [shlex.split(line, comments=True) for line in block.splitlines()]
+    commands = [words for words in lines if words]
+    assert [c[:2] for c in commands] == [["make", "pipeline"], ["make", "run"],
+                                         [".venv/bin/kafka-sim", "pipeline"],
+                                         [".venv/bin/kafka-sim", "pipeline"]]
+    repo = Path(__file__).resolve().parents[2]
+    for words in commands[:2]:  # the make targets exist (the test itself made the cluster's data)
+        assert subprocess.run(["make", "-n", *words[1:]], cwd=repo, capture_output=True,
+                              check=False).returncode == 0, words
+    outputs = []
+    for words in commands[2:]:
+        result = subprocess.run([str(bin_dir / "kafka-sim"), *words[1:]],
+                                cwd=work, capture_output=True, text=True, timeout=300, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+        outputs.append(result.stdout)
+    assert re.search(r"^audit: \d+ partitions, \d+ records, 0 violations$", outputs[0], re.M)
+    assert (work / "report" / "report.html").stat().st_size > 10_000
+    snippet = _readme_block("**Reading the logs from your own Spark code**", "python")
+    result = subprocess.run([sys.executable, "-c", snippet], cwd=work, capture_output=True,
+                            text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    rows = re.findall(r"^\|\s*(\d+)\|\s*(\d+)\|$", result.stdout, re.M)
+    assert sorted(int(p) for p, _ in rows) == list(range(ORDERS_WRITTEN))
+    assert sum(int(n) for _, n in rows) == mixed.produced["orders"] * BROKERS  # every replica's
