@@ -3,7 +3,8 @@
 Single broker: produce throughput (200k x 100 B and 20k x 10 KB, acks=1), consume throughput
 (200k x 100 B), end-to-end latency p50/p99 at 1k msg/s with the default fetch wait.
 Three brokers, RF=3: acks=1 vs acks=-1 produce throughput (100 B and 10 KB), e2e latency with
-acks=-1. `--quick` divides the message counts by 10.
+acks=-1 — in one process (embedded) and as three processes over a real ZooKeeper.
+`--quick` divides the message counts by 10.
 """
 
 from __future__ import annotations
@@ -217,26 +218,63 @@ def single_broker(scale: int) -> None:
             proc.wait(30)
 
 
+def replicated_bench(label: str, bootstrap: str, scale: int) -> None:
+    for count, size in ((100_000 // scale, 100), (10_000 // scale, 10_000)):
+        for acks in (1, -1):
+            topic = f"rf3-{size}-{'all' if acks == -1 else acks}"
+            create_topic(bootstrap, topic, rf=3)
+            elapsed = produce(bootstrap, topic, count, size, acks)
+            print(f"{label}, produce {count} x {size} B acks={acks}: "
+                  f"{count / elapsed:,.0f} msg/s, {count * size / elapsed / 1e6:,.1f} MB/s")
+    create_topic(bootstrap, "rf3-e2e", rf=3)
+    report_latency(f"{label}, e2e latency at 1k msg/s acks=-1, confluent-kafka",
+                   e2e_latency(bootstrap, "rf3-e2e", 3_000 // scale, 1_000, acks=-1))
+    create_topic(bootstrap, "rf3-e2e-raw", rf=3)
+    report_latency(f"{label}, e2e latency at 1k msg/s acks=-1, broker only (raw)",
+                   raw_e2e_latency(bootstrap, "rf3-e2e-raw", 2_000 // scale, -1))
+
+
 def replicated(scale: int) -> None:
     with tempfile.TemporaryDirectory() as data_dir:
         proc, bootstrap = start_broker(data_dir, brokers=3)
         try:
-            for count, size in ((100_000 // scale, 100), (10_000 // scale, 10_000)):
-                for acks in (1, -1):
-                    topic = f"rf3-{size}-{'all' if acks == -1 else acks}"
-                    create_topic(bootstrap, topic, rf=3)
-                    elapsed = produce(bootstrap, topic, count, size, acks)
-                    print(f"3 brokers RF=3, produce {count} x {size} B acks={acks}: "
-                          f"{count / elapsed:,.0f} msg/s, {count * size / elapsed / 1e6:,.1f} MB/s")
-            create_topic(bootstrap, "rf3-e2e", rf=3)
-            report_latency("3 brokers RF=3, e2e latency at 1k msg/s acks=-1, confluent-kafka",
-                           e2e_latency(bootstrap, "rf3-e2e", 3_000 // scale, 1_000, acks=-1))
-            create_topic(bootstrap, "rf3-e2e-raw", rf=3)
-            report_latency("3 brokers RF=3, e2e latency at 1k msg/s acks=-1, broker only (raw)",
-                           raw_e2e_latency(bootstrap, "rf3-e2e-raw", 2_000 // scale, -1))
+            replicated_bench("3 brokers RF=3 (one process)", bootstrap, scale)
         finally:
             proc.terminate()
             proc.wait(30)
+
+
+def multi_process(scale: int) -> None:
+    """The same RF=3 figures with one broker per process and a real ZooKeeper (more than one
+    core at work), beside the embedded cluster's."""
+    from broker.server.zookeeper_runner import ZooKeeperServer, is_installed
+
+    if not is_installed():
+        print("3 broker processes: skipped, ZooKeeper is not installed (apt-get install zookeeper)")
+        return
+    with tempfile.TemporaryDirectory() as data_dir, ZooKeeperServer(Path(data_dir) / "zk") as zk:
+        ports = [free_port() for _ in range(3)]
+        procs = [subprocess.Popen(
+            [sys.executable, "-m", "broker.server.cli", "run",
+             "--listeners", f"PLAINTEXT://127.0.0.1:{port}", "--log-dirs", f"{data_dir}/b{i}",
+             "-o", f"zookeeper.connect={zk.connect_string}/bench", "-o", f"broker.id={i}",
+             "-o", "log.level=warning", "-o", "control.listener=",
+             "-o", "controlled.shutdown.enable=false"], cwd=ROOT)
+            for i, port in enumerate(ports)]
+        bootstrap = ",".join(f"127.0.0.1:{port}" for port in ports)
+        try:
+            admin = AdminClient({"bootstrap.servers": bootstrap})
+            deadline = time.monotonic() + 60
+            while len(admin.list_topics(timeout=5).brokers) < 3:  # another process: poll it
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the broker processes did not form a cluster")
+                time.sleep(0.1)
+            replicated_bench("3 broker processes RF=3 (ZooKeeper)", bootstrap, scale)
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(30)
 
 
 def main() -> None:
@@ -246,6 +284,7 @@ def main() -> None:
     scale = 10 if args.quick else 1
     single_broker(scale)
     replicated(scale)
+    multi_process(scale)
 
 
 if __name__ == "__main__":

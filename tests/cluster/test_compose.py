@@ -63,8 +63,8 @@ class ServiceMap:
                 return "{}:{}".format(*self.ports[(service, port)])
             if host in self.ip:  # another service, by name
                 return "{}:{}".format(*self.ports[(host, port)])
-            if host == "localhost" and (service, port) in self.ports:  # published to the host
-                return f"localhost:{self.ports[(service, port)][1]}"
+            if host == "127.0.0.1" and (service, port) in self.ports:  # published to the host
+                return f"127.0.0.1:{self.ports[(service, port)][1]}"
             return match.group(0)
 
         return HOST_PORT.sub(address, value)
@@ -88,7 +88,7 @@ def test_the_compose_brokers_settings_start_a_working_cluster(zk_connect, tmp_pa
                                               stdout=log, stderr=subprocess.STDOUT))
         external = [mapping.ports[(name, int(s["ports"][0].split(":")[-1]))][1]
                     for name, s in sorted(services.items())]
-        bootstrap = ",".join(f"localhost:{port}" for port in external)
+        bootstrap = ",".join(f"127.0.0.1:{port}" for port in external)
 
         def all_up() -> bool:
             admin = KafkaAdminClient(bootstrap_servers=bootstrap)
@@ -102,7 +102,7 @@ def test_the_compose_brokers_settings_start_a_working_cluster(zk_connect, tmp_pa
         described = admin.describe_cluster()["brokers"]
         # clients on the host are told the EXTERNAL (published) addresses
         assert sorted((b["host"], b["port"]) for b in described) == \
-            sorted(("localhost", port) for port in external)
+            sorted(("127.0.0.1", port) for port in external)
         admin.create_topics([NewTopic("compose", num_partitions=3, replication_factor=3)])
         admin.close()
         producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
