@@ -284,7 +284,34 @@ def decode_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, i
 # --- records --------------------------------------------------------------------------------------
 
 
+# The smallest record: length, attributes, timestamp delta, offset delta, key length, value length
+# and header count, one byte each. The smallest header: key length and value length.
+MIN_RECORD_SIZE = 7
+MIN_HEADER_SIZE = 2
+
+
+def _invalid(message: str) -> KafkaError:
+    """Kafka's InvalidRecordException: a record that cannot be read out of a CRC-valid batch."""
+    return KafkaError(ErrorCode.INVALID_RECORD, message)
+
+
+def _length(value: int, pos: int, end: int, what: str, *, nullable: bool = True) -> int:
+    """Check a varint length read at pos against the record's end; return the bytes it spans."""
+    if value < (-1 if nullable else 0):
+        raise _invalid(f"Found invalid record structure: {what} length {value}")
+    if value > end - pos:
+        raise _invalid(f"Found invalid record structure: {what} length {value} runs past the "
+                       f"record's end ({end - pos} bytes left)")
+    return max(value, 0)
+
+
 def _decode_records(data: bytes, count: int, base_offset: int, base_ts: int) -> list[Record]:
+    """Decode `count` records; every length and count is checked against the bytes left in its
+    record before it is used, so a hostile batch fails (INVALID_RECORD, as Kafka's
+    DefaultRecord.readFrom) in time and memory linear in len(data)."""
+    n = len(data)
+    if count < 0 or count > n // MIN_RECORD_SIZE:
+        raise _invalid(f"Found invalid record structure: {count} records cannot fit in {n} bytes")
     records: list[Record] = []
     append = records.append
     pos = 0
@@ -292,29 +319,39 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_ts: int) -> 
         for _ in range(count):
             length, pos = decode_varint(data, pos)
             end = pos + length
+            if length < MIN_RECORD_SIZE - 1 or end > n:
+                raise _invalid(f"Invalid record size {length} at position {pos} "
+                               f"({n - pos} bytes left)")
             pos += 1  # record attributes: unused
             ts_delta, pos = decode_varint(data, pos)
             off_delta, pos = decode_varint(data, pos)
             klen, pos = decode_varint(data, pos)
-            key = None if klen < 0 else data[pos : pos + klen]
-            pos += max(klen, 0)
+            size = _length(klen, pos, end, "key")
+            key = None if klen < 0 else data[pos : pos + size]
+            pos += size
             vlen, pos = decode_varint(data, pos)
-            value = None if vlen < 0 else data[pos : pos + vlen]
-            pos += max(vlen, 0)
+            size = _length(vlen, pos, end, "value")
+            value = None if vlen < 0 else data[pos : pos + size]
+            pos += size
             nheaders, pos = decode_varint(data, pos)
+            if nheaders < 0 or nheaders > (end - pos) // MIN_HEADER_SIZE:
+                raise _invalid(f"Found invalid number of record headers {nheaders}")
             headers: list[tuple[str, bytes | None]] = []
             for _ in range(nheaders):
                 hklen, pos = decode_varint(data, pos)
-                hkey = data[pos : pos + hklen].decode()
-                pos += hklen
+                size = _length(hklen, pos, end, "header key", nullable=False)
+                hkey = data[pos : pos + size].decode()
+                pos += size
                 hvlen, pos = decode_varint(data, pos)
-                headers.append((hkey, None if hvlen < 0 else data[pos : pos + hvlen]))
-                pos += max(hvlen, 0)
+                size = _length(hvlen, pos, end, "header value")
+                headers.append((hkey, None if hvlen < 0 else data[pos : pos + size]))
+                pos += size
             if pos != end:
-                raise _corrupt(f"record length {length} does not match its fields")
+                raise _invalid(f"Invalid record size: expected to read {length} bytes in record "
+                               f"payload, but instead read {pos - (end - length)}")
             append(Record(base_offset + off_delta, base_ts + ts_delta, key, value, headers))
     except (IndexError, UnicodeDecodeError) as exc:
-        raise _corrupt(f"malformed record: {exc}") from exc
+        raise _invalid(f"Found invalid record structure: {exc}") from exc
     return records
 
 

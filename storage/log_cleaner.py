@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
+from protocol.errors import KafkaError
 from protocol.records import BatchHeader, decode_batch, rebuild_batch
 from storage.checkpoint import OffsetCheckpointFile, fsync_dir
 from storage.log import Log
@@ -124,6 +125,9 @@ class LogCleaner:
     def __init__(self, data_dir: Path, now_ms: Callable[[], int]) -> None:
         self.checkpoint_file = OffsetCheckpointFile(Path(data_dir) / CLEANER_CHECKPOINT)
         self._now_ms = now_ms
+        # Logs whose records cannot be decoded: left alone from then on (Kafka's uncleanable
+        # partitions), with the reason.
+        self.uncleanable: dict[TopicPartition, str] = {}
         self.stats: dict[TopicPartition, CleanerStats] = {}  # the last pass per log, for admins
 
     def clean_logs(
@@ -133,9 +137,15 @@ class LogCleaner:
         checkpoints = self.checkpoint_file.read()
         cleaned = 0
         for tp, log in logs.items():
-            if not is_compacted(log):
+            if not is_compacted(log) or tp in self.uncleanable:
                 continue
-            stats = self.clean(log, checkpoints.get(tp), force=force, now_ms=now_ms)
+            try:
+                stats = self.clean(log, checkpoints.get(tp), force=force, now_ms=now_ms)
+            except KafkaError as exc:
+                # Kafka's LogCleaner marks a log it cannot read uncleanable and goes on with the
+                # others; a half-written .cleaned file is discarded on the next load.
+                self.uncleanable[tp] = exc.message or exc.code.name
+                continue
             if stats is not None:
                 self.stats[tp] = stats
                 checkpoints[tp] = stats.end_offset
@@ -203,19 +213,23 @@ class LogCleaner:
     ) -> Path:
         """Write the group's retained batches to `<base>.log.cleaned`, fsynced; returns its path."""
         path = Path(str(log_file(log.directory, group[0].base_offset)) + CLEANED_SUFFIX)
-        with open(path, "wb") as out:
-            for segment in group:
-                drop_tombstones = segment.largest_timestamp() < delete_horizon_ms
-                stats.bytes_read += segment.size
-                for _, header, view in segment.batches(chunk_size=RECOVERY_CHUNK):
-                    kept = self.filter_batch(
-                        header, view, offset_map, producer_last, drop_tombstones, stats
-                    )
-                    if kept is not None:
-                        out.write(kept)
-                        stats.bytes_written += len(kept)
-            out.flush()
-            os.fsync(out.fileno())
+        try:
+            with open(path, "wb") as out:
+                for segment in group:
+                    drop_tombstones = segment.largest_timestamp() < delete_horizon_ms
+                    stats.bytes_read += segment.size
+                    for _, header, view in segment.batches(chunk_size=RECOVERY_CHUNK):
+                        kept = self.filter_batch(
+                            header, view, offset_map, producer_last, drop_tombstones, stats
+                        )
+                        if kept is not None:
+                            out.write(kept)
+                            stats.bytes_written += len(kept)
+                out.flush()
+                os.fsync(out.fileno())
+        except BaseException:
+            path.unlink(missing_ok=True)  # a record that cannot be decoded: no half-cleaned file
+            raise
         return path
 
     @staticmethod

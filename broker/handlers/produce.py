@@ -9,7 +9,9 @@
 - Each partition fails alone: UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (an internal
   topic such as __consumer_offsets), CORRUPT_MESSAGE (CRC, torn batch),
   UNSUPPORTED_FOR_MESSAGE_FORMAT (magic < 2), MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE,
-  INVALID_RECORD (more than one batch for a partition: Kafka's ProduceRequest.validateRecords).
+  INVALID_RECORD (more than one batch for a partition: Kafka's ProduceRequest.validateRecords;
+  on a compacted topic, whose records are decoded to check their keys, a record without a key or
+  one that cannot be read out of its CRC-valid batch: Kafka's InvalidRecordException).
 - Idempotent batches (storage/producer_state.py): a retried batch is answered NONE with its
   original base offset and not written again; OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
   UNKNOWN_PRODUCER_ID otherwise. v3-4 predate UNKNOWN_PRODUCER_ID (Kafka 1.0, with v5's

@@ -427,7 +427,10 @@ class ReplicaManager:
         elif timestamp < 0:
             return OffsetLookup(ErrorCode.INVALID_REQUEST)
         else:
-            found = log_.fetch_offset_by_timestamp(timestamp)
+            try:  # records are decoded here: a malformed stored record fails this partition only
+                found = log_.fetch_offset_by_timestamp(timestamp)
+            except KafkaError as exc:
+                return OffsetLookup(exc.code)
         if found is None or found[0] >= partition.high_watermark:
             return OffsetLookup()
         offset, ts = found

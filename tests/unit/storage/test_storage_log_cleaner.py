@@ -256,3 +256,30 @@ def test_producer_last_batch_kept_empty_when_all_records_superseded(tmp_path: Pa
     assert (first.base_offset, first.record_count, first.producer_id) == (0, 0, 3)
     assert log.producer_state.last_entry(3).last_seq == 0
     assert b"old" not in latest(log).values()
+
+
+def test_log_with_a_malformed_record_is_left_uncleanable_and_others_are_cleaned(
+    tmp_path: Path,
+) -> None:
+    """A stored batch whose CRC holds but whose record cannot be read (a header key length of -4
+    used to walk the decoder backwards forever) makes that log uncleanable, as Kafka's cleaner
+    does, and the pass goes on with the other logs; no half-written .cleaned file stays."""
+    from tests.unit.protocol.test_records_hostile import ATTRS, batch_with_records_blob, record
+
+    clock = FakeClock()
+    bad = open_log(tmp_path / "bad", clock)
+    fill(bad, [(b"k", b"v%d" % i) for i in range(10)])
+    hostile = bytearray(batch_with_records_blob(
+        record(ATTRS, 0, 0, 1, b"k", -1, 2**31 - 1, -4, b"", -1), 1))
+    hostile[:8] = bad.log_end_offset.to_bytes(8, "big")  # outside the CRC
+    bad.append_as_follower(bytes(hostile))
+    fill(bad, [(b"k", b"w%d" % i) for i in range(10)])
+    good = open_log(tmp_path / "good", clock)
+    fill(good, [(b"k", b"v%d" % i) for i in range(20)])
+    cleaner = LogCleaner(tmp_path, clock)
+    assert cleaner.clean_logs({("bad", 0): bad, ("good", 0): good}, force=True) == 1
+    assert "invalid" in cleaner.uncleanable[("bad", 0)].lower()
+    assert latest(good) == {b"k": b"v19"}
+    assert not list((tmp_path / "bad").rglob("*.cleaned"))
+    assert cleaner.clean_logs({("bad", 0): bad, ("good", 0): good}, force=True) <= 1
+    assert ("good", 0) not in cleaner.uncleanable

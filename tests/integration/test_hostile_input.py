@@ -1,0 +1,82 @@
+"""Hostile input sent to a real listener: the bad part gets Kafka's error code, nothing of it is
+stored, and a fresh connection is still served within a second (the event loop is not stuck)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from protocol.errors import ErrorCode
+from protocol.records import encode_batch
+from tests.integration.raw_client import RawClient
+from tests.integration.test_protocol_edges import produce_body
+from tests.unit.protocol.test_records_hostile import ATTRS, batch_with_records_blob, record
+
+PRODUCE, LIST_OFFSETS, METADATA, CREATE_TOPICS = 0, 2, 3, 19
+
+
+async def served_promptly(port: int) -> None:
+    """A Metadata round trip on a new connection completes within one second."""
+
+    async def metadata() -> None:
+        client = await RawClient.connect(port)
+        try:
+            response = await client.request(METADATA, 12, {
+                "topics": None, "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False})
+            assert [b.node_id for b in response.brokers] == [0]
+        finally:
+            await client.close()
+
+    await asyncio.wait_for(metadata(), 1.0)
+
+
+async def create_topic(client: RawClient, name: str, partitions: int = 1,
+                       configs: dict[str, str] | None = None) -> None:
+    response = await client.request(CREATE_TOPICS, 7, {"topics": [
+        {"name": name, "num_partitions": partitions, "replication_factor": 1,
+         "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}]})
+    assert response.topics[0].error_code == ErrorCode.NONE, response
+
+
+def partition_errors(response) -> dict[tuple[str, int], int]:
+    return {(t.name, p.index): p.error_code for t in response.responses
+            for p in t.partition_responses}
+
+
+# A header key length of -4 walked the decoder backwards over 2^31-1 headers: an endless loop.
+BACKWARDS = batch_with_records_blob(record(ATTRS, 0, 0, 1, b"k", -1, 2**31 - 1, -4, b"", -1), 1)
+
+
+async def test_malformed_record_on_compacted_topic_is_invalid_record(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "compacted", 2, {"cleanup.policy": "compact"})
+    good = encode_batch([(b"k", b"v", [], 1000)])
+    response = await asyncio.wait_for(client.request(PRODUCE, 9, produce_body({
+        ("compacted", 0): BACKWARDS, ("compacted", 1): good})), 5.0)
+    assert partition_errors(response) == {("compacted", 0): ErrorCode.INVALID_RECORD,
+                                          ("compacted", 1): ErrorCode.NONE}
+    partitions = async_broker.replica_manager.partitions
+    assert partitions[("compacted", 0)].log_end_offset == 0  # nothing appended
+    assert partitions[("compacted", 1)].log_end_offset == 1
+    await served_promptly(async_broker.port)
+    await client.close()
+
+
+async def test_list_offsets_by_timestamp_over_a_malformed_stored_record(async_broker):
+    # A topic that is not compacted stores batches without decoding their records (only the batch
+    # header and CRC are checked on this hot path); the timestamp lookup decodes them.
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "plain", 2)
+    good = encode_batch([(b"k", b"v", [], 1000)])
+    response = await client.request(PRODUCE, 9, produce_body({
+        ("plain", 0): BACKWARDS, ("plain", 1): good}))
+    assert set(partition_errors(response).values()) == {ErrorCode.NONE}
+    response = await asyncio.wait_for(client.request(LIST_OFFSETS, 7, {
+        "replica_id": -1, "isolation_level": 0, "topics": [{"name": "plain", "partitions": [
+            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": 500},
+            {"partition_index": 1, "current_leader_epoch": -1, "timestamp": 500}]}]}), 5.0)
+    p0, p1 = response.topics[0].partitions
+    assert p0.error_code == ErrorCode.INVALID_RECORD
+    assert (p1.error_code, p1.offset, p1.timestamp) == (ErrorCode.NONE, 0, 1000)
+    await served_promptly(async_broker.port)
+    await client.close()
