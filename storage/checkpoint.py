@@ -34,28 +34,52 @@ def write_checkpoint(path: Path, rows: Sequence[str]) -> None:
     write_text_atomically(path, "\n".join([str(CHECKPOINT_VERSION), str(len(rows)), *rows]) + "\n")
 
 
-def read_checkpoint(path: Path, fields: int) -> list[list[str]] | None:
-    """The entries of a checkpoint file, each split into `fields` words; None when there is no file."""
+def read_checkpoint(
+    path: Path, fields: int, problems: list[str] | None = None
+) -> list[list[str]] | None:
+    """The entries of a checkpoint file, each split into `fields` words; None when there is no file.
+
+    Strict by default: anything malformed raises KAFKA_STORAGE_ERROR. Given a `problems` list (the
+    broker's start-up), each malformed part is described there and skipped instead: a file with a
+    bad version or count line gives no entries, a line without `fields` words is left out.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError as exc:
+        if problems is None:
+            raise malformed_checkpoint(path, str(exc)) from None
+        problems.append(f"malformed checkpoint {path}: {exc}; ignored")
+        return []
+
+    def malformed(why: str) -> None:
+        if problems is None:
+            raise malformed_checkpoint(path, why)
+        problems.append(f"malformed checkpoint {path}: {why}; skipped")
+
     lines = text.splitlines()
     if len(lines) < 2:
-        raise malformed_checkpoint(path, "missing version or count line")
+        malformed("missing version or count line")
+        return []
     if lines[0].strip() != str(CHECKPOINT_VERSION):
-        raise malformed_checkpoint(path, f"unknown version {lines[0]!r}")
+        malformed(f"unknown version {lines[0]!r}")
+        return []
     try:
         count = int(lines[1])
     except ValueError:
-        raise malformed_checkpoint(path, f"bad count {lines[1]!r}") from None
+        malformed(f"bad count {lines[1]!r}")
+        count = -1
     rows = [line.split() for line in lines[2:] if line.strip()]
-    if len(rows) != count:
-        raise malformed_checkpoint(path, f"expected {count} entries, found {len(rows)}")
+    if count != -1 and len(rows) != count:
+        malformed(f"expected {count} entries, found {len(rows)}")
+    kept = []
     for row in rows:
         if len(row) != fields:
-            raise malformed_checkpoint(path, f"bad line {' '.join(row)!r}")
-    return rows
+            malformed(f"bad line {' '.join(row)!r}")
+        else:
+            kept.append(row)
+    return kept
 
 
 class OffsetCheckpointFile:
@@ -67,14 +91,18 @@ class OffsetCheckpointFile:
     def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
         write_checkpoint(self.path, [f"{t} {p} {offset}" for (t, p), offset in offsets.items()])
 
-    def read(self) -> dict[tuple[str, int], int]:
-        """The stored offsets; {} when the file does not exist."""
+    def read(self, problems: list[str] | None = None) -> dict[tuple[str, int], int]:
+        """The stored offsets; {} when the file does not exist. With `problems`, malformed lines
+        are described there and skipped (see read_checkpoint) rather than raising."""
         offsets: dict[tuple[str, int], int] = {}
-        for topic, partition, offset in read_checkpoint(self.path, 3) or []:
+        for topic, partition, offset in read_checkpoint(self.path, 3, problems) or []:
             try:
                 offsets[(topic, int(partition))] = int(offset)
             except ValueError:
-                raise malformed_checkpoint(self.path, f"bad line {topic} {partition} {offset}") from None
+                why = f"bad line {topic} {partition} {offset}"
+                if problems is None:
+                    raise malformed_checkpoint(self.path, why) from None
+                problems.append(f"malformed checkpoint {self.path}: {why!r}; skipped")
         return offsets
 
 

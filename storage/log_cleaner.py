@@ -128,13 +128,16 @@ class LogCleaner:
         # Logs whose records cannot be decoded: left alone from then on (Kafka's uncleanable
         # partitions), with the reason.
         self.uncleanable: dict[TopicPartition, str] = {}
+        # Malformed lines of cleaner-offset-checkpoint, skipped (those logs are cleaned from their
+        # start again) rather than stopping the cleaner; the next write drops them.
+        self.checkpoint_problems: list[str] = []
         self.stats: dict[TopicPartition, CleanerStats] = {}  # the last pass per log, for admins
 
     def clean_logs(
         self, logs: Mapping[TopicPartition, Log], *, force: bool = False, now_ms: int | None = None
     ) -> int:
         """One pass over every compacted log that needs one; returns how many logs were cleaned."""
-        checkpoints = self.checkpoint_file.read()
+        checkpoints = self.checkpoint_file.read(self.checkpoint_problems)
         cleaned = 0
         for tp, log in logs.items():
             if not is_compacted(log) or tp in self.uncleanable:
@@ -157,7 +160,7 @@ class LogCleaner:
 
     def forget(self, tp: TopicPartition) -> None:
         """A deleted log: its checkpoint entry goes."""
-        checkpoints = self.checkpoint_file.read()
+        checkpoints = self.checkpoint_file.read(self.checkpoint_problems)
         self.stats.pop(tp, None)
         if checkpoints.pop(tp, None) is not None:
             self.checkpoint_file.write(checkpoints)

@@ -49,6 +49,7 @@ class LogManager:
         self._high_watermarks = OffsetCheckpointFile(self.data_dir / HIGH_WATERMARK_CHECKPOINT)
         self._checkpoint_lock = threading.Lock()
         self.had_clean_shutdown = False
+        self.load_problems: list[str] = []  # what load() skipped, for the broker to warn about
         self.cleaner = LogCleaner(self.data_dir, now_ms)
 
     def load(self) -> None:
@@ -56,9 +57,12 @@ class LogManager:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         self.had_clean_shutdown = marker.exists()
-        recovery_points = self._recovery_points.read()
-        log_starts = self._log_start_offsets.read()
-        high_watermarks = self._high_watermarks.read()
+        # A row that cannot be parsed back is skipped (its log recovers from its start, its high
+        # watermark is caught up again) rather than keep the broker from starting.
+        self.load_problems = []
+        recovery_points = self._recovery_points.read(self.load_problems)
+        log_starts = self._log_start_offsets.read(self.load_problems)
+        high_watermarks = self._high_watermarks.read(self.load_problems)
         for path in sorted(self.data_dir.iterdir()):
             key = parse_log_dir_name(path.name) if path.is_dir() else None
             if key is None or key in self._logs:

@@ -15,7 +15,7 @@ from protocol.errors import ErrorCode
 
 API_KEY = 18
 MIN_VERSION, MAX_VERSION = 0, 4
-_SOFTWARE_PATTERN = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+_SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 def supported_ranges() -> list[dict]:
@@ -36,8 +36,8 @@ def api_versions_fallback() -> dict:
 @register(API_KEY, "ApiVersions", MIN_VERSION, MAX_VERSION)
 async def handle(ctx: RequestContext, request) -> dict:
     if ctx.api_version >= 3 and not (
-        _SOFTWARE_PATTERN.match(request.client_software_name or "")
-        and _SOFTWARE_PATTERN.match(request.client_software_version or "")
+        _SOFTWARE_PATTERN.fullmatch(request.client_software_name or "")
+        and _SOFTWARE_PATTERN.fullmatch(request.client_software_version or "")
     ):
         return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": supported_ranges()}
     return {"error_code": ErrorCode.NONE, "api_keys": supported_ranges(), "throttle_time_ms": 0}

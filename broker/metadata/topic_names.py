@@ -9,7 +9,7 @@ from protocol.errors import ErrorCode, KafkaError
 MAX_TOPIC_NAME_LENGTH = 249
 OFFSETS_TOPIC = "__consumer_offsets"  # the group coordinator's internal, compacted topic
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 def validate_topic_name(name: str | None) -> None:
@@ -23,7 +23,7 @@ def validate_topic_name(name: str | None) -> None:
             ErrorCode.INVALID_TOPIC_EXCEPTION,
             f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters",
         )
-    if not _LEGAL_TOPIC.match(name):
+    if not _LEGAL_TOPIC.fullmatch(name):  # not match(): `$` also matches before a final \n
         raise KafkaError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
             f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'",

@@ -128,6 +128,8 @@ class KafkaServer:
 
     async def start(self) -> None:
         self.log_manager.load()
+        for problem in self.log_manager.load_problems:
+            log.warning("checkpoint row skipped", broker_id=self.broker_id, problem=problem)
         for topic, partition in list(self.log_manager.all_logs()):
             if self.store.exists(paths.topic(topic)) is None:  # deleted while we were down
                 self.log_manager.delete_log(topic, partition)

@@ -80,3 +80,55 @@ async def test_list_offsets_by_timestamp_over_a_malformed_stored_record(async_br
     assert (p1.error_code, p1.offset, p1.timestamp) == (ErrorCode.NONE, 0, 1000)
     await served_promptly(async_broker.port)
     await client.close()
+
+
+async def test_topic_name_ending_in_newline_is_invalid(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    response = await client.request(CREATE_TOPICS, 7, {"topics": [
+        {"name": name, "num_partitions": 1, "replication_factor": 1, "configs": []}
+        for name in ("bad\n", "ok-name")]})
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("bad\n", ErrorCode.INVALID_TOPIC_EXCEPTION), ("ok-name", ErrorCode.NONE)]
+    assert async_broker.metadata_cache.topic("bad\n") is None
+    await served_promptly(async_broker.port)
+    await client.close()
+
+
+async def test_broker_starts_over_a_checkpoint_row_it_cannot_parse(tmp_path):
+    """The rows a topic named "bad\\n" once left in the checkpoint files are skipped with a
+    warning at start-up; the other rows still count."""
+    from broker.server.cluster import Cluster
+    from tests.harness import cluster_config
+
+    config = cluster_config(tmp_path / "data")
+    cluster = Cluster(config, 1)
+    await cluster.start()
+    broker = cluster.brokers[0]
+    await broker.metadata_cache.wait_for(lambda s: s.controller_id == 0, 30_000)
+    client = await RawClient.connect(broker.port)
+    await create_topic(client, "kept")
+    response = await client.request(PRODUCE, 9, produce_body({
+        ("kept", 0): encode_batch([(b"k", b"v%d" % i, [], 1000) for i in range(3)])}))
+    assert set(partition_errors(response).values()) == {ErrorCode.NONE}
+    await client.close()
+    await cluster.stop()
+    broker_dir = tmp_path / "data" / "broker-0"
+    for name in ("replication-offset-checkpoint", "recovery-point-offset-checkpoint",
+                 "log-start-offset-checkpoint"):
+        path = broker_dir / name
+        lines = path.read_text().splitlines()
+        assert "kept 0 3" in lines or name == "log-start-offset-checkpoint"
+        path.write_text("\n".join([lines[0], str(int(lines[1]) + 1), "bad", " 0 5", *lines[2:]])
+                        + "\n")
+    cluster = Cluster(config, 1)
+    await cluster.start()
+    try:
+        broker = cluster.brokers[0]
+        await broker.metadata_cache.wait_for(lambda s: s.controller_id == 0, 30_000)
+        assert any("'bad'" in p for p in broker.log_manager.load_problems)
+        await broker.metadata_cache.wait_for(lambda _: broker.metadata_cache.has_leaders("kept"),
+                                             30_000)
+        await served_promptly(broker.port)
+        assert broker.replica_manager.partitions[("kept", 0)].high_watermark == 3
+    finally:
+        await cluster.stop()

@@ -45,7 +45,8 @@ def test_parse_overrides():
         parse_overrides(["novalue"])
 
 
-@pytest.mark.parametrize("name", ["", ".", "..", "a b", "a/b", "x" * 250, "é"])
+@pytest.mark.parametrize("name", ["", ".", "..", "a b", "a/b", "x" * 250, "é", "bad\n", "\nbad",
+                                  "a\nb", "bad\r\n"])
 def test_invalid_topic_names(name):
     with pytest.raises(KafkaError) as exc:
         validate_topic_name(name)

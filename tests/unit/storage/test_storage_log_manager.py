@@ -100,3 +100,24 @@ def test_update_config_and_delete(tmp_path: Path) -> None:
     (tmp_path / "not-a-log-dir.x").mkdir()
     m.shutdown()
     assert set(manager(tmp_path).all_logs()) == {("t", 1)}
+
+
+def test_load_skips_checkpoint_rows_it_cannot_parse(tmp_path: Path) -> None:
+    """A garbage row (here the two halves of a topic named "bad\\n") no longer stops the load: the
+    other rows are used, the bad ones are reported."""
+    m = manager(tmp_path)
+    log = m.create_log("orders", 0)
+    for _ in range(5):
+        log.append_as_leader(batch(), 0)
+    log.high_watermark = 4
+    m.shutdown()
+    for name in ("replication-offset-checkpoint", "recovery-point-offset-checkpoint"):
+        path = tmp_path / name
+        lines = path.read_text().splitlines()
+        path.write_text("\n".join([lines[0], str(int(lines[1]) + 1), "bad", " 0 5", *lines[2:]])
+                        + "\n")
+    m = manager(tmp_path)
+    assert m.get_log("orders", 0).high_watermark == 4
+    assert m.get_log("orders", 0).log_end_offset == 5
+    assert len(m.load_problems) >= 4
+    assert any("'bad'" in p for p in m.load_problems)
