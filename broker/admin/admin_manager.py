@@ -56,6 +56,72 @@ def _config_type(value: str) -> int:
     return TYPE_INT if -(2**31) <= number < 2**31 else TYPE_LONG
 
 
+# Kafka's controller refuses a CreateTopics or CreatePartitions that would write more than
+# QuorumController.MAX_RECORDS_PER_USER_OP (10,000) metadata records, one per partition, with
+# POLICY_VIOLATION. The same cap bounds the partitions one request may create here, checked before
+# anything proportional to the count is allocated.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+EXCESSIVE_BATCH_MESSAGE = "Unable to perform excessively large batch operation."
+
+
+def _check_partition_budget(count: int, budget: int) -> None:
+    if count > budget:
+        raise KafkaError(ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH_MESSAGE)
+
+
+def _invalid_assignment(message: str) -> KafkaError:
+    return KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, message)
+
+
+def _format_assignment(assignment: dict[int, list[int]]) -> str:
+    return "{" + ", ".join(f"{p}: {r}" for p, r in sorted(assignment.items())) + "}"
+
+
+def validate_topic_assignment(assignment: dict[int, list[int]], live: list[int]) -> None:
+    """A CreateTopics manual assignment, as Kafka's AdminZkClient.validateTopicCreate (and the
+    KRaft controller for empty lists and unknown brokers): INVALID_REPLICA_ASSIGNMENT."""
+    if any(not replicas for replicas in assignment.values()):
+        raise _invalid_assignment("The manual partition assignment includes an empty replica list.")
+    if len({len(replicas) for replicas in assignment.values()}) != 1:
+        raise _invalid_assignment("All partitions should have the same number of replicas")
+    if any(len(set(replicas)) != len(replicas) for replicas in assignment.values()):
+        raise _invalid_assignment(
+            f"Duplicate replica assignment found: {_format_assignment(assignment)}")
+    if sorted(assignment) != list(range(len(assignment))):
+        raise _invalid_assignment("partitions should be a consecutive 0-based integer sequence")
+    live_set = set(live)
+    for replicas in assignment.values():
+        for broker in replicas:
+            if broker not in live_set:
+                raise _invalid_assignment(f"The manual partition assignment includes broker "
+                                          f"{broker}, but no such broker is registered.")
+
+
+def validate_new_partitions_assignment(
+    assignment: dict[int, list[int]], expected_rf: int, live: list[int]
+) -> None:
+    """CreatePartitions' manual assignment, as Kafka's AdminZkClient.validateReplicaAssignment."""
+    for partition, replicas in sorted(assignment.items()):
+        if not replicas:
+            raise _invalid_assignment(
+                f"Cannot have replication factor of 0 for partition id {partition}.")
+        if len(set(replicas)) != len(replicas):
+            raise _invalid_assignment(
+                "Duplicate brokers not allowed in replica assignment: "
+                f"{', '.join(map(str, replicas))} for partition id {partition}.")
+        if not set(replicas) <= set(live):
+            raise _invalid_assignment(
+                f"Some brokers specified for partition id {partition} are not available. "
+                f"Specified brokers: {', '.join(map(str, replicas))}, "
+                f"available brokers: {', '.join(map(str, sorted(live)))}.")
+    bad = sorted((p, len(r)) for p, r in assignment.items() if len(r) != expected_rf)
+    if bad:
+        raise _invalid_assignment(
+            f"Inconsistent replication factor between partitions, partition 0 has {expected_rf} "
+            f"while partitions [{', '.join(str(p) for p, _ in bad)}] have replication factors "
+            f"[{', '.join(str(n) for _, n in bad)}], respectively.")
+
+
 def assign_replicas(name: str, brokers: list[int], num_partitions: int, rf: int) -> dict[int, list[int]]:
     """Round-robin from a start that depends on the topic, so leaders spread over brokers."""
     brokers = sorted(brokers)
@@ -87,7 +153,10 @@ class AdminManager:
         assignment: dict[int, list[int]] | None = None,
         validate_only: bool = False,
         internal: bool = False,
+        max_partitions: int = MAX_PARTITIONS_PER_REQUEST,
     ) -> TopicInfo:
+        """Validate and (unless validate_only) write a new topic. `max_partitions` is what is left
+        of the request's partition budget (POLICY_VIOLATION beyond it)."""
         validate_topic_name(name)
         if self.store.exists(paths.topic(name)) is not None:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
@@ -100,6 +169,7 @@ class AdminManager:
             if num_partitions < 1:
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                                  "Number of partitions must be larger than 0.")
+            _check_partition_budget(num_partitions, max_partitions)
             if replication_factor < 1:
                 raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
                                  "Replication factor must be larger than 0.")
@@ -110,8 +180,11 @@ class AdminManager:
                     f"{len(live)}.",
                 )
             assignment = assign_replicas(name, live, num_partitions, replication_factor)
-        elif any(b not in live for replicas in assignment.values() for b in replicas):
-            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "unknown broker in assignment")
+        else:
+            if not assignment:
+                raise _invalid_assignment("The manual partition assignment is empty.")
+            _check_partition_budget(len(assignment), max_partitions)
+            validate_topic_assignment(assignment, live)
         overrides = {k: v for k, v in (configs or {}).items() if v is not None}
         self.config.log_config(overrides)  # raises INVALID_CONFIG
         topic = TopicInfo(name, uuid.uuid4(), assignment, overrides, internal)
@@ -144,8 +217,11 @@ class AdminManager:
     async def create_partitions(
         self, name: str, count: int, assignments: list[list[int]] | None = None, *,
         validate_only: bool = False, timeout_ms: int = 30_000,
-    ) -> None:
-        """Grow a topic to `count` partitions (CreatePartitions); partitions never shrink."""
+        max_partitions: int = MAX_PARTITIONS_PER_REQUEST,
+    ) -> int:
+        """Grow a topic to `count` partitions (CreatePartitions); partitions never shrink. At most
+        `max_partitions` new ones (what is left of the request's budget; POLICY_VIOLATION).
+        Returns how many partitions were added (or would be, with validate_only)."""
         try:
             data, stat = self.store.get_json(paths.topic(name))
         except NoNodeError:
@@ -157,8 +233,10 @@ class AdminManager:
         if count == len(current):
             raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                              f"Topic already has {len(current)} partitions.")
+        increment = count - len(current)
+        _check_partition_budget(increment, max_partitions)
         live = self.live_brokers()
-        rf = len(next(iter(current.values())))
+        rf = len(current[0]) if 0 in current else len(next(iter(current.values())))
         if assignments is None:
             if rf > len(live):
                 raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
@@ -166,17 +244,18 @@ class AdminManager:
             grown = assign_replicas(name, live, count, rf)
             added = {p: grown[p] for p in range(len(current), count)}
         else:
-            if len(assignments) != count - len(current):
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"{len(assignments)} assignments for {count - len(current)} "
-                                 "new partitions")
-            for replicas in assignments:
-                if len(replicas) != rf or len(set(replicas)) != rf or any(b not in live for b in replicas):
-                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"assignment {replicas} must name {rf} distinct live brokers")
+            # Kafka's ZkAdminManager.createPartitions, then AdminZkClient.validateReplicaAssignment.
+            unknown = sorted({b for replicas in assignments for b in replicas} - set(live))
+            if unknown:
+                raise _invalid_assignment(f"Unknown broker(s) in replica assignment: "
+                                          f"{', '.join(map(str, unknown))}.")
+            if len(assignments) != increment:
+                raise _invalid_assignment(f"Increasing the number of partitions by {increment} "
+                                          f"but {len(assignments)} assignments provided.")
             added = {len(current) + i: list(r) for i, r in enumerate(assignments)}
+            validate_new_partitions_assignment(added, rf, live)
         if validate_only:
-            return
+            return increment
         data["partitions"] = {str(p): r for p, r in {**current, **added}.items()}
         self.store.set_json(paths.topic(name), data, version=stat.version)
         if timeout_ms > 0 and not await self.cache.wait_for(
@@ -185,6 +264,7 @@ class AdminManager:
         ):
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
                              f"topic '{name}' has {count} partitions but not all have leaders yet")
+        return increment
 
     async def delete_topic(self, name: str, timeout_ms: int = 30_000) -> TopicInfo:
         if not self.config["delete.topic.enable"]:

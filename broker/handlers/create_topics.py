@@ -1,7 +1,12 @@
 """CreateTopics (key 19), v0-7: create topics with partitions and configs, or only validate.
 
 - num_partitions / replication_factor -1 (v4+) take the broker defaults.
-- Manual replica assignments are accepted when they name only live brokers.
+- Manual replica assignments are validated as Kafka's AdminZkClient.validateTopicCreate does
+  (INVALID_REPLICA_ASSIGNMENT: no empty list, as many replicas in every list, no broker twice,
+  partitions 0..n-1, only registered brokers).
+- A request may create at most 10,000 partitions in all (Kafka's controller limit,
+  MAX_RECORDS_PER_USER_OP): a topic beyond that gets POLICY_VIOLATION "Unable to perform
+  excessively large batch operation.", checked before anything proportional to the count.
 - The answer waits (up to timeout_ms) until the controller has elected every partition's leader.
 - Errors per topic: INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
   INVALID_REPLICATION_FACTOR, INVALID_CONFIG, INVALID_REQUEST (a topic named twice).
@@ -9,11 +14,12 @@
 
 from __future__ import annotations
 
+from broker.admin.admin_manager import MAX_PARTITIONS_PER_REQUEST
 from broker.handlers import RequestContext, refuse_repeated, register, repeated_topics
 from protocol.errors import ErrorCode, KafkaError
 
 
-async def _create(ctx: RequestContext, request, topic) -> dict:
+async def _create(ctx: RequestContext, request, topic, budget: int) -> dict:
     admin = ctx.services.admin_manager
     num_partitions, replication_factor = topic.num_partitions, topic.replication_factor
     if topic.assignments and (num_partitions != -1 or replication_factor != -1):
@@ -29,6 +35,7 @@ async def _create(ctx: RequestContext, request, topic) -> dict:
         assignment=assignment,
         validate_only=validate_only,
         timeout_ms=request.timeout_ms,
+        max_partitions=budget,
     )
     return {
         "name": topic.name,
@@ -50,10 +57,12 @@ async def _create(ctx: RequestContext, request, topic) -> dict:
 async def handle(ctx: RequestContext, request) -> dict:
     repeated = repeated_topics(t.name for t in request.topics)
     results = []
+    budget = MAX_PARTITIONS_PER_REQUEST  # partitions this request may still create
     for topic in request.topics:
         try:
             refuse_repeated(repeated, topic.name)
-            results.append(await _create(ctx, request, topic))
+            results.append(created := await _create(ctx, request, topic, budget))
+            budget -= created["num_partitions"]
         except KafkaError as exc:
             results.append({"name": topic.name, "error_code": exc.code,
                             "error_message": exc.message or None, "configs": None})

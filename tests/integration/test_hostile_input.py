@@ -132,3 +132,100 @@ async def test_broker_starts_over_a_checkpoint_row_it_cannot_parse(tmp_path):
         assert broker.replica_manager.partitions[("kept", 0)].high_watermark == 3
     finally:
         await cluster.stop()
+
+
+CREATE_PARTITIONS = 37
+INT_MAX = 2**31 - 1
+
+
+async def create_topics(client: RawClient, topics: list[dict], validate_only: bool = False):
+    response = await asyncio.wait_for(client.request(CREATE_TOPICS, 7, {
+        "topics": [{"num_partitions": -1, "replication_factor": -1, "assignments": [],
+                    "configs": [], **t} for t in topics],
+        "timeout_ms": 5000, "validate_only": validate_only}), 5.0)
+    return {t.name: (t.error_code, t.error_message) for t in response.topics}
+
+
+def manual(*lists: tuple[int, list[int]]) -> list[dict]:
+    return [{"partition_index": p, "broker_ids": b} for p, b in lists]
+
+
+async def test_create_topics_refuses_bad_manual_assignments_topic_by_topic(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    bad = {
+        "negative-partition": manual((-5, [0])),
+        "gap": manual((0, [0]), (2, [0])),
+        "empty-list": manual((0, [0]), (1, [])),
+        "twice": manual((0, [0, 0])),
+        "lengths": manual((0, [0]), (1, [0, 0])),
+        "unknown-broker": manual((0, [7])),
+    }
+    results = await create_topics(client, [
+        *({"name": n, "assignments": a} for n, a in bad.items()),
+        {"name": "fine", "assignments": manual((1, [0]), (0, [0]))}])
+    assert {n: code for n, (code, _) in results.items()} == {
+        **dict.fromkeys(bad, ErrorCode.INVALID_REPLICA_ASSIGNMENT), "fine": ErrorCode.NONE}
+    assert results["gap"][1] == "partitions should be a consecutive 0-based integer sequence"
+    assert results["negative-partition"][1] == results["gap"][1]
+    assert results["lengths"][1] == "All partitions should have the same number of replicas"
+    assert results["twice"][1].startswith("Duplicate replica assignment found")
+    for name in bad:
+        assert async_broker.metadata_cache.topic(name) is None
+    assert async_broker.metadata_cache.topic("fine").num_partitions == 2
+    await served_promptly(async_broker.port)
+    await client.close()
+
+
+async def test_create_topics_with_int_max_partitions_is_refused_promptly(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    for validate_only in (True, False):
+        results = await create_topics(client, [
+            {"name": "huge", "num_partitions": INT_MAX, "replication_factor": 1},
+            {"name": "huge-manual", "assignments": manual(*((p, [0]) for p in range(10_001)))},
+            {"name": "small", "num_partitions": 2, "replication_factor": 1},
+        ], validate_only=validate_only)
+        assert results["huge"] == results["huge-manual"] == (
+            ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+        assert results["small"][0] == ErrorCode.NONE
+        await served_promptly(async_broker.port)
+    assert async_broker.metadata_cache.topic("huge") is None
+    # The cap is per request: 6,000 + 6,000 partitions is over it, the second topic is refused.
+    results = await create_topics(client, [
+        {"name": "six-a", "num_partitions": 6000, "replication_factor": 1},
+        {"name": "six-b", "num_partitions": 6000, "replication_factor": 1},
+        {"name": "four", "num_partitions": 4000, "replication_factor": 1},
+    ], validate_only=True)
+    assert {n: code for n, (code, _) in results.items()} == {
+        "six-a": ErrorCode.NONE, "six-b": ErrorCode.POLICY_VIOLATION, "four": ErrorCode.NONE}
+    await client.close()
+
+
+async def test_create_partitions_refuses_bad_assignments_and_huge_counts(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "grow")
+
+    async def grow(count: int, assignments: list[list[int]] | None, validate_only: bool = False):
+        response = await asyncio.wait_for(client.request(CREATE_PARTITIONS, 3, {
+            "topics": [{"name": "grow", "count": count, "assignments": None if assignments is None
+                        else [{"broker_ids": b} for b in assignments]}],
+            "timeout_ms": 5000, "validate_only": validate_only}), 5.0)
+        return response.results[0].error_code, response.results[0].error_message
+
+    assert await grow(2, [[]]) == (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                   "Cannot have replication factor of 0 for partition id 1.")
+    assert await grow(2, [[0, 0]]) == (
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        "Duplicate brokers not allowed in replica assignment: 0, 0 for partition id 1.")
+    assert await grow(2, [[0], [0]]) == (
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        "Increasing the number of partitions by 1 but 2 assignments provided.")
+    assert await grow(2, [[7]]) == (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                    "Unknown broker(s) in replica assignment: 7.")
+    for validate_only in (True, False):
+        assert await grow(INT_MAX, None, validate_only) == (
+            ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+        await served_promptly(async_broker.port)
+    assert async_broker.metadata_cache.topic("grow").num_partitions == 1
+    assert await grow(3, [[0], [0]]) == (ErrorCode.NONE, None)
+    assert async_broker.metadata_cache.topic("grow").num_partitions == 3
+    await client.close()
