@@ -40,10 +40,12 @@ from crc32c import crc32c
 
 from protocol.compression import GZIP as GZIP  # re-exported: codecs are part of the batch format
 from protocol.compression import LZ4 as LZ4
+from protocol.compression import MAX_DECOMPRESSED_BYTES as MAX_DECOMPRESSED_BYTES
 from protocol.compression import NO_COMPRESSION as NO_COMPRESSION
 from protocol.compression import SNAPPY as SNAPPY
 from protocol.compression import ZSTD as ZSTD
 from protocol.compression import compress, decompress
+from protocol.compression import decompression_limit as decompression_limit
 from protocol.errors import ErrorCode, KafkaError
 
 # One struct for the whole header; field order is the wire order above.
@@ -356,9 +358,11 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_ts: int) -> 
 
 
 def decode_batch(
-    buf: bytes | bytearray | memoryview, pos: int = 0
+    buf: bytes | bytearray | memoryview, pos: int = 0, *,
+    max_decompressed: int = MAX_DECOMPRESSED_BYTES,
 ) -> tuple[BatchHeader, list[Record]]:
-    """Decode one batch at pos into its header and records (decompressing when needed)."""
+    """Decode one batch at pos into its header and records (decompressing when needed, to at most
+    `max_decompressed` bytes: RECORD_LIST_TOO_LARGE beyond, see protocol/compression.py)."""
     header = read_batch_header(buf, pos)
     if header.magic != MAGIC_V2:
         raise KafkaError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, f"magic {header.magic}")
@@ -366,8 +370,8 @@ def decode_batch(
     if end > len(buf):
         raise _corrupt("torn batch")
     blob = bytes(memoryview(buf)[pos + RECORDS_OFFSET : end])
-    if header.compression:
-        blob = decompress(header.compression, blob)
+    if header.compression and blob:  # the log cleaner's empty batches keep their codec
+        blob = decompress(header.compression, blob, max_decompressed)
     records = _decode_records(blob, header.record_count, header.base_offset, header.base_timestamp)
     if header.timestamp_type == LOG_APPEND_TIME:
         # With LogAppendTime every record's timestamp is the batch's maxTimestamp (Kafka's rule).

@@ -25,6 +25,7 @@ from protocol.records import (
     assign_offsets,
     batch_crc_ok,
     decode_batch,
+    decompression_limit,
     iter_batches,
     set_log_append_time,
     validate_produce_records,
@@ -154,7 +155,7 @@ class Log:
         """Validate a producer's batches, assign offsets from the LEO, stamp the epoch, append."""
         headers = validate_produce_records(records, self.config.max_message_bytes)
         if "compact" in self.config.cleanup_policy.split(","):
-            _check_keys(records, headers)
+            _check_keys(records, headers, decompression_limit(self.config.max_message_bytes))
         buf = bytearray(records)
         self._check_fits_segment(len(buf))
         now = self._now_ms()
@@ -343,7 +344,9 @@ class Log:
         """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None."""
         for segment in self._segments:
             if segment.max_timestamp >= timestamp:
-                found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                found = segment.find_offset_by_timestamp(
+                    timestamp, self._log_start_offset,
+                    max_decompressed=decompression_limit(self.config.max_message_bytes))
                 if found is not None:
                     return found
         return None
@@ -520,11 +523,15 @@ class Log:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def _check_keys(records: bytes | memoryview, headers: list[BatchHeader]) -> None:
+def _check_keys(
+    records: bytes | memoryview, headers: list[BatchHeader], max_decompressed: int
+) -> None:
     """Kafka's LogValidator.validateKey: a compacted topic refuses records without a key."""
     pos = 0
     for header in headers:
-        if not header.is_control and any(r.key is None for r in decode_batch(records, pos)[1]):
+        if not header.is_control and any(
+            r.key is None for r in decode_batch(records, pos, max_decompressed=max_decompressed)[1]
+        ):
             raise KafkaError(
                 ErrorCode.INVALID_RECORD, "Compacted topic cannot accept message without key"
             )

@@ -29,7 +29,13 @@ from itertools import pairwise
 from pathlib import Path
 
 from protocol.errors import KafkaError
-from protocol.records import BatchHeader, decode_batch, rebuild_batch
+from protocol.records import (
+    MAX_DECOMPRESSED_BYTES,
+    BatchHeader,
+    decode_batch,
+    decompression_limit,
+    rebuild_batch,
+)
 from storage.checkpoint import OffsetCheckpointFile, fsync_dir
 from storage.log import Log
 from storage.log_config import INT_MAX
@@ -176,7 +182,8 @@ class LogCleaner:
         if not force and to_clean.cleanable_ratio <= log.config.min_cleanable_dirty_ratio:
             return None
         stats = CleanerStats(to_clean.first_dirty_offset, to_clean.first_uncleanable_offset)
-        offset_map = self.build_offset_map(to_clean)
+        offset_map = self.build_offset_map(
+            to_clean, max_decompressed=decompression_limit(log.config.max_message_bytes))
         stats.keys_in_map = len(offset_map)
         producer_last = {
             pid: entry.last_offset for pid, entry in log.producer_state.producers.items()
@@ -190,7 +197,9 @@ class LogCleaner:
         return stats
 
     @staticmethod
-    def build_offset_map(to_clean: LogToClean) -> dict[bytes, int]:
+    def build_offset_map(
+        to_clean: LogToClean, *, max_decompressed: int = MAX_DECOMPRESSED_BYTES
+    ) -> dict[bytes, int]:
         """key -> latest offset over the dirty range (control and transactional batches left out)."""
         offset_map: dict[bytes, int] = {}
         start, end = to_clean.first_dirty_offset, to_clean.first_uncleanable_offset
@@ -200,7 +209,7 @@ class LogCleaner:
             for _, header, view in segment.batches(chunk_size=RECOVERY_CHUNK):
                 if header.last_offset < start or header.is_control or header.is_transactional:
                     continue
-                for record in decode_batch(view)[1]:
+                for record in decode_batch(view, max_decompressed=max_decompressed)[1]:
                     if record.key is not None and start <= record.offset < end:
                         offset_map[record.key] = record.offset
         return offset_map
@@ -223,7 +232,8 @@ class LogCleaner:
                     stats.bytes_read += segment.size
                     for _, header, view in segment.batches(chunk_size=RECOVERY_CHUNK):
                         kept = self.filter_batch(
-                            header, view, offset_map, producer_last, drop_tombstones, stats
+                            header, view, offset_map, producer_last, drop_tombstones, stats,
+                            max_decompressed=decompression_limit(log.config.max_message_bytes),
                         )
                         if kept is not None:
                             out.write(kept)
@@ -243,13 +253,15 @@ class LogCleaner:
         producer_last: Mapping[int, int],
         drop_tombstones: bool,
         stats: CleanerStats,
+        *,
+        max_decompressed: int = MAX_DECOMPRESSED_BYTES,
     ) -> bytes | None:
         """The batch as it is, re-encoded with fewer records, an empty batch, or None (dropped)."""
         if header.is_control or header.is_transactional:
             stats.records_read += header.record_count
             stats.records_kept += header.record_count
             return bytes(view)
-        records = decode_batch(view)[1]
+        records = decode_batch(view, max_decompressed=max_decompressed)[1]
         kept = []
         for record in records:
             if record.key is not None and offset_map.get(record.key, -1) > record.offset:

@@ -18,6 +18,7 @@ from protocol.records import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAGIC_V2,
+    MAX_DECOMPRESSED_BYTES,
     BatchHeader,
     batch_crc_ok,
     decode_batch,
@@ -241,7 +242,8 @@ class LogSegment:
         return (data if end == n else data[:end]), pos
 
     def find_offset_by_timestamp(
-        self, timestamp: int, starting_offset: int
+        self, timestamp: int, starting_offset: int, *,
+        max_decompressed: int = MAX_DECOMPRESSED_BYTES,
     ) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at/after starting_offset with timestamp >= target."""
         # Entries with a smaller timestamp prove every record up to their offset is too early.
@@ -250,7 +252,7 @@ class LogSegment:
         for _, header, view in self.batches(start):
             if header.max_timestamp < timestamp or header.last_offset < starting_offset:
                 continue
-            for record in decode_batch(view)[1]:
+            for record in decode_batch(view, max_decompressed=max_decompressed)[1]:
                 if record.timestamp >= timestamp and record.offset >= starting_offset:
                     return record.offset, record.timestamp
         return None

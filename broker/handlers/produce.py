@@ -8,7 +8,8 @@
   while waiting, REQUEST_TIMED_OUT at timeout_ms.
 - Each partition fails alone: UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (an internal
   topic such as __consumer_offsets), CORRUPT_MESSAGE (CRC, torn batch),
-  UNSUPPORTED_FOR_MESSAGE_FORMAT (magic < 2), MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE,
+  UNSUPPORTED_FOR_MESSAGE_FORMAT (magic < 2), MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE (also a
+  compressed batch a compacted topic would have to inflate past the decompression bound),
   INVALID_RECORD (more than one batch for a partition: Kafka's ProduceRequest.validateRecords;
   on a compacted topic, whose records are decoded to check their keys, a record without a key or
   one that cannot be read out of its CRC-valid batch: Kafka's InvalidRecordException).

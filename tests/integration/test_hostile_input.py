@@ -4,6 +4,9 @@ stored, and a fresh connection is still served within a second (the event loop i
 from __future__ import annotations
 
 import asyncio
+import struct
+
+from crc32c import crc32c
 
 from protocol.errors import ErrorCode
 from protocol.records import encode_batch
@@ -228,4 +231,54 @@ async def test_create_partitions_refuses_bad_assignments_and_huge_counts(async_b
     assert async_broker.metadata_cache.topic("grow").num_partitions == 1
     assert await grow(3, [[0], [0]]) == (ErrorCode.NONE, None)
     assert async_broker.metadata_cache.topic("grow").num_partitions == 3
+    await client.close()
+
+
+def zstd_bomb() -> bytes:
+    """A CRC-valid zstd batch of a few KB whose records inflate past the bound (16 x message.max.bytes)."""
+    from protocol.records import MAX_DECOMPRESSED_BYTES, ZSTD
+
+    return encode_batch([(b"k", bytes(MAX_DECOMPRESSED_BYTES * 5 // 4), [], 1000)], compression=ZSTD)
+
+
+def snappy_claiming_4_gib() -> bytes:
+    """A CRC-valid snappy batch whose raw snappy header declares 4 GiB - 1 of records."""
+    from protocol.records import SNAPPY
+
+    good = encode_batch([(b"k", b"v", [], 1000)])
+    blob = b"\xff\xff\xff\xff\x0f" + bytes(32)
+    header = bytearray(good[:61])
+    struct.pack_into(">i", header, 8, 61 + len(blob) - 12)
+    struct.pack_into(">h", header, 21, SNAPPY)
+    out = bytes(header) + blob
+    return out[:17] + struct.pack(">I", crc32c(out[21:])) + out[21:]
+
+
+async def test_decompression_bombs_on_a_compacted_topic_are_refused(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "bombs", 3, {"cleanup.policy": "compact"})
+    bomb = zstd_bomb()
+    assert len(bomb) < 64 * 1024
+    good = encode_batch([(b"k", b"v", [], 1000)])
+    response = await asyncio.wait_for(client.request(PRODUCE, 9, produce_body({
+        ("bombs", 0): bomb, ("bombs", 1): snappy_claiming_4_gib(), ("bombs", 2): good})), 5.0)
+    assert partition_errors(response) == {("bombs", 0): ErrorCode.RECORD_LIST_TOO_LARGE,
+                                          ("bombs", 1): ErrorCode.RECORD_LIST_TOO_LARGE,
+                                          ("bombs", 2): ErrorCode.NONE}
+    partitions = async_broker.replica_manager.partitions
+    assert [partitions[("bombs", i)].log_end_offset for i in range(3)] == [0, 0, 1]
+    await served_promptly(async_broker.port)
+    await client.close()
+
+
+async def test_list_offsets_by_timestamp_over_a_stored_bomb(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "plain-bomb")
+    response = await client.request(PRODUCE, 9, produce_body({("plain-bomb", 0): zstd_bomb()}))
+    assert set(partition_errors(response).values()) == {ErrorCode.NONE}  # stored undecoded
+    response = await asyncio.wait_for(client.request(LIST_OFFSETS, 7, {
+        "replica_id": -1, "isolation_level": 0, "topics": [{"name": "plain-bomb", "partitions": [
+            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": 500}]}]}), 5.0)
+    assert response.topics[0].partitions[0].error_code == ErrorCode.RECORD_LIST_TOO_LARGE
+    await served_promptly(async_broker.port)
     await client.close()
