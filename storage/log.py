@@ -19,6 +19,7 @@ from pathlib import Path
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import (
+    HEADER_SIZE,
     MAGIC_V2,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
@@ -27,6 +28,7 @@ from protocol.records import (
     decode_batch,
     decompression_limit,
     iter_batches,
+    read_batch_header,
     set_log_append_time,
     validate_produce_records,
 )
@@ -151,10 +153,20 @@ class Log:
 
     # -- appends -------------------------------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int) -> LogAppendInfo:
-        """Validate a producer's batches, assign offsets from the LEO, stamp the epoch, append."""
+    @property
+    def is_compacted(self) -> bool:
+        return "compact" in self.config.cleanup_policy.split(",")
+
+    def append_as_leader(
+        self, records: bytes | memoryview, leader_epoch: int, *, keys_checked: bool = False
+    ) -> LogAppendInfo:
+        """Validate a producer's batches, assign offsets from the LEO, stamp the epoch, append.
+
+        `keys_checked`: the caller already ran check_compacted_records on these very bytes (in a
+        worker thread: decoding a compressed batch can take long), so the records are not decoded
+        again here."""
         headers = validate_produce_records(records, self.config.max_message_bytes)
-        if "compact" in self.config.cleanup_policy.split(","):
+        if self.is_compacted and not keys_checked:
             _check_keys(records, headers, decompression_limit(self.config.max_message_bytes))
         buf = bytearray(records)
         self._check_fits_segment(len(buf))
@@ -521,6 +533,34 @@ class Log:
         for segment in self._segments:
             segment.delete()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+# A Produce batch for a compacted topic that is compressed, or larger than this, is decoded in a
+# worker thread rather than on the event loop (broker/replication/replica_manager.py).
+DECODE_OFF_LOOP_BYTES = 64 * 1024
+
+
+def decode_off_loop(records: bytes | memoryview) -> bool:
+    """Whether checking these Produce records' keys is worth a worker thread: a compressed batch
+    (decompression up to the bound, then every record) or a large one."""
+    if len(records) > DECODE_OFF_LOOP_BYTES:
+        return True
+    n, pos = len(records), 0
+    while n - pos >= HEADER_SIZE:
+        header = read_batch_header(records, pos)
+        if header.compression:
+            return True
+        if header.size <= 0:
+            break
+        pos += header.size
+    return False
+
+
+def check_compacted_records(records: bytes, max_message_bytes: int) -> None:
+    """What append_as_leader checks on a compacted topic's records, as a function of the bytes
+    alone, so that it may run in a worker thread: the batches, then every record's key."""
+    headers = validate_produce_records(records, max_message_bytes)
+    _check_keys(records, headers, decompression_limit(max_message_bytes))
 
 
 def _check_keys(

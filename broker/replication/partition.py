@@ -100,8 +100,10 @@ class Partition:
 
     # -- leader side ------------------------------------------------------------------------
 
-    def append_records_as_leader(self, records: bytes | memoryview) -> LogAppendInfo:
-        info = self.log.append_as_leader(records, self.leader_epoch)
+    def append_records_as_leader(
+        self, records: bytes | memoryview, *, keys_checked: bool = False
+    ) -> LogAppendInfo:
+        info = self.log.append_as_leader(records, self.leader_epoch, keys_checked=keys_checked)
         self.maybe_increment_high_watermark()  # with the leader alone in the ISR, HW = LEO now
         return info
 

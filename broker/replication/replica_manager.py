@@ -32,6 +32,7 @@ from broker.replication.partition import AlterIsr, Partition
 from broker.replication.purgatory import DelayedOperationPurgatory
 from broker.replication.replica_fetcher import ReplicaFetcher
 from protocol.errors import ErrorCode, KafkaError
+from storage.log import check_compacted_records, decode_off_loop
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from timer import Clock, SystemTimer
@@ -199,7 +200,8 @@ class ReplicaManager:
     # -- produce ----------------------------------------------------------------------------
 
     def append_records(
-        self, entries: dict[tuple[str, int], bytes | memoryview | None], acks: int = 1
+        self, entries: dict[tuple[str, int], bytes | memoryview | None], acks: int = 1,
+        keys_checked: frozenset[tuple[str, int]] = frozenset(),
     ) -> dict[tuple[str, int], ProduceResult]:
         results: dict[tuple[str, int], ProduceResult] = {}
         for key, records in entries.items():
@@ -213,7 +215,8 @@ class ReplicaManager:
                         ErrorCode.NOT_ENOUGH_REPLICAS,
                         f"the ISR {partition.isr} is smaller than min.insync.replicas={min_isr}",
                     )
-                info = partition.append_records_as_leader(records)
+                info = partition.append_records_as_leader(records,
+                                                          keys_checked=key in keys_checked)
             except KafkaError as exc:
                 results[key] = ProduceResult(exc.code, error_message=exc.message or None)
                 continue
@@ -236,10 +239,37 @@ class ReplicaManager:
             return ErrorCode.NONE
         return None
 
+    async def _check_compacted_off_loop(
+        self, entries: dict[tuple[str, int], bytes | memoryview | None]
+    ) -> tuple[dict[tuple[str, int], ProduceResult], frozenset[tuple[str, int]]]:
+        """Decode compressed (or large) batches for compacted topics in a worker thread: inflating
+        up to the decompression bound and decoding every record to check its key must not hold
+        the event loop. Returns the partitions that failed and those checked (whose append then
+        skips the check); everything else is checked on the loop during the append as before."""
+        failed: dict[tuple[str, int], ProduceResult] = {}
+        checked: set[tuple[str, int]] = set()
+        for key, records in list(entries.items()):
+            partition = self.partitions.get(key)
+            if (not records or partition is None or not partition.is_leader
+                    or not partition.log.is_compacted or not decode_off_loop(records)):
+                continue
+            data = bytes(records)  # immutable: the thread sees exactly what will be appended
+            try:
+                await asyncio.to_thread(check_compacted_records, data,
+                                        partition.log.config.max_message_bytes)
+            except KafkaError as exc:
+                failed[key] = ProduceResult(exc.code, error_message=exc.message or None)
+                continue
+            entries[key] = data
+            checked.add(key)
+        return failed, frozenset(checked)
+
     async def produce(
         self, acks: int, timeout_ms: int, entries: dict[tuple[str, int], bytes | memoryview | None]
     ) -> dict[tuple[str, int], ProduceResult]:
-        results = self.append_records(entries, acks)
+        failed, checked = await self._check_compacted_off_loop(entries)
+        results = failed | self.append_records(
+            {k: r for k, r in entries.items() if k not in failed}, acks, checked)
         if acks != -1:
             return results
         # Each appended partition waits until its HW covers the append: the LEO right after it.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import time
 
 from crc32c import crc32c
 
@@ -18,7 +19,9 @@ PRODUCE, LIST_OFFSETS, METADATA, CREATE_TOPICS = 0, 2, 3, 19
 
 
 async def served_promptly(port: int) -> None:
-    """A Metadata round trip on a new connection completes within one second."""
+    """A Metadata round trip on a new connection completes within one second. The broker shares
+    this event loop, so the wall clock is checked too: wait_for alone cannot see a loop that was
+    blocked for a while and then let both the answer and the timeout through."""
 
     async def metadata() -> None:
         client = await RawClient.connect(port)
@@ -30,7 +33,9 @@ async def served_promptly(port: int) -> None:
         finally:
             await client.close()
 
+    started = time.monotonic()
     await asyncio.wait_for(metadata(), 1.0)
+    assert time.monotonic() - started < 1.0
 
 
 async def create_topic(client: RawClient, name: str, partitions: int = 1,
@@ -281,4 +286,44 @@ async def test_list_offsets_by_timestamp_over_a_stored_bomb(async_broker):
             {"partition_index": 0, "current_leader_epoch": -1, "timestamp": 500}]}]}), 5.0)
     assert response.topics[0].partitions[0].error_code == ErrorCode.RECORD_LIST_TOO_LARGE
     await served_promptly(async_broker.port)
+    await client.close()
+
+
+async def test_compressed_batch_for_a_compacted_topic_is_decoded_off_the_event_loop(
+    async_broker, monkeypatch
+):
+    """Inflating and decoding ~400,000 records takes about a second: it runs in a worker thread,
+    so another connection is served meanwhile; the append then does not decode them again."""
+    import threading
+
+    import broker.replication.replica_manager as replica_manager
+    from protocol.records import ZSTD
+
+    threads: list[threading.Thread] = []
+    check = replica_manager.check_compacted_records
+    loop = asyncio.get_running_loop()
+    started = asyncio.Event()
+
+    def recording_check(*args):
+        threads.append(threading.current_thread())
+        loop.call_soon_threadsafe(started.set)
+        return check(*args)
+
+    monkeypatch.setattr(replica_manager, "check_compacted_records", recording_check)
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "busy", 1, {"cleanup.policy": "compact"})
+    many = encode_batch([(b"k%d" % (i % 10), b"", [], 1000) for i in range(400_000)],
+                        compression=ZSTD)
+    produced = asyncio.ensure_future(client.request(PRODUCE, 9, produce_body({("busy", 0): many})))
+    await asyncio.wait_for(started.wait(), 10.0)  # the check has started in its thread
+    await served_promptly(async_broker.port)
+    response = await asyncio.wait_for(produced, 30.0)
+    assert partition_errors(response) == {("busy", 0): ErrorCode.NONE}
+    assert threads[0] is not threading.main_thread()
+    assert async_broker.replica_manager.partitions[("busy", 0)].log_end_offset == 400_000
+    # A null key in a compressed batch is still refused, from the thread.
+    keyless = encode_batch([(b"k", b"v", [], 1000), (None, b"v", [], 1000)], compression=ZSTD)
+    response = await client.request(PRODUCE, 9, produce_body({("busy", 0): keyless}))
+    assert partition_errors(response) == {("busy", 0): ErrorCode.INVALID_RECORD}
+    assert len(threads) == 2
     await client.close()
