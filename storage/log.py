@@ -44,7 +44,7 @@ from storage.producer_state import (
     ProducerStateManager,
     duplicate_append_info,
 )
-from storage.segment import RECOVERY_CHUNK, LogSegment
+from storage.segment import RECOVERY_CHUNK, LogSegment, first_record_at_or_after
 
 
 class UnexpectedAppendOffsetError(KafkaError):
@@ -354,13 +354,29 @@ class Log:
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None."""
+        limit = decompression_limit(self.config.max_message_bytes)
+        from_offset = self._log_start_offset
+        while (candidate := self.timestamp_candidate(timestamp, from_offset)) is not None:
+            header, batch = candidate
+            found = first_record_at_or_after(batch, timestamp, self._log_start_offset, limit)
+            if found is not None:
+                return found
+            from_offset = header.next_offset
+        return None
+
+    def timestamp_candidate(
+        self, timestamp: int, from_offset: int
+    ) -> tuple[BatchHeader, bytes] | None:
+        """The first batch at/after `from_offset` that may hold a record with timestamp >=
+        `timestamp`, as bytes of its own, or None. Searching by offset rather than by position
+        keeps the walk valid when the caller awaits between two steps (the ReplicaManager decodes
+        a compressed batch in a worker thread) while the log rolls, truncates or is cleaned."""
+        from_offset = max(from_offset, self._log_start_offset)
         for segment in self._segments:
-            if segment.max_timestamp >= timestamp:
-                found = segment.find_offset_by_timestamp(
-                    timestamp, self._log_start_offset,
-                    max_decompressed=decompression_limit(self.config.max_message_bytes))
-                if found is not None:
-                    return found
+            if segment.next_offset <= from_offset or segment.max_timestamp < timestamp:
+                continue
+            for header, view in segment.timestamp_candidates(timestamp, from_offset):
+                return header, bytes(view)
         return None
 
     def max_timestamp_and_offset(self) -> tuple[int, int] | None:

@@ -33,6 +33,17 @@ RECENT_BATCHES = 64  # appended batch positions remembered for tail fetches
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 
+def first_record_at_or_after(
+    batch: bytes | memoryview, timestamp: int, starting_offset: int, max_decompressed: int
+) -> tuple[int, int] | None:
+    """(offset, timestamp) of the batch's first record at/after `starting_offset` whose timestamp
+    is >= `timestamp`. A function of the bytes alone: it may run in a worker thread."""
+    for record in decode_batch(batch, max_decompressed=max_decompressed)[1]:
+        if record.timestamp >= timestamp and record.offset >= starting_offset:
+            return record.offset, record.timestamp
+    return None
+
+
 class LogSegment:
     def __init__(
         self, directory: Path, base_offset: int, *, index_interval_bytes: int, max_index_size: int
@@ -241,20 +252,27 @@ class LogSegment:
             end += size
         return (data if end == n else data[:end]), pos
 
-    def find_offset_by_timestamp(
-        self, timestamp: int, starting_offset: int, *,
-        max_decompressed: int = MAX_DECOMPRESSED_BYTES,
-    ) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record at/after starting_offset with timestamp >= target."""
+    def timestamp_candidates(
+        self, timestamp: int, starting_offset: int
+    ) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """Batches from `starting_offset` on that may hold a record with timestamp >= target."""
         # Entries with a smaller timestamp prove every record up to their offset is too early.
         _, offset = self.time_index.lookup(timestamp - 1)
         _, start = self.offset_index.lookup(max(offset, starting_offset))
         for _, header, view in self.batches(start):
             if header.max_timestamp < timestamp or header.last_offset < starting_offset:
                 continue
-            for record in decode_batch(view, max_decompressed=max_decompressed)[1]:
-                if record.timestamp >= timestamp and record.offset >= starting_offset:
-                    return record.offset, record.timestamp
+            yield header, view
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int, *,
+        max_decompressed: int = MAX_DECOMPRESSED_BYTES,
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at/after starting_offset with timestamp >= target."""
+        for _, view in self.timestamp_candidates(timestamp, starting_offset):
+            found = first_record_at_or_after(view, timestamp, starting_offset, max_decompressed)
+            if found is not None:
+                return found
         return None
 
     def largest_timestamp(self) -> int:

@@ -18,7 +18,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
-            found = rm.offset_for_timestamp(
+            found = await rm.offset_for_timestamp(
                 topic.name, p.partition_index, p.timestamp, p.get("current_leader_epoch", -1), isolation
             )
             partitions.append({

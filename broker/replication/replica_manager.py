@@ -32,9 +32,11 @@ from broker.replication.partition import AlterIsr, Partition
 from broker.replication.purgatory import DelayedOperationPurgatory
 from broker.replication.replica_fetcher import ReplicaFetcher
 from protocol.errors import ErrorCode, KafkaError
-from storage.log import check_compacted_records, decode_off_loop
+from protocol.records import decompression_limit
+from storage.log import DECODE_OFF_LOOP_BYTES, Log, check_compacted_records, decode_off_loop
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
+from storage.segment import first_record_at_or_after
 from timer import Clock, SystemTimer
 
 log = structlog.get_logger("kafka_sim.replica_manager")
@@ -436,7 +438,7 @@ class ReplicaManager:
 
     # -- offsets ----------------------------------------------------------------------------
 
-    def offset_for_timestamp(
+    async def offset_for_timestamp(
         self, topic: str, index: int, timestamp: int, current_leader_epoch: int, isolation_level: int
     ) -> OffsetLookup:
         try:
@@ -458,13 +460,32 @@ class ReplicaManager:
             return OffsetLookup(ErrorCode.INVALID_REQUEST)
         else:
             try:  # records are decoded here: a malformed stored record fails this partition only
-                found = log_.fetch_offset_by_timestamp(timestamp)
+                found = await self._fetch_offset_by_timestamp(log_, timestamp)
             except KafkaError as exc:
                 return OffsetLookup(exc.code)
         if found is None or found[0] >= partition.high_watermark:
             return OffsetLookup()
         offset, ts = found
         return OffsetLookup(timestamp=ts, offset=offset, leader_epoch=epoch)
+
+    @staticmethod
+    async def _fetch_offset_by_timestamp(log_: Log, timestamp: int) -> tuple[int, int] | None:
+        """Log.fetch_offset_by_timestamp, with compressed or large batches decoded in a worker
+        thread: inflating up to the decompression bound and decoding every record must not hold
+        the event loop. The log is walked by offset, so it may change while a batch is decoded."""
+        from_offset = log_.log_start_offset
+        while (candidate := log_.timestamp_candidate(timestamp, from_offset)) is not None:
+            header, batch = candidate
+            args = (batch, timestamp, log_.log_start_offset,
+                    decompression_limit(log_.config.max_message_bytes))
+            if header.compression or len(batch) > DECODE_OFF_LOOP_BYTES:
+                found = await asyncio.to_thread(first_record_at_or_after, *args)
+            else:
+                found = first_record_at_or_after(*args)
+            if found is not None:
+                return found
+            from_offset = header.next_offset
+        return None
 
     def last_offset_for_leader_epoch(
         self, topic: str, index: int, current_leader_epoch: int, leader_epoch: int

@@ -327,3 +327,43 @@ async def test_compressed_batch_for_a_compacted_topic_is_decoded_off_the_event_l
     assert partition_errors(response) == {("busy", 0): ErrorCode.INVALID_RECORD}
     assert len(threads) == 2
     await client.close()
+
+
+async def test_list_offsets_by_timestamp_decodes_compressed_batches_off_the_event_loop(
+    async_broker, monkeypatch
+):
+    """A timestamp lookup that has to inflate and decode a large compressed batch does it in a
+    worker thread: another connection is served meanwhile, and the answer is right."""
+    import threading
+
+    import broker.replication.replica_manager as replica_manager
+    from protocol.records import ZSTD
+
+    threads: list[threading.Thread] = []
+    find = replica_manager.first_record_at_or_after
+    loop = asyncio.get_running_loop()
+    started = asyncio.Event()
+
+    def recording_find(*args):
+        threads.append(threading.current_thread())
+        loop.call_soon_threadsafe(started.set)
+        return find(*args)
+
+    monkeypatch.setattr(replica_manager, "first_record_at_or_after", recording_find)
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "stamps")
+    count = 400_000
+    many = encode_batch([(None, b"", [], 1000 if i < count - 1 else 2000) for i in range(count)],
+                        compression=ZSTD)
+    response = await client.request(PRODUCE, 9, produce_body({("stamps", 0): many}))
+    assert set(partition_errors(response).values()) == {ErrorCode.NONE}
+    lookup = asyncio.ensure_future(client.request(LIST_OFFSETS, 7, {
+        "replica_id": -1, "isolation_level": 0, "topics": [{"name": "stamps", "partitions": [
+            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": 1500}]}]}))
+    await asyncio.wait_for(started.wait(), 10.0)
+    await served_promptly(async_broker.port)
+    response = await asyncio.wait_for(lookup, 30.0)
+    p0 = response.topics[0].partitions[0]
+    assert (p0.error_code, p0.offset, p0.timestamp) == (ErrorCode.NONE, count - 1, 2000)
+    assert threads and threads[0] is not threading.main_thread()
+    await client.close()
