@@ -242,7 +242,7 @@ class ReplicaManager:
         return None
 
     async def _check_compacted_off_loop(
-        self, entries: dict[tuple[str, int], bytes | memoryview | None]
+        self, entries: dict[tuple[str, int], bytes | memoryview | None], acks: int
     ) -> tuple[dict[tuple[str, int], ProduceResult], frozenset[tuple[str, int]]]:
         """Decode compressed (or large) batches for compacted topics in a worker thread: inflating
         up to the decompression bound and decoding every record to check its key must not hold
@@ -255,6 +255,8 @@ class ReplicaManager:
             if (not records or partition is None or not partition.is_leader
                     or not partition.log.is_compacted or not decode_off_loop(records)):
                 continue
+            if acks == -1 and len(partition.isr) < partition.log.config.min_insync_replicas:
+                continue  # NOT_ENOUGH_REPLICAS comes first, from append_records (Kafka's order)
             data = bytes(records)  # immutable: the thread sees exactly what will be appended
             try:
                 await asyncio.to_thread(check_compacted_records, data,
@@ -269,7 +271,7 @@ class ReplicaManager:
     async def produce(
         self, acks: int, timeout_ms: int, entries: dict[tuple[str, int], bytes | memoryview | None]
     ) -> dict[tuple[str, int], ProduceResult]:
-        failed, checked = await self._check_compacted_off_loop(entries)
+        failed, checked = await self._check_compacted_off_loop(entries, acks)
         results = failed | self.append_records(
             {k: r for k, r in entries.items() if k not in failed}, acks, checked)
         if acks != -1:
@@ -463,6 +465,9 @@ class ReplicaManager:
                 found = await self._fetch_offset_by_timestamp(log_, timestamp)
             except KafkaError as exc:
                 return OffsetLookup(exc.code)
+            if self.partitions.get(partition.key) is not partition or not partition.is_leader \
+                    or partition.leader_epoch != epoch:  # it changed while a batch was decoded
+                return OffsetLookup(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if found is None or found[0] >= partition.high_watermark:
             return OffsetLookup()
         offset, ts = found
