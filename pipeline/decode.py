@@ -211,18 +211,33 @@ class _RecordColumns:
                     end = pos + v
                     pos += 1  # record attributes: unused by Kafka
             _, ts_delta, off_delta = fields
+            # Every length and count is checked against the record's end before it moves `pos`
+            # (as protocol.records does): a negative one used to walk backwards, forever.
+            if end > len(data) or end < pos:
+                raise ValueError(f"record at offset delta {off_delta} has length past its batch")
             klen, pos = decode_varint(data, pos)
+            if klen < -1 or klen > end - pos:
+                raise ValueError(f"record at offset delta {off_delta}: key length {klen}")
             key = None if klen < 0 else (data[pos : pos + klen] if want_key else b"")
             pos += max(klen, 0)
             vlen, pos = decode_varint(data, pos)
+            if vlen < -1 or vlen > end - pos:
+                raise ValueError(f"record at offset delta {off_delta}: value length {vlen}")
             value = None if vlen < 0 else (data[pos : pos + vlen] if want_value else b"")
             pos += max(vlen, 0)
             nheaders, pos = decode_varint(data, pos)
+            if nheaders < 0 or nheaders > (end - pos) // 2:
+                raise ValueError(f"record at offset delta {off_delta}: {nheaders} headers")
             for _ in range(nheaders):
                 hklen, pos = decode_varint(data, pos)
+                if hklen < 0 or hklen > end - pos:
+                    raise ValueError(f"record at offset delta {off_delta}: header key length {hklen}")
                 hkey = data[pos : pos + hklen]
                 pos += hklen
                 hvlen, pos = decode_varint(data, pos)
+                if hvlen < -1 or hvlen > end - pos:
+                    raise ValueError(
+                        f"record at offset delta {off_delta}: header value length {hvlen}")
                 if want_headers:
                     hkeys.append(hkey.decode())
                     hvalues.append(None if hvlen < 0 else data[pos : pos + hvlen])

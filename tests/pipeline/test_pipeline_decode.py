@@ -39,3 +39,27 @@ def test_record_sequences_wrap_like_kafka():
     assert record_sequence(2**31 - 2, 1) == 2**31 - 1
     assert record_sequence(2**31 - 2, 2) == 0
     assert record_sequence(2**31 - 1, 3) == 2
+
+
+def test_hostile_record_lengths_fail_the_batch_instead_of_looping():
+    """A CRC-valid batch whose header key length is -4 (the decoder walked backwards over 2^31-1
+    headers) or whose lengths run past the record fails with ValueError, in linear time."""
+    import pyarrow as pa
+    import pytest
+
+    from pipeline.decode import record_batches
+    from tests.unit.protocol.test_records_hostile import ATTRS, batch_with_records_blob, record
+
+    schema = pa.schema([("offset", pa.int64()), ("key", pa.binary()), ("value", pa.binary()),
+                        ("headers", pa.list_(pa.struct([("key", pa.string()),
+                                                        ("value", pa.binary())])))])
+    for blob in (record(ATTRS, 0, 0, 1, b"k", -1, 2**31 - 1, -4, b"", -1),
+                 record(ATTRS, 0, 0, -7, -1, 0),
+                 record(ATTRS, 0, 0, 40, b"k", -1, 0),
+                 record(ATTRS, 0, 0, -1, -1, 1, 1, b"k", -9)):
+        with pytest.raises(ValueError):
+            list(record_batches(_log(batch_with_records_blob(blob, 1)), schema, {}))
+    good = _log(encode_batch([(b"k", b"v", [("h", b"x")], 5)]))
+    [rows] = record_batches(good, schema, {})
+    assert rows.to_pylist() == [{"offset": 0, "key": b"k", "value": b"v",
+                                 "headers": [{"key": "h", "value": b"x"}]}]
