@@ -193,10 +193,12 @@ class AdminManager:
         self.store.create_json(paths.topic_config(name), {"version": 1, "config": overrides})
         try:
             self.store.create_json(paths.topic(name), {
+                # Kafka's TopicZNode (version 3); whether a topic is internal goes by its name
                 "version": 3,
                 "topic_id": str(topic.topic_id),
                 "partitions": {str(p): r for p, r in assignment.items()},
-                **({"internal": True} if internal else {}),
+                "adding_replicas": {},
+                "removing_replicas": {},
             })
         except NodeExistsError:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS,

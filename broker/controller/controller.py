@@ -24,6 +24,7 @@ from broker.metadata import zk_paths as paths
 from broker.metadata.metadata_cache import MetadataSnapshot, TopicInfo
 from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.store import BadVersionError, MetadataStore, NoNodeError
+from broker.metadata.topic_names import INTERNAL_TOPICS
 from protocol.errors import ErrorCode, KafkaError
 from timer import FunctionTimerTask
 
@@ -158,7 +159,7 @@ class Controller:
             uuid.UUID(data["topic_id"]),
             {int(p): list(r) for p, r in data["partitions"].items()},
             configs,
-            data.get("internal", False),
+            name in INTERNAL_TOPICS or data.get("internal", False),  # the flag: older stores
         )
 
     def _read_state(self, topic: str, partition: int) -> LeaderAndIsr | None:

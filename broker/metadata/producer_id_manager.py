@@ -36,17 +36,18 @@ class ProducerIdManager:
             current, _ = self.store.get_json(paths.PRODUCER_ID_BLOCK)
         except NoNodeError:
             return False
-        return 0 <= producer_id <= current["block_end"]
+        return 0 <= producer_id <= int(current["block_end"])
 
     def _claim_block(self) -> None:
         for _ in range(MAX_ATTEMPTS):
             try:
                 current, stat = self.store.get_json(paths.PRODUCER_ID_BLOCK)
-                start, version = current["block_end"] + 1, stat.version
+                start, version = int(current["block_end"]) + 1, stat.version
             except NoNodeError:
                 start, version = 0, None
-            block = {"version": 1, "broker": self.broker_id, "block_start": start,
-                     "block_end": start + BLOCK_SIZE - 1}
+            # Kafka's ProducerIdBlockZNode: the bounds are strings (longs in JSON-safe form).
+            block = {"version": 1, "broker": self.broker_id, "block_start": str(start),
+                     "block_end": str(start + BLOCK_SIZE - 1)}
             try:
                 if version is None:
                     self.store.create_json(paths.PRODUCER_ID_BLOCK, block)
