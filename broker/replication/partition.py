@@ -107,12 +107,18 @@ class Partition:
         self.maybe_increment_high_watermark()  # with the leader alone in the ISR, HW = LEO now
         return info
 
+    def is_remote_replica(self, replica_id: int) -> bool:
+        """True for a replica of this partition other than this broker (the followers a leader
+        tracks); a fetch from any other replica_id is refused."""
+        return replica_id in self.remote_replicas
+
     def update_follower_fetch_state(
         self, replica_id: int, fetch_offset: int, log_start_offset: int = -1
     ) -> bool:
-        """A follower fetched from `fetch_offset`: that is its LEO. True when the HW moved."""
+        """A follower's fetch from `fetch_offset` passed every check and was read: that offset is
+        its LEO. True when the HW moved. The caller checks first; an unknown replica is ignored."""
         replica = self.remote_replicas.get(replica_id)
-        if replica is None:
+        if replica is None or fetch_offset > self.log.log_end_offset:
             return False
         replica.log_start_offset = log_start_offset
         now = self.now_ms()

@@ -345,6 +345,8 @@ class ReplicaManager:
         partition = self.partitions.get((fp.topic, fp.partition))
         if partition is None or not partition.is_leader:
             return None
+        if params.is_from_follower and not partition.is_remote_replica(params.replica_id):
+            return None  # no longer a replica (reassigned): answer with the error now
         end = self._end_offset(params, partition)
         if fp.fetch_offset > end or fp.fetch_offset < partition.log_start_offset:
             return None
@@ -367,6 +369,8 @@ class ReplicaManager:
             try:
                 partition = self.leader_partition(fp.topic, fp.partition)
                 self._check_leader_epoch(partition, fp.current_leader_epoch)
+                if params.is_from_follower:
+                    self._follower_replica_or_error(partition, params.replica_id)
             except KafkaError as exc:
                 results.append(FetchPartitionData(exc.code))
                 continue
@@ -393,25 +397,41 @@ class ReplicaManager:
             results.append(data)
         return results
 
-    def _update_follower_fetch_state(self, params: FetchParams, partitions: list[FetchPartition]) -> None:
-        for fp in partitions:
+    @staticmethod
+    def _follower_replica_or_error(partition: Partition, replica_id: int) -> None:
+        """Kafka's Partition.followerReplicaOrThrow: a replica_id that is not one of the
+        partition's (remote) replicas gets NOT_LEADER_OR_FOLLOWER, before anything is read."""
+        if not partition.is_remote_replica(replica_id):
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"Received fetch request from invalid replica {replica_id}")
+
+    def _update_follower_fetch_state(
+        self, params: FetchParams, partitions: list[FetchPartition], results: list[FetchPartitionData]
+    ) -> None:
+        """After the read (Kafka's Partition.fetchRecords): only a partition whose checks and read
+        succeeded moves its follower's state; an erred one (not leader, fenced or unknown epoch,
+        not a replica, offset out of range) leaves it as it was."""
+        for fp, data in zip(partitions, results, strict=True):
+            if data.error != ErrorCode.NONE:
+                continue
             partition = self.partitions.get((fp.topic, fp.partition))
-            if (
-                partition is not None
-                and partition.is_leader
-                and partition.update_follower_fetch_state(params.replica_id, fp.fetch_offset,
-                                                          fp.log_start_offset)
-            ):
+            if partition is None or not partition.is_leader:
+                continue
+            if partition.update_follower_fetch_state(params.replica_id, fp.fetch_offset,
+                                                     fp.log_start_offset):
+                # The follower's fetch raised the HW: it may take it home at once (Kafka's
+                # response carries the HW of the read; the records read are the same either way).
+                data.high_watermark = data.last_stable_offset = partition.high_watermark
                 self._complete_delayed(partition.key)
-            if partition is not None and partition.is_leader:  # its log start offset may have moved
-                self.delete_records_purgatory.check_and_complete(partition.key)
+            # Its log start offset may have moved: DeleteRecords waiting on it may be done.
+            self.delete_records_purgatory.check_and_complete(partition.key)
 
     async def fetch_messages(
         self, params: FetchParams, partitions: list[FetchPartition]
     ) -> list[FetchPartitionData]:
-        if params.is_from_follower:
-            self._update_follower_fetch_state(params, partitions)
         results = self.read_from_local_log(params, partitions)
+        if params.is_from_follower:  # once, on the first read: not again when read from purgatory
+            self._update_follower_fetch_state(params, partitions, results)
         bytes_read = sum(len(r.records) for r in results)
         if (
             params.max_wait_ms <= 0

@@ -5,6 +5,7 @@ read above it, and the ISR shrinks and expands as followers stall and catch up."
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
@@ -306,3 +307,66 @@ async def test_create_partitions_grows_a_topic_and_refuses_to_shrink(cluster):
         "topics": [{"name": "nope", "count": 3, "assignments": None}], "timeout_ms": 1000})
     assert response.results[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     await client.close()
+
+
+async def follower_fetch(port: int, name: str, replica_id: int, offset: int, epoch: int):
+    """A Fetch with `replica_id` set, as a follower (or a client pretending to be one) sends it."""
+    client = await RawClient.connect(port)
+    response = await client.request(FETCH, 12, {
+        "replica_id": replica_id, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+        "topics": [{"topic": name, "partitions": [
+            {"partition": 0, "current_leader_epoch": epoch, "fetch_offset": offset,
+             "log_start_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+    await client.close()
+    return response.responses[0].partitions[0]
+
+
+async def test_a_fetch_as_a_follower_moves_its_state_only_after_the_checks_and_the_read(cluster):
+    leader, (f1, f2) = await create(cluster, "impostor")
+    f1.replica_manager.pause_replication()
+    producer = await RawClient.connect(leader.port)
+    response = await producer.request(PRODUCE, 9, produce_body(
+        {("impostor", 0): encode_batch([(b"k", b"v", [], 1)])}, acks=1))
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    await producer.close()
+    p = partition(leader, "impostor")
+    await until(lambda: partition(f2, "impostor").log_end_offset == 1)
+    assert (p.log_end_offset, p.high_watermark) == (1, 0)  # f1 is paused, still in the ISR
+    before = dataclasses.replace(p.remote_replicas[f1.broker_id])
+    epoch = p.leader_epoch
+
+    refused = [
+        (f1.broker_id, epoch + 1, 1, ErrorCode.UNKNOWN_LEADER_EPOCH),
+        (f1.broker_id, epoch, 5, ErrorCode.OFFSET_OUT_OF_RANGE),
+        (42, epoch, 1, ErrorCode.NOT_LEADER_OR_FOLLOWER),  # not a replica of the partition
+        (leader.broker_id, epoch, 1, ErrorCode.NOT_LEADER_OR_FOLLOWER),  # the leader itself
+    ]
+    for replica_id, current_epoch, offset, error in refused:
+        answer = await follower_fetch(leader.port, "impostor", replica_id, offset, current_epoch)
+        assert answer.error_code == error, (replica_id, current_epoch, offset)
+        assert answer.records in (b"", None)
+        assert p.remote_replicas[f1.broker_id] == before  # no LEO, no caught-up time
+        assert p.high_watermark == 0
+        assert set(p.remote_replicas) == {f1.broker_id, f2.broker_id}
+
+    # A fetch that passes the checks and is read moves the follower, and the HW with it.
+    answer = await follower_fetch(leader.port, "impostor", f1.broker_id, 1, epoch)
+    assert answer.error_code == ErrorCode.NONE
+    assert p.remote_replicas[f1.broker_id].log_end_offset == 1
+    assert p.high_watermark == 1
+
+
+async def test_a_fenced_leader_epoch_leaves_the_follower_state_alone(cluster):
+    leader, (f1, f2) = await create(cluster, "fenced")
+    await caught_up(leader, [f1, f2], "fenced")
+    # A new leader epoch on the same leader (the controller re-elects it); fetches at the old one
+    # are fenced.
+    p = partition(leader, "fenced")
+    state = cluster.active_controller().states[("fenced", 0)]
+    bumped = dataclasses.replace(state, leader_epoch=state.leader_epoch + 1)
+    leader.replica_manager.become_leader_or_follower([bumped], {"fenced": p.log.config})
+    f1.replica_manager.pause_replication()
+    before = dataclasses.replace(p.remote_replicas[f1.broker_id])
+    answer = await follower_fetch(leader.port, "fenced", f1.broker_id, 0, state.leader_epoch)
+    assert answer.error_code == ErrorCode.FENCED_LEADER_EPOCH
+    assert p.remote_replicas[f1.broker_id] == before
