@@ -1,5 +1,7 @@
 """Fetch (key 1), v4-12: read whole batches, park in the fetch purgatory when too little is there.
 
+- A partition listed more than once is read and answered once, with the last listing's offset
+  and sizes (Kafka builds a LinkedHashMap of the request's partitions).
 - Sessionless only (KIP-227): session_id 0 is answered with session_id 0 and every requested
   partition; a non-zero session id gets FETCH_SESSION_ID_NOT_FOUND so the client starts over.
 - Consumers read below the high watermark, followers (replica_id >= 0) below the log end offset.
@@ -11,7 +13,7 @@
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
-from broker.replication.delayed_fetch import FetchParams, FetchPartition
+from broker.replication.delayed_fetch import FetchParams, FetchPartition, distinct_partitions
 from protocol.errors import ErrorCode
 from protocol.records import ZSTD, iter_batches
 
@@ -36,13 +38,15 @@ async def handle(ctx: RequestContext, request) -> dict:
         max_bytes=min(fetch_max, request.max_bytes if request.max_bytes > 0 else fetch_max),
         isolation_level=request.isolation_level,
     )
-    partitions = [
+    # Each partition once, the last listing of a duplicate winning (Kafka's LinkedHashMap): what
+    # one Fetch costs is bounded by its distinct partitions, not by how often it lists them.
+    partitions = distinct_partitions([
         FetchPartition(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
                        p.current_leader_epoch if version >= 9 else -1,
                        p.get("log_start_offset", -1))
         for t in request.topics
         for p in t.partitions
-    ]
+    ])
     results = await ctx.services.replica_manager.fetch_messages(params, partitions)
     by_topic: dict[str, list[dict]] = {}
     for fp, data in zip(partitions, results, strict=True):

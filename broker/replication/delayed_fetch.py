@@ -31,6 +31,17 @@ class FetchPartition:
     log_start_offset: int = -1  # a follower's own log start offset (Fetch v5+)
 
 
+def distinct_partitions(partitions: list[FetchPartition]) -> list[FetchPartition]:
+    """Each topic-partition once, as Kafka's FetchRequest.fetchData() builds its LinkedHashMap: a
+    later duplicate's fetch offset and sizes replace the earlier one's, at the earlier one's place.
+    So a Fetch listing one partition a thousand times costs, parks and answers as one listing it
+    once."""
+    by_key: dict[tuple[str, int], FetchPartition] = {}
+    for fp in partitions:
+        by_key[(fp.topic, fp.partition)] = fp  # dict assignment keeps the first insertion's place
+    return list(by_key.values())
+
+
 @dataclass(slots=True)
 class FetchParams:
     replica_id: int
@@ -67,7 +78,7 @@ class DelayedFetch(DelayedOperation):
     ) -> None:
         super().__init__(params.max_wait_ms)
         self.params = params
-        self.partitions = partitions
+        self.partitions = distinct_partitions(partitions)  # its checks cost per distinct partition
         self._bytes_available = bytes_available
         self._read = read
         self.future = future

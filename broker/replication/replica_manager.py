@@ -25,6 +25,7 @@ from broker.replication.delayed_fetch import (
     FetchParams,
     FetchPartition,
     FetchPartitionData,
+    distinct_partitions,
 )
 from broker.replication.delayed_produce import DelayedProduce, ProducePartitionStatus, ProduceResult
 from broker.replication.leader_endpoint import EpochEndOffset, LeaderEndpoint
@@ -429,6 +430,9 @@ class ReplicaManager:
     async def fetch_messages(
         self, params: FetchParams, partitions: list[FetchPartition]
     ) -> list[FetchPartitionData]:
+        """Read (parking in the fetch purgatory when there is too little); the results follow
+        `distinct_partitions(partitions)`: a partition listed twice is read and answered once."""
+        partitions = distinct_partitions(partitions)
         results = self.read_from_local_log(params, partitions)
         if params.is_from_follower:  # once, on the first read: not again when read from purgatory
             self._update_follower_fetch_state(params, partitions, results)

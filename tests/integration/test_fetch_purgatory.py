@@ -91,3 +91,43 @@ async def test_fetch_answers_empty_at_max_wait_on_the_manual_clock(tmp_path):
         await client.close()
     finally:
         await cluster.stop()
+
+
+def listing(partition: int, offset: int) -> dict:
+    return {"partition": partition, "fetch_offset": offset, "partition_max_bytes": 1 << 20}
+
+
+async def test_a_partition_listed_many_times_is_read_answered_and_watched_once(async_broker):
+    consumer = await RawClient.connect(async_broker.port)
+    producer = await RawClient.connect(async_broker.port)
+    await create_topic(producer, "dup", partitions=2)
+    for i in range(2):
+        await producer.request(PRODUCE, 9, produce_body({("dup", 0): encode_batch(
+            [(None, b"v", [], i)])}))
+
+    # As Kafka's LinkedHashMap: each partition once, at its first place, the last listing winning.
+    response = await consumer.request(FETCH, 12, {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+        "topics": [{"topic": "dup", "partitions": [listing(0, 0)] * 3000},
+                   {"topic": "dup", "partitions": [listing(1, 0), listing(0, 1)]}]})
+    assert [t.topic for t in response.responses] == ["dup"]
+    answered = response.responses[0].partitions
+    assert [p.partition_index for p in answered] == [0, 1]
+    assert [h.base_offset for _, h in iter_batches(answered[0].records)] == [1]
+
+    # Parked, it watches and re-checks two partitions, not 3001.
+    purgatory = async_broker.replica_manager.fetch_purgatory
+    correlation_id = await consumer.send(FETCH, 12, {
+        "replica_id": -1, "max_wait_ms": 3_600_000, "min_bytes": 1, "max_bytes": 1 << 20,
+        "topics": [{"topic": "dup", "partitions": [listing(0, 2)] * 3000 + [listing(1, 0)]}]})
+    await until(lambda: purgatory.delayed == 1)
+    (parked,) = async_broker.replica_manager._parked
+    assert len(parked.partitions) == 2
+    assert purgatory.watched(("dup", 0)) == purgatory.watched(("dup", 1)) == 1
+    await producer.request(PRODUCE, 9, produce_body({("dup", 0): encode_batch([(None, b"w", [], 3)])}))
+    response = await asyncio.wait_for(consumer.receive(FETCH, 12, correlation_id), 10)
+    answered = response.responses[0].partitions
+    assert [p.partition_index for p in answered] == [0, 1]
+    assert [h.base_offset for _, h in iter_batches(answered[0].records)] == [2]
+    await consumer.close()
+    await producer.close()
