@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
+import structlog
+
 from protocol.errors import KafkaError
 from protocol.records import (
     MAX_DECOMPRESSED_BYTES,
@@ -41,6 +43,8 @@ from storage.log import Log
 from storage.log_config import INT_MAX
 from storage.naming import CLEANED_SUFFIX, CLEANER_CHECKPOINT, SWAP_SUFFIX, log_file
 from storage.segment import RECOVERY_CHUNK, LogSegment
+
+logger = structlog.get_logger("kafka_sim.log_cleaner")
 
 TopicPartition = tuple[str, int]
 
@@ -131,8 +135,8 @@ class LogCleaner:
     def __init__(self, data_dir: Path, now_ms: Callable[[], int]) -> None:
         self.checkpoint_file = OffsetCheckpointFile(Path(data_dir) / CLEANER_CHECKPOINT)
         self._now_ms = now_ms
-        # Logs whose records cannot be decoded: left alone from then on (Kafka's uncleanable
-        # partitions), with the reason.
+        # Logs a pass failed on (an I/O error, records it cannot decode): skipped from then on, as
+        # Kafka's uncleanable partitions, with the reason.
         self.uncleanable: dict[TopicPartition, str] = {}
         # Malformed lines of cleaner-offset-checkpoint, skipped (those logs are cleaned from their
         # start again) rather than stopping the cleaner; the next write drops them.
@@ -144,16 +148,21 @@ class LogCleaner:
     ) -> int:
         """One pass over every compacted log that needs one; returns how many logs were cleaned."""
         checkpoints = self.checkpoint_file.read(self.checkpoint_problems)
+        for gone in set(self.uncleanable) - set(logs):  # Kafka's maintainUncleanablePartitions
+            del self.uncleanable[gone]
         cleaned = 0
         for tp, log in logs.items():
             if not is_compacted(log) or tp in self.uncleanable:
                 continue
             try:
                 stats = self.clean(log, checkpoints.get(tp), force=force, now_ms=now_ms)
-            except KafkaError as exc:
-                # Kafka's LogCleaner marks a log it cannot read uncleanable and goes on with the
-                # others; a half-written .cleaned file is discarded on the next load.
-                self.uncleanable[tp] = exc.message or exc.code.name
+            except Exception as exc:
+                # One bad log does not stop the others (Kafka's LogCleaningException): it is
+                # marked uncleanable and the pass goes on.
+                reason = (exc.message or exc.code.name) if isinstance(exc, KafkaError) else repr(exc)
+                logger.exception("error cleaning log; marking it uncleanable",
+                                 topic=tp[0], partition=tp[1])
+                self.uncleanable[tp] = reason
                 continue
             if stats is not None:
                 self.stats[tp] = stats
@@ -168,6 +177,7 @@ class LogCleaner:
         """A deleted log: its checkpoint entry goes."""
         checkpoints = self.checkpoint_file.read(self.checkpoint_problems)
         self.stats.pop(tp, None)
+        self.uncleanable.pop(tp, None)
         if checkpoints.pop(tp, None) is not None:
             self.checkpoint_file.write(checkpoints)
 

@@ -283,3 +283,40 @@ def test_log_with_a_malformed_record_is_left_uncleanable_and_others_are_cleaned(
     assert not list((tmp_path / "bad").rglob("*.cleaned"))
     assert cleaner.clean_logs({("bad", 0): bad, ("good", 0): good}, force=True) <= 1
     assert ("good", 0) not in cleaner.uncleanable
+
+
+def test_one_log_failing_is_marked_uncleanable_and_the_pass_goes_on(tmp_path: Path) -> None:
+    clock = FakeClock()
+    logs = {}
+    for name in ("bad", "good"):
+        log = Log.open(tmp_path / f"{name}-0", LogConfig(cleanup_policy="compact", segment_bytes=300),
+                       now_ms=clock)
+        fill(log, [(b"k", b"v%d" % i) for i in range(20)])
+        logs[(name, 0)] = log
+    cleaner = LogCleaner(tmp_path, clock)
+    original = cleaner.filter_batch
+    calls = 0
+
+    def failing_once(*args, **kwargs):
+        nonlocal calls
+        calls += 1
+        if calls == 1:  # the first batch of the first log: as a disk error would
+            raise OSError("injected")
+        return original(*args, **kwargs)
+
+    cleaner.filter_batch = failing_once
+    assert cleaner.clean_logs(logs, force=True) == 1  # "good" was cleaned all the same
+    assert set(cleaner.uncleanable) == {("bad", 0)}
+    assert set(cleaner.stats) == {("good", 0)}
+    assert latest(logs[("good", 0)]) == {b"k": b"v19"}
+    assert len(read_records(logs[("bad", 0)])) == 20  # untouched
+    assert not list((tmp_path / "bad-0").glob("*.cleaned"))  # the half-written file went
+    checkpoint = (tmp_path / CLEANER_CHECKPOINT).read_text()
+    assert "good 0" in checkpoint and "bad 0" not in checkpoint
+
+    cleaner.filter_batch = original
+    assert cleaner.clean_logs(logs, force=True) == 0  # skipped from now on
+    cleaner.forget(("bad", 0))  # deleted (and recreated): cleanable again
+    assert cleaner.clean_logs(logs, force=True) == 1
+    assert latest(logs[("bad", 0)]) == {b"k": b"v19"}
+    assert cleaner.clean_logs({("good", 0): logs[("good", 0)]}, force=True) == 0
