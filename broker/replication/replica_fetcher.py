@@ -8,6 +8,10 @@ latest epoch ends and cuts off anything beyond, so divergent records never survi
 
 The leader is reached through a `LeaderEndpoint` (leader_endpoint.py); the fetcher knows only its
 follower's id and that follower's partitions, not the ReplicaManager that owns it.
+
+One partition's failure is that partition's alone (Kafka's AbstractFetcherThread and its
+partitionsWithError): an error appending or truncating it is logged and that partition is left
+out of fetches for a backoff, while the others go on being fetched and appended.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.replication.delayed_fetch import FetchParams, FetchPartition
-from broker.replication.leader_endpoint import LeaderEndpoint, LeaderUnavailable
+from broker.replication.leader_endpoint import EpochEndOffset, LeaderEndpoint, LeaderUnavailable
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -37,6 +41,12 @@ class FollowedPartition:
     partition: int
     leader_epoch: int
     truncating: bool = True  # a new leader: truncate before fetching
+    delayed_until: float = 0.0  # loop time: after an error it sits out fetches until then
+    failures: int = 0  # errors processing it since its last success, for the control API and tests
+
+    def delay(self, now: float) -> None:
+        self.failures += 1
+        self.delayed_until = now + BACKOFF_S
 
 
 class ReplicaFetcher:
@@ -111,8 +121,17 @@ class ReplicaFetcher:
                               leader=self.leader_id)
                 await asyncio.sleep(BACKOFF_S)
 
+    def _ready(self, fp: FollowedPartition) -> bool:
+        return fp.delayed_until <= asyncio.get_running_loop().time()
+
+    def _partition_failed(self, fp: FollowedPartition, what: str) -> None:
+        log.exception(f"unexpected error {what} partition; it backs off",
+                      follower=self.follower_id, leader=self.leader_id,
+                      topic=fp.topic, partition=fp.partition)
+        fp.delay(asyncio.get_running_loop().time())
+
     async def _truncate(self) -> None:
-        pending = [fp for fp in self.partitions.values() if fp.truncating]
+        pending = [fp for fp in self.partitions.values() if fp.truncating and self._ready(fp)]
         if not pending:
             return
         requests = []
@@ -127,24 +146,31 @@ class ReplicaFetcher:
                 continue
             if answer.error != ErrorCode.NONE:
                 continue  # the leader is not ready for this epoch yet: ask again next round
-            log_ = partition.log
-            if answer.end_offset >= 0:
-                target = min(answer.end_offset, log_.log_end_offset)
-                # The leader may answer with an older epoch than we asked about: where that epoch
-                # ends in our own log caps the truncation too (our later epochs diverged).
-                _, own_end = log_.end_offset_for_epoch(answer.leader_epoch)
-                if own_end >= 0:
-                    target = min(target, own_end)
-            else:  # no common epoch: keep what is below the high watermark, as older Kafka did
-                target = min(log_.high_watermark, log_.log_end_offset)
-            if target < log_.log_end_offset:
-                log.info("truncating follower", broker=self.follower_id, topic=fp.topic,
-                         partition=fp.partition, from_offset=log_.log_end_offset, to_offset=target)
-                log_.truncate_to(target)
-            fp.truncating = False
+            try:
+                self._truncate_partition(fp, partition, answer)
+            except Exception:
+                self._partition_failed(fp, "truncating")
+
+    def _truncate_partition(self, fp: FollowedPartition, partition: Partition, answer: EpochEndOffset) -> None:
+        """Cut off what diverges from the leader, as its OffsetForLeaderEpoch answer says."""
+        log_ = partition.log
+        if answer.end_offset >= 0:
+            target = min(answer.end_offset, log_.log_end_offset)
+            # The leader may answer with an older epoch than we asked about: where that epoch
+            # ends in our own log caps the truncation too (our later epochs diverged).
+            _, own_end = log_.end_offset_for_epoch(answer.leader_epoch)
+            if own_end >= 0:
+                target = min(target, own_end)
+        else:  # no common epoch: keep what is below the high watermark, as older Kafka did
+            target = min(log_.high_watermark, log_.log_end_offset)
+        if target < log_.log_end_offset:
+            log.info("truncating follower", broker=self.follower_id, topic=fp.topic,
+                     partition=fp.partition, from_offset=log_.log_end_offset, to_offset=target)
+            log_.truncate_to(target)
+        fp.truncating = False
 
     async def _fetch_once(self) -> None:
-        fetching = [fp for fp in self.partitions.values() if not fp.truncating]
+        fetching = [fp for fp in self.partitions.values() if not fp.truncating and self._ready(fp)]
         if not fetching:
             await asyncio.sleep(BACKOFF_S)
             return
@@ -188,17 +214,21 @@ class ReplicaFetcher:
             partition = self.follower_partitions.get(key)
             if fp is None or partition is None or partition.log_end_offset != request.fetch_offset:
                 continue  # removed, or moved on (truncated) while the fetch was out
-            if data.error == ErrorCode.NONE:
-                partition.append_records_as_follower(data.records, data.high_watermark,
-                                                     data.log_start_offset)
-                progressed = True
-            elif data.error == ErrorCode.OFFSET_OUT_OF_RANGE:
-                if data.log_start_offset > partition.log_end_offset:
-                    # All we lack is below the leader's log start (DeleteRecords, retention): start
-                    # over there, as Kafka's fetchOffsetAndTruncate does.
-                    partition.log.truncate_fully_and_start_at(data.log_start_offset)
-                else:
-                    fp.truncating = True  # find the common point again
-            # NOT_LEADER / FENCED / UNKNOWN_LEADER_EPOCH: wait for the controller's next word
+            try:
+                if data.error == ErrorCode.NONE:
+                    partition.append_records_as_follower(data.records, data.high_watermark,
+                                                         data.log_start_offset)
+                    fp.failures = 0
+                    progressed = True
+                elif data.error == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    if data.log_start_offset > partition.log_end_offset:
+                        # All we lack is below the leader's log start (DeleteRecords, retention):
+                        # start over there, as Kafka's fetchOffsetAndTruncate does.
+                        partition.log.truncate_fully_and_start_at(data.log_start_offset)
+                    else:
+                        fp.truncating = True  # find the common point again
+                # NOT_LEADER / FENCED / UNKNOWN_LEADER_EPOCH: wait for the controller's next word
+            except Exception:
+                self._partition_failed(fp, "processing fetched data of")
         if not progressed:
             await asyncio.sleep(BACKOFF_S)  # every partition erred: do not spin on the leader

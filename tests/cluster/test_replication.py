@@ -370,3 +370,44 @@ async def test_a_fenced_leader_epoch_leaves_the_follower_state_alone(cluster):
     answer = await follower_fetch(leader.port, "fenced", f1.broker_id, 0, state.leader_epoch)
     assert answer.error_code == ErrorCode.FENCED_LEADER_EPOCH
     assert p.remote_replicas[f1.broker_id] == before
+
+
+async def test_one_partition_failing_to_append_on_a_follower_does_not_stall_the_others(
+        cluster, monkeypatch):
+    from broker.replication import replica_fetcher
+    from broker.replication.partition import Partition
+
+    monkeypatch.setattr(replica_fetcher, "BACKOFF_S", 0.0)  # back off without real time
+    # Two topics led by the same broker: one fetcher follows both.
+    created = {name: await create(cluster, name) for name in ("iso-a", "iso-b", "iso-c", "iso-d")}
+    by_leader: dict[int, list[str]] = {}
+    for name, (leader, _) in created.items():
+        by_leader.setdefault(leader.broker_id, []).append(name)
+    bad, good = next(names for names in by_leader.values() if len(names) >= 2)[:2]
+    leader, (follower, _) = created[bad]
+    for name in (bad, good):
+        await caught_up(*created[name], name)
+
+    failing = True
+    original = Partition.append_records_as_follower
+
+    def append(self, records, *args):
+        if failing and self.topic == bad and self.local_broker_id == follower.broker_id and records:
+            raise OSError("injected: disk error")
+        return original(self, records, *args)
+
+    monkeypatch.setattr(Partition, "append_records_as_follower", append)
+    producer = await RawClient.connect(leader.port)
+    for name in (bad, good):
+        response = await producer.request(PRODUCE, 9, produce_body(
+            {(name, 0): encode_batch([(b"k", b"v", [], 1)])}, acks=1))
+        assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    await producer.close()
+    fetcher = follower.replica_manager.fetchers[leader.broker_id]
+    await until(lambda: fetcher.partitions[(bad, 0)].failures >= 2)
+    await until(lambda: partition(follower, good).log_end_offset == 1)  # the other goes on
+    assert partition(follower, bad).log_end_offset == 0
+
+    failing = False  # the fault passes: the failed partition comes back after its backoff
+    await until(lambda: partition(follower, bad).log_end_offset == 1)
+    await until(lambda: fetcher.partitions[(bad, 0)].failures == 0)
