@@ -201,3 +201,41 @@ async def test_clients_cannot_produce_to_the_offsets_topic_and_metadata_creates_
     assert response.responses[0].partition_responses[0].error_code == \
         ErrorCode.INVALID_TOPIC_EXCEPTION
     await client.close()
+
+
+async def test_a_failed_load_answers_not_coordinator_and_a_new_election_loads_again(
+        cluster, client, monkeypatch):
+    from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
+
+    m = await Member.connect(cluster.brokers[0].port)
+    await m.join()
+    await m.sync({m.member_id: b"assignment"})
+    assert await m.commit({("t", 0): 7}) == {("t", 0): 0}
+    coordinator = cluster.brokers[0].group_coordinator
+    manager = coordinator.manager
+    coordinator.on_leadership(0, False)
+
+    def undecodable(*_args):
+        raise ValueError("injected: a record that does not decode")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(GroupMetadataManager, "_replay", staticmethod(undecodable))
+        coordinator.on_leadership(0, True)
+        assert coordinator.handle_fetch_offsets("g", None)[0] == E.COORDINATOR_LOAD_IN_PROGRESS
+        await until(lambda: not manager.loading)  # the failed load is not left "loading" forever
+    assert (manager.owned, manager.failed) == (set(), {0})
+    assert coordinator.group("g") is None  # nothing half-loaded
+    # Clients are told to look for the coordinator again, not to wait for a load that never ends.
+    assert await m.heartbeat() == E.NOT_COORDINATOR
+    fetched = await client.request(OFFSET_FETCH, 8, {"groups": [
+        {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}]}]})
+    assert fetched.groups[0].error_code == E.NOT_COORDINATOR
+    listed = await client.request(LIST_GROUPS, 4, {"states_filter": []})
+    assert listed.error_code == E.NONE
+
+    coordinator.on_leadership(0, True)  # elected again: loaded again, this time fine
+    await until(lambda: manager.owned == {0})
+    assert manager.failed == set()
+    assert coordinator.handle_fetch_offsets("g", [("t", 0)])[1][("t", 0)].offset == 7
+    assert await m.heartbeat() == E.NONE
+    await m.close()

@@ -5,7 +5,10 @@ A group belongs to partition `abs(hashCode(group_id)) % partitions`, with Java's
 so a group lands where Kafka would put it. Every change is a record appended with acks=-1 through
 the ReplicaManager; the in-memory view follows only once the ISR has it. On becoming leader of a
 partition its log is read from the start (later records win, a null value deletes); until then
-requests for its groups get COORDINATOR_LOAD_IN_PROGRESS.
+requests for its groups get COORDINATOR_LOAD_IN_PROGRESS. A load that fails is logged and leaves
+the partition neither loading nor owned, so its groups get NOT_COORDINATOR (Kafka's coordinator
+runtime puts a failed load in the FAILED state) and clients look for the coordinator again; a new
+election loads it again.
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ class GroupMetadataManager:
         self.groups: dict[str, GroupMetadata] = {}
         self.owned: set[int] = set()  # loaded partitions
         self.loading: dict[int, asyncio.Task | None] = {}
+        self.failed: set[int] = set()  # partitions whose load failed: NOT_COORDINATOR
         self._on_group_loaded = on_group_loaded
         self._on_group_unloaded = on_group_unloaded
 
@@ -94,11 +98,12 @@ class GroupMetadataManager:
     def on_elected(self, partition: int) -> None:
         if partition in self.owned or partition in self.loading:
             return
+        self.failed.discard(partition)
         try:
             task = asyncio.get_running_loop().create_task(self._load(partition))
         except RuntimeError:  # no loop (unit tests calling in directly): load at once
             self.loading[partition] = None
-            self._load_now(partition)
+            self._load_or_fail(partition)
             return
         self.loading[partition] = task
 
@@ -107,22 +112,34 @@ class GroupMetadataManager:
         if task is not None:
             task.cancel()
         self.owned.discard(partition)
+        self.failed.discard(partition)
         for group in [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]:
             del self.groups[group.group_id]
             self._on_group_unloaded(group)
         log.info("unloaded offsets partition", broker_id=self.broker_id, partition=partition)
 
     def shutdown(self) -> None:
-        for partition in list(self.owned | set(self.loading)):
+        for partition in list(self.owned | set(self.loading) | self.failed):
             self.on_resigned(partition)
 
     # -- loading ----------------------------------------------------------------------------
 
     async def _load(self, partition: int) -> None:
         await asyncio.sleep(0)  # answer LOAD_IN_PROGRESS until the log has been read
-        self._load_now(partition)
+        self._load_or_fail(partition)
+
+    def _load_or_fail(self, partition: int) -> None:
+        try:
+            self._load_now(partition)
+        except Exception:
+            log.exception("loading offsets partition failed; its groups answer NOT_COORDINATOR",
+                          broker_id=self.broker_id, partition=partition)
+            self.loading.pop(partition, None)
+            self.failed.add(partition)
 
     def _load_now(self, partition: int) -> None:
+        """Read the partition, build its groups, and only then own them: a failure on the way
+        leaves nothing half-loaded."""
         rm_partition = self.replica_manager.partitions.get((OFFSETS_TOPIC, partition))
         groups: dict[str, gr.GroupMetadataRecord] = {}
         offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]] = {}
@@ -139,12 +156,13 @@ class GroupMetadataManager:
                         continue
                     for record in decode_batch(data, pos)[1]:
                         self._replay(record, groups, offsets)
+        built = [self._build_group(group_id, groups.get(group_id), offsets.get(group_id, {}))
+                 for group_id in set(groups) | set(offsets)]
         self.loading.pop(partition, None)
         self.owned.add(partition)
-        for group_id in set(groups) | set(offsets):
-            group = self._build_group(group_id, groups.get(group_id), offsets.get(group_id, {}))
+        for group in built:
             if group is not None:
-                self.groups[group_id] = group
+                self.groups[group.group_id] = group
                 self._on_group_loaded(group)
         log.info("loaded offsets partition", broker_id=self.broker_id, partition=partition,
                  groups=len(groups), offsets=sum(len(o) for o in offsets.values()))
