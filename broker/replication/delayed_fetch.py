@@ -7,6 +7,9 @@ It completes when (Kafka's cases):
      offset for followers) from all its fetch offsets add up to at least min_bytes,
   D. max_wait_ms has passed (the timer expires it).
 The read itself happens once, in on_complete, so the answer holds what is there at that moment.
+Whatever goes wrong in checking or reading, the fetch is answered: a check that raises completes
+it, and a read that raises answers UNKNOWN_SERVER_ERROR for every partition, so the client's
+connection (which answers in order) is never left waiting.
 """
 
 from __future__ import annotations
@@ -15,8 +18,12 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import structlog
+
 from broker.replication.purgatory import DelayedOperation
 from protocol.errors import ErrorCode
+
+log = structlog.get_logger("kafka_sim.delayed_fetch")
 
 
 @dataclass(slots=True)
@@ -86,7 +93,12 @@ class DelayedFetch(DelayedOperation):
     def try_complete(self) -> bool:
         accumulated = 0
         for fetch_partition in self.partitions:
-            available = self._bytes_available(self.params, fetch_partition)
+            try:
+                available = self._bytes_available(self.params, fetch_partition)
+            except Exception:  # as Kafka's tryComplete: answer now, the read reports the error
+                log.exception("checking a parked fetch failed; answering it now",
+                              topic=fetch_partition.topic, partition=fetch_partition.partition)
+                available = None
             if available is None:  # cases A and B
                 return self.force_complete()
             accumulated += available
@@ -97,7 +109,12 @@ class DelayedFetch(DelayedOperation):
     def on_complete(self) -> None:
         if self.future.done():  # the connection went away while we waited
             return
-        self.future.set_result(self._read(self.params, self.partitions))
+        try:
+            results = self._read(self.params, self.partitions)
+        except Exception:
+            log.exception("reading a parked fetch failed; answering UNKNOWN_SERVER_ERROR")
+            results = [FetchPartitionData(ErrorCode.UNKNOWN_SERVER_ERROR) for _ in self.partitions]
+        self.future.set_result(results)
 
     def on_expiration(self) -> None:  # case D: on_complete already answered with what is there
         pass

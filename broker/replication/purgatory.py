@@ -5,6 +5,12 @@ Two verbs, as in Kafka: `try_complete_else_watch(op, keys)` when a request arriv
 wait, and `check_and_complete(key)` whenever something that key stands for changes (a high
 watermark moves, bytes are appended, a member joins). Everything runs on the event loop's thread,
 so there are no locks; "exactly once" is about the several paths that may try to finish one op.
+
+One operation's failure stays its own: an exception from its `try_complete` completes it (its
+`on_complete` answers), and one from its `on_complete` is logged (by the purgatory, or by the
+timer at expiry), never raised into whoever triggered the check (a produce) nor into the other
+operations on that key. Operations answer their caller's future even when their own work fails
+(DelayedFetch: UNKNOWN_SERVER_ERROR; the ReplicaManager fails the future of any other kind).
 """
 
 from __future__ import annotations
@@ -14,8 +20,11 @@ from abc import abstractmethod
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
+import structlog
+
 from timer import SystemTimer, TimerTask
 
+log = structlog.get_logger("kafka_sim.purgatory")
 DoneCallback = Callable[["DelayedOperation"], None]
 
 
@@ -138,7 +147,7 @@ class DelayedOperationPurgatory:
         keys = list(dict.fromkeys(keys))
         if not keys:
             raise ValueError("an operation must be watched on at least one key")
-        if op.try_complete():
+        if self._safe_try_complete(op):
             self.completed_count += 1
             return True
         op.add_done_callback(self._on_done)
@@ -147,7 +156,7 @@ class DelayedOperationPurgatory:
                 return False
             self._watchers.setdefault(key, []).append(op)
         self._estimated_watched += 1
-        if not op.is_completed and op.try_complete():
+        if not op.is_completed and self._safe_try_complete(op):
             return True
         if not op.is_completed:
             self._pending[id(op)] = op
@@ -162,10 +171,26 @@ class DelayedOperationPurgatory:
             return 0
         completed = 0
         for op in list(ops):  # a snapshot: completing an op may watch new ones on this key
-            if not op.is_completed and op.try_complete():
+            if not op.is_completed and self._safe_try_complete(op):
                 completed += 1
         self._drop_completed(key)
         return completed
+
+    @staticmethod
+    def _safe_try_complete(op: DelayedOperation) -> bool:
+        """`op.try_complete()`; one that raises is completed now (it answers with what it has, or
+        its error), so neither the caller nor the other operations on the key are stopped."""
+        try:
+            return op.try_complete()
+        except Exception:
+            log.exception("delayed operation failed", operation=type(op).__name__)
+            if op.is_completed:
+                return True  # it completed, and its on_complete raised: logged, and done with
+            try:
+                return op.force_complete()
+            except Exception:
+                log.exception("delayed operation failed to complete", operation=type(op).__name__)
+                return True
 
     # --- cancelling and cleaning up ----------------------------------------------------------
 

@@ -293,6 +293,13 @@ class ReplicaManager:
 
     async def _park(self, purgatory: DelayedOperationPurgatory, op, keys, future) -> None:
         self._parked.add(op)
+
+        def never_unanswered(_op) -> None:  # an op whose completion failed must still answer
+            if not future.done():
+                future.set_exception(KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                f"{type(_op).__name__} failed to complete"))
+
+        op.add_done_callback(never_unanswered)
         try:
             purgatory.try_complete_else_watch(op, keys)
             await future
@@ -390,6 +397,10 @@ class ReplicaManager:
                 )
             except KafkaError as exc:
                 data.error = exc.code
+            except Exception:  # Kafka's readFromLog: an unexpected error is this partition's alone
+                log.exception("reading a partition for a fetch failed", topic=fp.topic,
+                              partition=fp.partition)
+                data.error = ErrorCode.UNKNOWN_SERVER_ERROR
             else:
                 data.records = read.records
                 if read.records:

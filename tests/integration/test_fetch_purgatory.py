@@ -7,6 +7,7 @@ import asyncio
 import time
 
 from broker.server.cluster import Cluster
+from protocol.errors import ErrorCode
 from protocol.records import encode_batch, iter_batches
 from tests.harness import cluster_config, until
 from tests.integration.raw_client import RawClient
@@ -129,5 +130,59 @@ async def test_a_partition_listed_many_times_is_read_answered_and_watched_once(a
     answered = response.responses[0].partitions
     assert [p.partition_index for p in answered] == [0, 1]
     assert [h.base_offset for _, h in iter_batches(answered[0].records)] == [2]
+    await consumer.close()
+    await producer.close()
+
+
+async def test_a_parked_fetch_whose_read_fails_is_answered_and_the_produce_is_not_hurt(
+        async_broker, monkeypatch):
+    from storage.log import Log
+
+    consumer = await RawClient.connect(async_broker.port)
+    producer = await RawClient.connect(async_broker.port)
+    await create_topic(producer, "broken")
+    await create_topic(producer, "fine")
+    purgatory = async_broker.replica_manager.fetch_purgatory
+    correlation_id = await consumer.send(FETCH, 12, {
+        "replica_id": -1, "max_wait_ms": 3_600_000, "min_bytes": 1, "max_bytes": 1 << 20,
+        "topics": [{"topic": "broken", "partitions": [listing(0, 0)]},
+                   {"topic": "fine", "partitions": [listing(0, 0)]}]})
+    await until(lambda: purgatory.delayed == 1)
+
+    original = Log.read
+
+    def read(self, *args, **kwargs):
+        if self.directory.name.startswith("broken-"):
+            raise RuntimeError("injected: an unreadable segment")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Log, "read", read)
+    response = await producer.request(PRODUCE, 9, produce_body({  # "fine" first: it wakes the fetch
+        ("fine", 0): encode_batch([(None, b"y", [], 1)]),
+        ("broken", 0): encode_batch([(None, b"x", [], 1)])}))
+    assert [p.error_code for t in response.responses for p in t.partition_responses] == [0, 0]
+    response = await asyncio.wait_for(consumer.receive(FETCH, 12, correlation_id), 10)
+    answered = {t.topic: t.partitions[0] for t in response.responses}
+    assert answered["broken"].error_code == ErrorCode.UNKNOWN_SERVER_ERROR  # that partition only
+    assert [h.base_offset for _, h in iter_batches(answered["fine"].records)] == [0]
+    assert purgatory.delayed == 0
+
+    # A completion that fails outside the per-partition read is answered all the same.
+    rm = async_broker.replica_manager
+    correlation_id = await consumer.send(FETCH, 12, {
+        "replica_id": -1, "max_wait_ms": 3_600_000, "min_bytes": 1, "max_bytes": 1 << 20,
+        "topics": [{"topic": "fine", "partitions": [listing(0, 1)]}]})
+    await until(lambda: purgatory.delayed == 1)
+    (parked,) = rm._parked
+
+    def broken_read(_params, _partitions):
+        raise RuntimeError("injected: a bug in the read")
+
+    parked._read = broken_read
+    response = await producer.request(PRODUCE, 9, produce_body({
+        ("fine", 0): encode_batch([(None, b"z", [], 2)])}))
+    assert response.responses[0].partition_responses[0].error_code == 0
+    response = await asyncio.wait_for(consumer.receive(FETCH, 12, correlation_id), 10)
+    assert response.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_SERVER_ERROR
     await consumer.close()
     await producer.close()

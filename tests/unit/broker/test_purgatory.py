@@ -270,3 +270,51 @@ def test_an_op_failing_in_on_complete_is_still_completed_once():
     expire_to(clock, timer, 10)  # the timer logs the error and carries on
     assert op.is_completed and op.completions == 1 and timer.task_errors == 1
     assert purgatory.delayed == 0 and purgatory.expired_count == 1
+
+
+def test_an_op_failing_in_a_check_completes_and_the_others_on_the_key_go_on():
+    _, _, purgatory = setup()
+
+    class BrokenCheck(Op):
+        def try_complete(self) -> bool:
+            raise RuntimeError("broken check")
+
+    class BrokenCompletion(Op):
+        def on_complete(self) -> None:
+            super().on_complete()
+            raise RuntimeError("broken completion")
+
+    ready = {"go": False}
+    first, second, healthy = BrokenCheck(1000, ready), BrokenCompletion(1000, ready), Op(1000, ready)
+    for op in (first, second, healthy):
+        assert not purgatory.try_complete_else_watch(op, [TP0]) or op is first
+    assert first.is_completed and first.completions == 1  # completed at once, answered
+    ready["go"] = True
+    assert purgatory.check_and_complete(TP0) == 2  # no exception escapes to the caller
+    assert second.is_completed and second.completions == 1
+    assert healthy.is_completed and healthy.completions == 1
+    assert purgatory.delayed == 0 and purgatory.watched(TP0) == 0
+
+
+def test_a_delayed_fetch_whose_read_raises_answers_unknown_server_error():
+    from broker.replication.delayed_fetch import DelayedFetch, FetchParams, FetchPartition
+    from protocol.errors import ErrorCode
+
+    async def scenario():
+        future = asyncio.get_running_loop().create_future()
+
+        def read(_params, _partitions):
+            raise RuntimeError("broken read")
+
+        def bytes_available(_params, fp):
+            if fp.partition == 1:
+                raise RuntimeError("broken check")
+            return 0
+
+        partitions = [FetchPartition("t", 0, 0, 100), FetchPartition("t", 1, 0, 100)]
+        op = DelayedFetch(FetchParams(-1, 1000, 1, 100), partitions,
+                          bytes_available=bytes_available, read=read, future=future)
+        assert op.try_complete()  # the broken check answers it now
+        assert [d.error for d in future.result()] == [ErrorCode.UNKNOWN_SERVER_ERROR] * 2
+
+    asyncio.run(scenario())
