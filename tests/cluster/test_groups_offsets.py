@@ -5,6 +5,9 @@ Describe/List/DeleteGroups, OffsetDelete and offset retention for empty groups."
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+
 import pytest
 
 from broker.coordinator.group.group_metadata_manager import OFFSETS_TOPIC
@@ -238,4 +241,51 @@ async def test_a_failed_load_answers_not_coordinator_and_a_new_election_loads_ag
     assert manager.failed == set()
     assert coordinator.handle_fetch_offsets("g", [("t", 0)])[1][("t", 0)].offset == 7
     assert await m.heartbeat() == E.NONE
+    await m.close()
+
+
+async def test_loading_decodes_in_a_worker_thread_chunk_by_chunk(cluster, monkeypatch):
+    import threading
+
+    from broker.coordinator.group import group_metadata_manager as gmm
+
+    m = await Member.connect(cluster.brokers[0].port)
+    await m.join()
+    await m.sync({m.member_id: b"assignment"})
+    for offset in range(5):
+        assert await m.commit({("t", 0): offset, ("t", 1): 100 + offset}) == {
+            ("t", 0): 0, ("t", 1): 0}
+    coordinator = cluster.brokers[0].group_coordinator
+    coordinator.on_leadership(0, False)
+
+    monkeypatch.setattr(gmm, "LOAD_CHUNK_BYTES", 1)  # one batch per chunk
+    loop_thread = threading.get_ident()
+    chunk_threads: list[int] = []
+    ticks: list[int] = []  # the loop's own work, interleaved with the chunks
+    original = gmm.GroupMetadataManager._replay_chunk.__func__
+
+    def replay_chunk(cls, data, groups, offsets):
+        chunk_threads.append(threading.get_ident())
+        ticks.append(-1)
+        return original(cls, data, groups, offsets)
+
+    monkeypatch.setattr(gmm.GroupMetadataManager, "_replay_chunk", classmethod(replay_chunk))
+
+    async def ticker():
+        while coordinator.manager.loading or not ticks:
+            ticks.append(1)
+            await asyncio.sleep(0)
+
+    ticking = asyncio.ensure_future(ticker())
+    coordinator.on_leadership(0, True)
+    await until(lambda: coordinator.manager.owned == {0})
+    await ticking
+    batches = sum(1 for _ in iter_batches(b"".join(
+        coordinator.manager._chunks(0))))  # the same chunks, read again
+    assert len(chunk_threads) == batches >= 6  # the group's record and five commits, one by one
+    assert loop_thread not in chunk_threads  # decoded off the event loop
+    chunks_at = [i for i, t in enumerate(ticks) if t == -1]
+    assert all(1 in ticks[a:b] for a, b in itertools.pairwise(chunks_at))  # the loop ran between
+    assert coordinator.handle_fetch_offsets("g", [("t", 1)])[1][("t", 1)].offset == 104
+    assert coordinator.group("g").members[m.member_id].assignment == b"assignment"
     await m.close()

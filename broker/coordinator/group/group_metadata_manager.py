@@ -14,7 +14,7 @@ election loads it again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import structlog
@@ -125,37 +125,70 @@ class GroupMetadataManager:
     # -- loading ----------------------------------------------------------------------------
 
     async def _load(self, partition: int) -> None:
+        """Kafka loads in its scheduler thread; here each chunk of the log is read on the loop
+        (the log has no lock, and the loop is the only thread that changes it) and decoded and
+        replayed in a worker thread, so a large partition never holds the loop for long."""
         await asyncio.sleep(0)  # answer LOAD_IN_PROGRESS until the log has been read
-        self._load_or_fail(partition)
+        try:
+            groups: dict[str, gr.GroupMetadataRecord] = {}
+            offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]] = {}
+            for data in self._chunks(partition):
+                await asyncio.to_thread(self._replay_chunk, data, groups, offsets)
+            self._finish_load(partition, groups, offsets)
+        except Exception:
+            self._load_failed(partition)
 
     def _load_or_fail(self, partition: int) -> None:
         try:
             self._load_now(partition)
         except Exception:
-            log.exception("loading offsets partition failed; its groups answer NOT_COORDINATOR",
-                          broker_id=self.broker_id, partition=partition)
-            self.loading.pop(partition, None)
-            self.failed.add(partition)
+            self._load_failed(partition)
+
+    def _load_failed(self, partition: int) -> None:
+        log.exception("loading offsets partition failed; its groups answer NOT_COORDINATOR",
+                      broker_id=self.broker_id, partition=partition)
+        self.loading.pop(partition, None)
+        self.failed.add(partition)
 
     def _load_now(self, partition: int) -> None:
-        """Read the partition, build its groups, and only then own them: a failure on the way
-        leaves nothing half-loaded."""
-        rm_partition = self.replica_manager.partitions.get((OFFSETS_TOPIC, partition))
+        """Read and replay the whole partition at once (no loop to hand work to)."""
         groups: dict[str, gr.GroupMetadataRecord] = {}
         offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]] = {}
-        if rm_partition is not None:
-            log_ = rm_partition.log
-            position, end = log_.log_start_offset, log_.log_end_offset
-            while position < end:
-                data = log_.read(position, LOAD_CHUNK_BYTES, max_offset=end).records
-                if not data:
-                    break
-                for pos, header in iter_batches(data):
-                    position = header.next_offset
-                    if header.is_control:
-                        continue
-                    for record in decode_batch(data, pos)[1]:
-                        self._replay(record, groups, offsets)
+        for data in self._chunks(partition):
+            self._replay_chunk(data, groups, offsets)
+        self._finish_load(partition, groups, offsets)
+
+    def _chunks(self, partition: int) -> Iterator[bytes]:
+        """The partition's batches from its log start to the log end offset of the load's start, at
+        most LOAD_CHUNK_BYTES at a time (one batch when larger); read where it is iterated."""
+        rm_partition = self.replica_manager.partitions.get((OFFSETS_TOPIC, partition))
+        if rm_partition is None:
+            return
+        log_ = rm_partition.log
+        position, end = log_.log_start_offset, log_.log_end_offset
+        while position < end:
+            data = log_.read(position, LOAD_CHUNK_BYTES, max_offset=end).records
+            last = None
+            for _, header in iter_batches(data):
+                last = header
+            if last is None:
+                return
+            position = last.next_offset
+            yield data
+
+    @classmethod
+    def _replay_chunk(cls, data: bytes, groups: dict, offsets: dict) -> None:
+        """Decode one chunk into `groups` and `offsets` (the load's own: safe in a worker thread)."""
+        for pos, header in iter_batches(data):
+            if header.is_control:
+                continue
+            for record in decode_batch(data, pos)[1]:
+                cls._replay(record, groups, offsets)
+
+    def _finish_load(self, partition: int, groups: dict[str, gr.GroupMetadataRecord],
+                     offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]]) -> None:
+        """Build the partition's groups, and only then own them: a failure on the way leaves
+        nothing half-loaded."""
         built = [self._build_group(group_id, groups.get(group_id), offsets.get(group_id, {}))
                  for group_id in set(groups) | set(offsets)]
         self.loading.pop(partition, None)
