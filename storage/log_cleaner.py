@@ -18,13 +18,26 @@ One pass over a log (Kafka's Cleaner.doClean):
   5. swap, crash-safe: write `<base>.log.cleaned`, fsync, rename to `.log.swap`, delete the sources,
      rename the swap to `<base>.log` (storage/log_loader.py finishes or discards it after a crash);
   6. the checkpoint moves to the end of the range.
+
+The broker runs its passes off the event loop (`clean_logs_stepwise`), in three steps per log, as
+Kafka's cleaner works on copies and swaps them in under the log's lock: `prepare` on the loop picks
+the range and takes read-only snapshots of its segments (own file descriptors) and of the producer
+state; `compute` in a worker thread builds the offset map and writes the `.cleaned` files from the
+snapshots only; `commit` on the loop swaps them in, after checking that every segment of the range
+is still the log's, unchanged (a truncation, deletion or retention meanwhile aborts the pass for that
+log, its files discarded). Appends only wait for the swaps.
+
+A pass that fails on one log (an I/O error, a batch it cannot decode) is logged and that log is
+marked uncleanable, as Kafka's LogCleanerManager.markPartitionUncleanable does: the pass goes on
+with the other logs, and later passes skip it until it is deleted (or the cleaner restarts).
 """
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
@@ -42,11 +55,10 @@ from storage.checkpoint import OffsetCheckpointFile, fsync_dir
 from storage.log import Log
 from storage.log_config import INT_MAX
 from storage.naming import CLEANED_SUFFIX, CLEANER_CHECKPOINT, SWAP_SUFFIX, log_file
-from storage.segment import RECOVERY_CHUNK, LogSegment
-
-logger = structlog.get_logger("kafka_sim.log_cleaner")
+from storage.segment import RECOVERY_CHUNK, LogSegment, SegmentSnapshot
 
 TopicPartition = tuple[str, int]
+logger = structlog.get_logger("kafka_sim.log_cleaner")
 
 
 @dataclass(slots=True)
@@ -131,47 +143,140 @@ def group_segments(segments: Sequence[LogSegment], max_size: int) -> list[list[L
     return groups
 
 
+@dataclass(slots=True)
+class CleanJob:
+    """One log's pass between `prepare` (loop), `compute` (worker thread) and `commit` (loop)."""
+
+    log: Log
+    to_clean: LogToClean  # its segments are SegmentSnapshots
+    stats: CleanerStats
+    producer_last: dict[int, int]
+    delete_horizon_ms: int
+    segment_bytes: int
+    outputs: list[tuple[list[SegmentSnapshot], Path]] = field(default_factory=list)
+
+    def discard(self) -> None:
+        for _, path in self.outputs:
+            path.unlink(missing_ok=True)
+        self.outputs.clear()
+
+    def close(self) -> None:
+        for snapshot in self.to_clean.segments:
+            snapshot.close()
+
+
+def _still_current(log: Log, group: Sequence[SegmentSnapshot]) -> bool:
+    """Are the group's sources still adjacent inactive segments of `log`, unchanged?"""
+    segments = log.segments
+    first = next((i for i, s in enumerate(segments) if s is group[0].segment), None)
+    if first is None or first + len(group) >= len(segments):  # gone, or now reaching the active one
+        return False
+    return all(segments[first + k] is snap.segment and snap.is_current()
+               for k, snap in enumerate(group))
+
+
 class LogCleaner:
     def __init__(self, data_dir: Path, now_ms: Callable[[], int]) -> None:
         self.checkpoint_file = OffsetCheckpointFile(Path(data_dir) / CLEANER_CHECKPOINT)
         self._now_ms = now_ms
+        self.stats: dict[TopicPartition, CleanerStats] = {}  # the last pass per log, for admins
         # Logs a pass failed on (an I/O error, records it cannot decode): skipped from then on, as
         # Kafka's uncleanable partitions, with the reason.
         self.uncleanable: dict[TopicPartition, str] = {}
         # Malformed lines of cleaner-offset-checkpoint, skipped (those logs are cleaned from their
         # start again) rather than stopping the cleaner; the next write drops them.
         self.checkpoint_problems: list[str] = []
-        self.stats: dict[TopicPartition, CleanerStats] = {}  # the last pass per log, for admins
+        self.in_progress: set[TopicPartition] = set()  # in a worker thread right now
 
     def clean_logs(
         self, logs: Mapping[TopicPartition, Log], *, force: bool = False, now_ms: int | None = None
     ) -> int:
         """One pass over every compacted log that needs one; returns how many logs were cleaned."""
-        checkpoints = self.checkpoint_file.read(self.checkpoint_problems)
-        for gone in set(self.uncleanable) - set(logs):  # Kafka's maintainUncleanablePartitions
-            del self.uncleanable[gone]
+        checkpoints = self._read_checkpoints(logs)
         cleaned = 0
-        for tp, log in logs.items():
-            if not is_compacted(log) or tp in self.uncleanable:
+        for tp, log in list(logs.items()):
+            if not self._wanted(tp, log):
                 continue
             try:
                 stats = self.clean(log, checkpoints.get(tp), force=force, now_ms=now_ms)
             except Exception as exc:
-                # One bad log does not stop the others (Kafka's LogCleaningException): it is
-                # marked uncleanable and the pass goes on.
-                reason = (exc.message or exc.code.name) if isinstance(exc, KafkaError) else repr(exc)
-                logger.exception("error cleaning log; marking it uncleanable",
-                                 topic=tp[0], partition=tp[1])
-                self.uncleanable[tp] = reason
+                self._failed(tp, exc)
                 continue
-            if stats is not None:
-                self.stats[tp] = stats
-                checkpoints[tp] = stats.end_offset
-                cleaned += 1
+            cleaned += self._record(tp, stats, checkpoints)
+        self._write_checkpoints(checkpoints, logs, cleaned)
+        return cleaned
+
+    def clean_logs_stepwise(
+        self, logs: MutableMapping[TopicPartition, Log], *, force: bool = False,
+        now_ms: int | None = None,
+    ) -> Generator[Callable[[], None], None, int]:
+        """`clean_logs` for a caller that runs each log's compute step elsewhere: a generator that
+        yields the step (run it in a worker thread, then `send(None)`, or `throw` its exception) and
+        returns how many logs were cleaned. Everything else runs where it is advanced (the log's
+        thread). `logs` is the owner's live map: a log deleted meanwhile is neither swapped into nor
+        checkpointed. Close it only once no step of it is running."""
+        checkpoints = self._read_checkpoints(logs)
+        cleaned = 0
+        for tp, log in list(logs.items()):
+            if logs.get(tp) is not log or not self._wanted(tp, log):
+                continue
+            self.in_progress.add(tp)
+            job = None
+            try:
+                job = self.prepare(log, checkpoints.get(tp), force=force, now_ms=now_ms)
+                if job is None:
+                    continue
+                yield functools.partial(self.compute, job)
+                if logs.get(tp) is not log:  # deleted while the step ran
+                    job.discard()
+                    continue
+                stats = self.commit(job)
+                if stats is None:
+                    logger.info("log changed while it was cleaned; the pass is dropped for it",
+                                topic=tp[0], partition=tp[1])
+            except GeneratorExit:
+                if job is not None:
+                    job.discard()
+                raise
+            except Exception as exc:
+                if logs.get(tp) is log:  # not merely deleted under the step
+                    self._failed(tp, exc)
+                continue
+            finally:
+                self.in_progress.discard(tp)
+                if job is not None:
+                    job.close()
+            cleaned += self._record(tp, stats, checkpoints)
+        self._write_checkpoints(checkpoints, logs, cleaned)
+        return cleaned
+
+    def _wanted(self, tp: TopicPartition, log: Log) -> bool:
+        return is_compacted(log) and tp not in self.uncleanable and tp not in self.in_progress
+
+    def _read_checkpoints(self, logs: Mapping[TopicPartition, Log]) -> dict[TopicPartition, int]:
+        for gone in set(self.uncleanable) - set(logs):  # Kafka's maintainUncleanablePartitions
+            del self.uncleanable[gone]
+        return self.checkpoint_file.read(self.checkpoint_problems)
+
+    def _failed(self, tp: TopicPartition, exc: Exception) -> None:
+        # One bad log does not stop the others (Kafka's LogCleaningException).
+        logger.exception("error cleaning log; marking it uncleanable", topic=tp[0], partition=tp[1])
+        self.uncleanable[tp] = (exc.message or exc.code.name) if isinstance(exc, KafkaError) \
+            else repr(exc)
+
+    def _record(self, tp: TopicPartition, stats: CleanerStats | None,
+                checkpoints: dict[TopicPartition, int]) -> int:
+        if stats is None:
+            return 0
+        self.stats[tp] = stats
+        checkpoints[tp] = stats.end_offset
+        return 1
+
+    def _write_checkpoints(self, checkpoints: dict[TopicPartition, int],
+                           logs: Mapping[TopicPartition, Log], cleaned: int) -> None:
         kept = {tp: offset for tp, offset in checkpoints.items() if tp in logs}
         if cleaned or len(kept) != len(checkpoints):
             self.checkpoint_file.write(kept)
-        return cleaned
 
     def forget(self, tp: TopicPartition) -> None:
         """A deleted log: its checkpoint entry goes."""
@@ -185,26 +290,79 @@ class LogCleaner:
         self, log: Log, checkpoint: int | None, *, force: bool = False, now_ms: int | None = None
     ) -> CleanerStats | None:
         """Clean one log if its dirty ratio calls for it (always when forced); None when not run."""
+        job = self.prepare(log, checkpoint, force=force, now_ms=now_ms)
+        if job is None:
+            return None
+        try:
+            self.compute(job)
+            return self.commit(job)
+        finally:
+            job.close()
+
+    def prepare(
+        self, log: Log, checkpoint: int | None, *, force: bool = False, now_ms: int | None = None
+    ) -> CleanJob | None:
+        """On the log's thread: the range to clean, with snapshots of its segments; None when the
+        log needs no pass. The caller closes the job."""
         now = self._now_ms() if now_ms is None else now_ms
         to_clean = cleanable(log, checkpoint, now)
         if to_clean is None or to_clean.dirty_bytes == 0:
             return None
         if not force and to_clean.cleanable_ratio <= log.config.min_cleanable_dirty_ratio:
             return None
-        stats = CleanerStats(to_clean.first_dirty_offset, to_clean.first_uncleanable_offset)
-        offset_map = self.build_offset_map(
-            to_clean, max_decompressed=decompression_limit(log.config.max_message_bytes))
-        stats.keys_in_map = len(offset_map)
-        producer_last = {
-            pid: entry.last_offset for pid, entry in log.producer_state.producers.items()
-        }
-        horizon = now - log.config.delete_retention_ms
-        for group in group_segments(to_clean.segments, log.config.segment_bytes):
-            cleaned = self.write_cleaned(log, group, offset_map, producer_last, horizon, stats)
-            self.swap(log, group, cleaned)
-            stats.segments_cleaned += len(group)
-            stats.segments_written += 1
-        return stats
+        snapshots: list[SegmentSnapshot] = []
+        try:
+            for segment in to_clean.segments:
+                snapshots.append(segment.snapshot())
+        except BaseException:
+            for snapshot in snapshots:
+                snapshot.close()
+            raise
+        to_clean.segments = snapshots  # type: ignore[assignment]  # read alike
+        return CleanJob(
+            log,
+            to_clean,
+            CleanerStats(to_clean.first_dirty_offset, to_clean.first_uncleanable_offset),
+            {pid: entry.last_offset for pid, entry in log.producer_state.producers.items()},
+            now - log.config.delete_retention_ms,
+            log.config.segment_bytes,
+        )
+
+    def compute(self, job: CleanJob) -> None:
+        """Anywhere (a worker thread): the offset map and the `.cleaned` files, from the job's
+        snapshots only; the log itself is not touched."""
+        max_decompressed = decompression_limit(job.log.config.max_message_bytes)
+        offset_map = self.build_offset_map(job.to_clean, max_decompressed=max_decompressed)
+        job.stats.keys_in_map = len(offset_map)
+        try:
+            for group in group_segments(job.to_clean.segments, job.segment_bytes):
+                cleaned = self.write_cleaned(job.log, group, offset_map, job.producer_last,
+                                             job.delete_horizon_ms, job.stats,
+                                             max_decompressed=max_decompressed)
+                job.outputs.append((list(group), cleaned))  # type: ignore[arg-type]
+        except BaseException:
+            job.discard()
+            raise
+
+    def commit(self, job: CleanJob) -> CleanerStats | None:
+        """On the log's thread: swap the cleaned files in if every source segment is still the
+        log's and unchanged; None (and the files discarded) when the log changed under the pass."""
+        log, outputs = job.log, job.outputs
+        # Every segment the offset map was built from must still be there as it was: a truncation
+        # anywhere in the range (a follower, Kafka aborts cleaning for it) voids the whole pass.
+        if not _still_current(log, job.to_clean.segments):  # type: ignore[arg-type]
+            job.discard()
+            return None
+        try:
+            while outputs:
+                group, cleaned = outputs.pop(0)
+                self.swap(log, [snapshot.segment for snapshot in group], cleaned)
+                job.stats.segments_cleaned += len(group)
+                job.stats.segments_written += 1
+        except BaseException:
+            job.discard()
+            raise
+        return job.stats
 
     @staticmethod
     def build_offset_map(
@@ -232,28 +390,43 @@ class LogCleaner:
         producer_last: Mapping[int, int],
         delete_horizon_ms: int,
         stats: CleanerStats,
+        *,
+        max_decompressed: int = MAX_DECOMPRESSED_BYTES,
     ) -> Path:
         """Write the group's retained batches to `<base>.log.cleaned`, fsynced; returns its path."""
         path = Path(str(log_file(log.directory, group[0].base_offset)) + CLEANED_SUFFIX)
         try:
-            with open(path, "wb") as out:
-                for segment in group:
-                    drop_tombstones = segment.largest_timestamp() < delete_horizon_ms
-                    stats.bytes_read += segment.size
-                    for _, header, view in segment.batches(chunk_size=RECOVERY_CHUNK):
-                        kept = self.filter_batch(
-                            header, view, offset_map, producer_last, drop_tombstones, stats,
-                            max_decompressed=decompression_limit(log.config.max_message_bytes),
-                        )
-                        if kept is not None:
-                            out.write(kept)
-                            stats.bytes_written += len(kept)
-                out.flush()
-                os.fsync(out.fileno())
+            self._write_cleaned(path, group, offset_map, producer_last, delete_horizon_ms, stats,
+                                max_decompressed)
         except BaseException:
-            path.unlink(missing_ok=True)  # a record that cannot be decoded: no half-cleaned file
+            path.unlink(missing_ok=True)  # a half-written `.cleaned` file is worth nothing
             raise
         return path
+
+    def _write_cleaned(
+        self,
+        path: Path,
+        group: Sequence[LogSegment],
+        offset_map: Mapping[bytes, int],
+        producer_last: Mapping[int, int],
+        delete_horizon_ms: int,
+        stats: CleanerStats,
+        max_decompressed: int,
+    ) -> None:
+        with open(path, "wb") as out:
+            for segment in group:
+                drop_tombstones = segment.largest_timestamp() < delete_horizon_ms
+                stats.bytes_read += segment.size
+                for _, header, view in segment.batches(chunk_size=RECOVERY_CHUNK):
+                    kept = self.filter_batch(
+                        header, view, offset_map, producer_last, drop_tombstones, stats,
+                        max_decompressed=max_decompressed,
+                    )
+                    if kept is not None:
+                        out.write(kept)
+                        stats.bytes_written += len(kept)
+            out.flush()
+            os.fsync(out.fileno())
 
     @staticmethod
     def filter_batch(

@@ -8,7 +8,7 @@ a `.kafka_cleanshutdown` marker written at shutdown lets the next start skip the
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 from protocol.errors import ErrorCode, KafkaError
@@ -150,6 +150,11 @@ class LogManager:
     def clean_logs(self, *, force: bool = False) -> int:
         """Compaction (storage/log_cleaner.py) on every compacted log; returns how many were cleaned."""
         return self.cleaner.clean_logs(self._logs, force=force)
+
+    def clean_logs_stepwise(self, *, force: bool = False) -> Generator[Callable[[], None], None, int]:
+        """`clean_logs` whose reading and writing steps the caller runs in a worker thread, the
+        swaps staying on the caller's thread (LogCleaner.clean_logs_stepwise)."""
+        return self.cleaner.clean_logs_stepwise(self._logs, force=force)
 
     def remove_expired_producers(self) -> int:
         """Forget idle producers (producer.id.expiration.ms) in every log; returns how many."""

@@ -83,32 +83,11 @@ class LogSegment:
         Stops silently at a torn tail or at bytes that cannot be a v2 batch; callers compare the end
         of the last batch with `size` to tell. The memoryview is only valid until the next step.
         """
-        pos, end, need = start, self.size, 0
-        while pos < end:
-            data = os.pread(self._fd, min(max(chunk_size, need), end - pos), pos)
-            view, n, off = memoryview(data), len(data), 0
-            while True:
-                if n - off < HEADER_SIZE:
-                    need = HEADER_SIZE
-                    break
-                length = int.from_bytes(
-                    view[off + BATCH_LENGTH_OFFSET : off + 12], "big", signed=True
-                )
-                if length < _MIN_BATCH_LENGTH or view[off + MAGIC_OFFSET] != MAGIC_V2:
-                    return
-                size = length + LOG_OVERHEAD
-                if n - off < size:
-                    need = size
-                    break
-                yield (
-                    pos + off,
-                    BatchHeader(*HEADER_STRUCT.unpack_from(view, off)),
-                    view[off : off + size],
-                )
-                off += size
-            if off == 0 and pos + need > end:
-                return  # torn tail: the next batch does not fit in the file
-            pos += off
+        return _batches(self._fd, self.size, start, chunk_size)
+
+    def snapshot(self) -> SegmentSnapshot:
+        """A read-only view of this segment as it is now, on its own file descriptor."""
+        return SegmentSnapshot(self)
 
     def translate_offset(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset >= offset (index, then scan)."""
@@ -329,3 +308,73 @@ class LogSegment:
         self.path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+
+
+def _batches(
+    fd: int, size: int, start: int, chunk_size: int
+) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+    """LogSegment.batches over any descriptor of a segment file, up to `size`."""
+    pos, end, need = start, size, 0
+    while pos < end:
+        wanted = min(max(chunk_size, need), end - pos)
+        data = os.pread(fd, wanted, pos)
+        view, n, off = memoryview(data), len(data), 0
+        while True:
+            if n - off < HEADER_SIZE:
+                need = HEADER_SIZE
+                break
+            length = int.from_bytes(
+                view[off + BATCH_LENGTH_OFFSET : off + 12], "big", signed=True
+            )
+            if length < _MIN_BATCH_LENGTH or view[off + MAGIC_OFFSET] != MAGIC_V2:
+                return
+            batch_size = length + LOG_OVERHEAD
+            if n - off < batch_size:
+                need = batch_size
+                break
+            yield (
+                pos + off,
+                BatchHeader(*HEADER_STRUCT.unpack_from(view, off)),
+                view[off : off + batch_size],
+            )
+            off += batch_size
+        if off == 0 and (pos + need > end or len(data) < wanted):
+            return  # torn tail, or the file is shorter than `size` (truncated under a snapshot)
+        pos += off
+
+
+class SegmentSnapshot:
+    """An inactive segment as it was when taken, readable from another thread (the log cleaner's
+    worker) on a duplicate file descriptor: if the log deletes or replaces the segment meanwhile,
+    the file stays readable (POSIX keeps an unlinked file for its open descriptors), and
+    `is_current()` tells the owner the snapshot no longer stands for the log."""
+
+    __slots__ = ("segment", "base_offset", "next_offset", "size", "_largest_timestamp", "_fd")
+
+    def __init__(self, segment: LogSegment) -> None:
+        self.segment = segment
+        self.base_offset = segment.base_offset
+        self.next_offset = segment.next_offset
+        self.size = segment.size
+        self._largest_timestamp = segment.largest_timestamp()
+        self._fd = os.dup(segment._fd)
+
+    def __repr__(self) -> str:
+        return f"SegmentSnapshot(base={self.base_offset}, next={self.next_offset}, size={self.size})"
+
+    def largest_timestamp(self) -> int:
+        return self._largest_timestamp
+
+    def batches(
+        self, start: int = 0, *, chunk_size: int = READ_CHUNK
+    ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+        return _batches(self._fd, self.size, start, chunk_size)
+
+    def is_current(self) -> bool:
+        """The segment is still open and as large as when the snapshot was taken."""
+        return self.segment._fd >= 0 and self.segment.size == self.size
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

@@ -39,6 +39,7 @@ from broker.network.connection import Connection
 from broker.replication.leader_endpoint import LeaderEndpoint
 from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
+from broker.server.worker_steps import run_steps_in_worker
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_manager import LogManager
 from timer import FunctionTimerTask
@@ -153,7 +154,7 @@ class KafkaServer:
                                             self.log_manager.cleanup)),
             asyncio.create_task(self._every(
                 self.config["log.cleaner.backoff.ms"] if self.config["log.cleaner.enable"]
-                else NEVER_MS, self.log_manager.clean_logs)),
+                else NEVER_MS, self._clean_logs)),
             asyncio.create_task(self._every(self.config["producer.id.expiration.check.interval.ms"],
                                             self.log_manager.remove_expired_producers)),
         ]
@@ -203,6 +204,10 @@ class KafkaServer:
         """Checkpoint files are fsynced: write them in a thread so the loop never waits on disk."""
         snapshot = self.log_manager.checkpoint_snapshot()
         await asyncio.to_thread(self.log_manager.write_checkpoints, snapshot)
+
+    async def _clean_logs(self) -> int:
+        """A log cleaner pass: reading and writing in a worker thread, the swaps on the loop."""
+        return await run_steps_in_worker(self.log_manager.clean_logs_stepwise())
 
     async def _every(self, interval_ms: int, job) -> None:
         if interval_ms >= NEVER_MS:

@@ -320,3 +320,125 @@ def test_one_log_failing_is_marked_uncleanable_and_the_pass_goes_on(tmp_path: Pa
     assert cleaner.clean_logs(logs, force=True) == 1
     assert latest(logs[("bad", 0)]) == {b"k": b"v19"}
     assert cleaner.clean_logs({("good", 0): logs[("good", 0)]}, force=True) == 0
+
+
+def run_pass_with_the_loop_acting_meanwhile(tmp_path: Path, clock: FakeClock, log: Log, meanwhile):
+    """A pass driven as the broker drives it, whose compute step (in its worker thread) waits until `meanwhile()` has run
+    on the loop; returns (logs cleaned, the compute step's thread, the loop's thread)."""
+    import asyncio
+    import threading
+
+    from broker.server.worker_steps import run_steps_in_worker
+
+    cleaner = LogCleaner(tmp_path, clock)
+    started, release = threading.Event(), threading.Event()
+    threads: list[int] = []
+    compute = cleaner.compute
+
+    def blocking_compute(job):
+        threads.append(threading.get_ident())
+        started.set()
+        assert release.wait(10)
+        compute(job)
+
+    cleaner.compute = blocking_compute
+
+    async def scenario():
+        steps = cleaner.clean_logs_stepwise({("topic", 0): log}, force=True)
+        task = asyncio.ensure_future(run_steps_in_worker(steps))
+        assert await asyncio.to_thread(started.wait, 10)
+        meanwhile()  # the loop goes on with the log while the worker reads the snapshots
+        release.set()
+        return await task, threading.get_ident()
+
+    cleaned, loop_thread = asyncio.run(scenario())
+    return cleaner, cleaned, threads[0], loop_thread
+
+
+def test_a_pass_computes_in_a_worker_thread_while_the_log_takes_appends(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = open_log(tmp_path, clock)
+    fill(log, [(b"k%d" % (i % 3), b"v%d" % i) for i in range(30)])
+    end = log.log_end_offset
+
+    def append_more():
+        fill(log, [(b"k0", b"late"), (b"k9", b"new")])
+
+    cleaner, cleaned, worker, loop_thread = run_pass_with_the_loop_acting_meanwhile(
+        tmp_path, clock, log, append_more)
+    assert cleaned == 1 and worker != loop_thread
+    assert latest(log) == {b"k0": b"late", b"k1": b"v28", b"k2": b"v29", b"k9": b"new"}
+    assert [r.offset for r in read_records(log)][-2:] == [end, end + 1]
+    assert len(read_records(log)) < 32  # compacted below the old active segment
+    assert not list((tmp_path / "topic-0").glob("*.cleaned"))
+    assert not list((tmp_path / "topic-0").glob("*.swap"))
+
+
+def test_a_log_truncated_during_a_pass_is_not_swapped_into(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = open_log(tmp_path, clock)
+    fill(log, [(b"k%d" % (i % 3), b"v%d" % i) for i in range(30)])
+
+    cleaner, cleaned, _, _ = run_pass_with_the_loop_acting_meanwhile(
+        tmp_path, clock, log, lambda: log.truncate_to(5))  # a follower truncating under it
+    assert cleaned == 0
+    assert cleaner.uncleanable == set()  # not the log's fault: the next pass may clean it
+    assert [r.value for r in read_records(log)] == [b"v%d" % i for i in range(5)]
+    assert not list((tmp_path / "topic-0").glob("*.cleaned"))
+    assert not list((tmp_path / "topic-0").glob("*.swap"))
+    assert not (tmp_path / CLEANER_CHECKPOINT).exists() or \
+        "topic 0" not in (tmp_path / CLEANER_CHECKPOINT).read_text()
+
+
+def test_a_stepwise_pass_isolates_a_failing_step_and_cleans_up_when_cancelled(tmp_path: Path) -> None:
+    import asyncio
+    import threading
+
+    from broker.server.worker_steps import run_steps_in_worker
+
+    clock = FakeClock()
+    logs = {}
+    for name in ("bad", "good"):
+        log = Log.open(tmp_path / f"{name}-0", LogConfig(cleanup_policy="compact", segment_bytes=300),
+                       now_ms=clock)
+        fill(log, [(b"k", b"v%d" % i) for i in range(20)])
+        logs[(name, 0)] = log
+    cleaner = LogCleaner(tmp_path, clock)
+    compute = cleaner.compute
+
+    def failing_for_bad(job):
+        if job.log is logs[("bad", 0)]:
+            raise OSError("injected: disk error")
+        compute(job)
+
+    cleaner.compute = failing_for_bad
+    assert asyncio.run(run_steps_in_worker(cleaner.clean_logs_stepwise(logs, force=True))) == 1
+    assert cleaner.uncleanable == {("bad", 0)} and set(cleaner.stats) == {("good", 0)}
+
+    # Cancelled while a step runs (the broker stops): the step finishes, then its files go.
+    cleaner = LogCleaner(tmp_path / "second", clock)
+    fill(logs[("good", 0)], [(b"k", b"again%d" % i) for i in range(20)])
+    started, release = threading.Event(), threading.Event()
+
+    def blocking(job):
+        started.set()
+        assert release.wait(10)
+        compute(job)
+
+    cleaner.compute = blocking
+
+    async def scenario():
+        steps = cleaner.clean_logs_stepwise({("good", 0): logs[("good", 0)]}, force=True)
+        task = asyncio.ensure_future(run_steps_in_worker(steps))
+        assert await asyncio.to_thread(started.wait, 10)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        steps_closed = steps.gi_frame is None
+        release.set()
+        while steps.gi_frame is not None:  # closed by the step's done callback, on this loop
+            await asyncio.to_thread(lambda: None)
+        return steps_closed
+
+    assert asyncio.run(scenario()) is False  # not closed while its step was still running
+    assert not list((tmp_path / "good-0").glob("*.cleaned"))
+    assert cleaner.in_progress == set()
