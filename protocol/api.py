@@ -54,9 +54,14 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return 1 if is_flexible(api_key, api_version) else 0
 
 
-def decode_request(api_key: int, api_version: int, body: Any, offset: int = 0) -> Container:
-    """Decode a request body (bytes or memoryview, starting at `offset`); trailing bytes are ignored."""
-    return _decode(api_key, api_version, "request", body, offset)
+def decode_request(
+    api_key: int, api_version: int, body: Any, offset: int = 0, *, explain: bool = True
+) -> Container:
+    """Decode a request body (bytes or memoryview, starting at `offset`); trailing bytes are ignored.
+
+    On bad input, `explain` parses it a second time with the interpreted parser to say where it
+    failed; the broker passes False so that a peer's unreadable frame costs one parse only."""
+    return _decode(api_key, api_version, "request", body, offset, explain)
 
 
 def decode_response(api_key: int, api_version: int, body: Any, offset: int = 0) -> Container:
@@ -89,11 +94,15 @@ def _codec(api_key: int, api_version: int, kind: str, error: type[Exception]) ->
     return found
 
 
-def _decode(api_key: int, api_version: int, kind: str, body: Any, offset: int) -> Container:
+def _decode(
+    api_key: int, api_version: int, kind: str, body: Any, offset: int, explain: bool = True
+) -> Container:
     c = _codec(api_key, api_version, kind, ProtocolDecodeError)
     try:
         return c.parse(body, offset)
     except Exception as fast:
+        if not explain:
+            raise ProtocolDecodeError(_describe(c, kind, fast)) from fast
         # The compiled parser says only that something failed; the interpreted one says where.
         try:
             c.parse_interpreted(body, offset)

@@ -39,9 +39,11 @@ def kafka_broker(broker_factory) -> BrokerThread:
 
 
 @pytest.fixture
-async def async_broker(tmp_path: Path):
-    """A one-broker cluster on the test's own event loop; yields its broker."""
-    cluster = Cluster(cluster_config(tmp_path / "data"), 1)
+async def async_broker(tmp_path: Path, request: pytest.FixtureRequest):
+    """A one-broker cluster on the test's own event loop; yields its broker. Broker properties
+    come from a `@pytest.mark.broker_config({...})` marker, if the test has one."""
+    marker = request.node.get_closest_marker("broker_config")
+    cluster = Cluster(cluster_config(tmp_path / "data", marker.args[0] if marker else None), 1)
     await cluster.start()
     broker: KafkaServer = cluster.brokers[0]
     await broker.metadata_cache.wait_for(lambda s: s.controller_id == 0, 30_000)

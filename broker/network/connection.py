@@ -119,7 +119,7 @@ class Connection:
                 )
             body = encode_response(API_VERSIONS_KEY, 0, api_versions_fallback())
             return encode_frame(encode_response_header(header.correlation_id, 0) + body)
-        request = decode_request(header.api_key, version, frame, body_offset)
+        request = decode_request(header.api_key, version, frame, body_offset, explain=False)
         fault = self.faults.match(self.services.broker_id, header.api_key, request)
         response = await self._handle(handler, header, request, fault)
         if fault is not None and fault.action is FaultAction.DROP_RESPONSE:
