@@ -56,18 +56,32 @@ class Connection:
         self.client_host = str(peer[0])
         self.peer = f"{peer[0]}:{peer[1]}"
         self.decoder = FrameDecoder(services.config["socket.request.max.bytes"])
+        self.requests_handled = 0
+        self.waiting_for_client = False  # a response waits for the client to read
 
     async def serve(self) -> None:
+        """Kafka mutes a channel while one of its requests is in flight: here one request is
+        decoded, handled and its response written before the next frame is cut, and the socket
+        is read only when no complete frame is buffered. While the write buffer toward the client
+        is above asyncio's high-water mark (64 KiB) the connection waits for the client to read;
+        meanwhile nothing is read from it, so a client that pipelines and never reads stops
+        itself (TCP backpressure) instead of filling the broker's memory."""
         try:
             while True:
-                data = await self.reader.read(READ_CHUNK)
-                if not data:
-                    return
-                for frame in self.decoder.feed(data):
-                    response = await self.handle_frame(frame)
-                    if response is not None:
-                        self.writer.write(response)
-                await self.writer.drain()
+                frame = self.decoder.next_frame()
+                if frame is None:
+                    data = await self.reader.read(READ_CHUNK)
+                    if not data:
+                        return
+                    self.decoder.append(data)
+                    continue
+                response = await self.handle_frame(frame)
+                self.requests_handled += 1
+                if response is not None:
+                    self.writer.write(response)
+                    await self._drain()
+                if self.decoder.buffered:
+                    await asyncio.sleep(0)  # pipelined requests: let other connections in between
         except (ProtocolDecodeError, CloseConnection) as exc:
             log.warning("closing connection", peer=self.peer, reason=str(exc))
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -78,6 +92,19 @@ class Connection:
             log.exception("request failed; closing connection", peer=self.peer)
         finally:
             self.writer.close()
+
+    async def _drain(self) -> None:
+        self.waiting_for_client = True
+        try:
+            await self.writer.drain()
+        finally:
+            self.waiting_for_client = False
+
+    @property
+    def buffered_bytes(self) -> int:
+        """What this connection holds for its client: bytes of unhandled frames (at most one
+        incomplete frame and one read) and the responses not yet taken by the socket."""
+        return self.decoder.buffered + self.writer.transport.get_write_buffer_size()
 
     async def _handle(self, handler, header: RequestHeader, request, fault: Fault | None):
         """Run the handler, unless an injected fault answers or disconnects instead."""

@@ -95,7 +95,7 @@ class KafkaServer:
         self.controller: Controller | None = None
         self.session: int | None = None
         self._servers: list[asyncio.Server] = []
-        self._connections: set[asyncio.Task] = set()
+        self._connections: dict[asyncio.Task, Connection] = {}
         self._background: list[asyncio.Task] = []
         self._isr_task: FunctionTimerTask | None = None
         # Bound addresses per listener name (port 0 is resolved at start); the first is `address`.
@@ -239,13 +239,18 @@ class KafkaServer:
     ) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
+        connection = Connection(self.services, self.context.faults, reader, writer, listener)
+        self._connections[task] = connection
         try:
-            await Connection(self.services, self.context.faults, reader, writer, listener).serve()
+            await connection.serve()
         except asyncio.CancelledError:
             pass  # shutdown cut this connection; finishing quietly keeps asyncio from logging it
         finally:
-            self._connections.discard(task)
+            self._connections.pop(task, None)
+
+    def connections(self) -> list[Connection]:
+        """The open client connections (and inter-broker ones) of every listener."""
+        return list(self._connections.values())
 
     def purgatory_stats(self) -> dict:
         """Per purgatory of this broker: watched keys, delayed, completed, expired."""
