@@ -58,6 +58,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("delete.topic.enable", _bool, "true", "allow DeleteTopics"),
     Property("message.max.bytes", int, "1048588", "largest record batch a producer may send"),
     Property("socket.request.max.bytes", int, "104857600", "largest request frame accepted"),
+    Property("connections.max.idle.ms", int, "600000",
+             "a connection that completes no request (or reads no response) for this long is closed"),
     Property("log.segment.bytes", int, "1073741824", "segment size at which the log rolls"),
     Property("log.roll.ms", int, "604800000", "segment age at which the log rolls"),
     Property("log.index.interval.bytes", int, "4096", "bytes between two offset index entries"),

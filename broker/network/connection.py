@@ -56,6 +56,7 @@ class Connection:
         self.client_host = str(peer[0])
         self.peer = f"{peer[0]}:{peer[1]}"
         self.decoder = FrameDecoder(services.config["socket.request.max.bytes"])
+        self.idle_s = services.config["connections.max.idle.ms"] / 1000
         self.requests_handled = 0
         self.waiting_for_client = False  # a response waits for the client to read
 
@@ -65,12 +66,19 @@ class Connection:
         is read only when no complete frame is buffered. While the write buffer toward the client
         is above asyncio's high-water mark (64 KiB) the connection waits for the client to read;
         meanwhile nothing is read from it, so a client that pipelines and never reads stops
-        itself (TCP backpressure) instead of filling the broker's memory."""
+        itself (TCP backpressure) instead of filling the broker's memory.
+
+        Kafka's `connections.max.idle.ms` bounds the waits on the client: a connection that
+        completes no request for that long (silent, or trickling a frame it never finishes) is
+        closed, and so is one that takes nothing of a pending response for that long. The time a
+        request spends in the broker (a parked Fetch, a JoinGroup) does not count."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.idle_s
         try:
             while True:
                 frame = self.decoder.next_frame()
                 if frame is None:
-                    data = await self.reader.read(READ_CHUNK)
+                    data = await self._read(deadline)
                     if not data:
                         return
                     self.decoder.append(data)
@@ -80,6 +88,7 @@ class Connection:
                 if response is not None:
                     self.writer.write(response)
                     await self._drain()
+                deadline = loop.time() + self.idle_s
                 if self.decoder.buffered:
                     await asyncio.sleep(0)  # pipelined requests: let other connections in between
         except (ProtocolDecodeError, CloseConnection) as exc:
@@ -93,10 +102,24 @@ class Connection:
         finally:
             self.writer.close()
 
+    async def _read(self, deadline: float) -> bytes:
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await self.reader.read(READ_CHUNK)
+        except TimeoutError:
+            raise CloseConnection(
+                f"no complete request for connections.max.idle.ms={self.idle_s * 1000:.0f} "
+                f"({self.decoder.buffered} bytes of a frame buffered)") from None
+
     async def _drain(self) -> None:
         self.waiting_for_client = True
         try:
-            await self.writer.drain()
+            async with asyncio.timeout(self.idle_s):
+                await self.writer.drain()
+        except TimeoutError:
+            raise CloseConnection(
+                f"the client read no response for connections.max.idle.ms="
+                f"{self.idle_s * 1000:.0f}") from None
         finally:
             self.waiting_for_client = False
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import socket
 
+import pytest
+
 from protocol.framing import encode_frame
 from protocol.headers import encode_request_header
 from protocol.schema import Codec
@@ -54,20 +56,26 @@ async def test_unreadable_frame_is_parsed_once_and_closes_only_its_connection(
     await hostile.close()
 
 
-async def test_pipelining_client_that_never_reads_is_stopped_by_backpressure(async_broker):
-    admin = await RawClient.connect(async_broker.port)
+async def pipeline_and_never_read(broker, requests: int = 5000):
+    """A client that sends `requests` Metadata requests at once and reads nothing; returns it
+    and the broker's connection for it."""
+    admin = await RawClient.connect(broker.port)
     await create_topic(admin, "wide", 100)  # a Metadata response of some 3 KB
     await admin.close()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the client reads nothing
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", async_broker.port))
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", broker.port))
     hostile = RawClient(*await asyncio.open_connection(sock=sock))
     request = encode_frame(encode_request_header(METADATA, 1, 1, "hostile")
                            + (-1).to_bytes(4, "big", signed=True))  # topics: null (all)
-    hostile.writer.write(request * 5000)  # some 15 MB of responses, never read
-    await until(lambda: connection_of(async_broker, hostile) is not None)
-    connection = connection_of(async_broker, hostile)
+    hostile.writer.write(request * requests)  # some 15 MB of responses, never read
+    await until(lambda: connection_of(broker, hostile) is not None)
+    return hostile, connection_of(broker, hostile)
+
+
+async def test_pipelining_client_that_never_reads_is_stopped_by_backpressure(async_broker):
+    hostile, connection = await pipeline_and_never_read(async_broker)
     await until(lambda: connection.waiting_for_client)
     await served_promptly(async_broker.port)
     # Stopped: it holds at most the high-water mark plus one response, and one read of requests.
@@ -76,3 +84,67 @@ async def test_pipelining_client_that_never_reads_is_stopped_by_backpressure(asy
     assert connection.buffered_bytes < HIGH_WATER + READ_CHUNK + 64 * 1024
     hostile.writer.transport.abort()
     await until(lambda: connection_of(async_broker, hostile) is None)
+
+
+IDLE_200_MS = pytest.mark.broker_config({"connections.max.idle.ms": "200"})
+
+
+@IDLE_200_MS
+async def test_silent_connection_is_closed_after_connections_max_idle_ms(async_broker):
+    silent = await RawClient.connect(async_broker.port)
+    assert await asyncio.wait_for(silent.is_closed_by_peer(), 1.0)
+    await served_promptly(async_broker.port)
+    await silent.close()
+
+
+@IDLE_200_MS
+async def test_unfinished_100_mib_frame_is_dropped_after_the_idle_timeout(async_broker):
+    stalled = await RawClient.connect(async_broker.port)
+    await stalled.send_raw((100 * 1024 * 1024).to_bytes(4, "big") + b"\0" * 1000)
+    await until(lambda: (c := connection_of(async_broker, stalled)) is not None
+                and c.decoder.buffered > 0)
+    assert await asyncio.wait_for(stalled.is_closed_by_peer(), 1.0)
+    await until(lambda: connection_of(async_broker, stalled) is None)
+    await served_promptly(async_broker.port)
+    await stalled.close()
+
+
+@IDLE_200_MS
+async def test_trickled_frame_is_dropped_at_the_deadline_of_its_connection(async_broker):
+    """Bytes keep coming, but no request completes: the deadline is not pushed back."""
+    trickler = await RawClient.connect(async_broker.port)
+
+    async def trickle() -> None:
+        await trickler.send_raw((1024 * 1024).to_bytes(4, "big"))
+        while True:
+            await asyncio.sleep(0.02)  # the hostile pace, not a wait for the broker
+            await trickler.send_raw(b"\0")
+
+    trickling = asyncio.create_task(trickle())
+    try:
+        assert await asyncio.wait_for(trickler.is_closed_by_peer(), 1.0)
+        await served_promptly(async_broker.port)
+    finally:
+        trickling.cancel()
+        await asyncio.gather(trickling, return_exceptions=True)
+        await trickler.close()
+
+
+@IDLE_200_MS
+async def test_busy_connection_outlives_the_idle_timeout(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    started = asyncio.get_running_loop().time()
+    while asyncio.get_running_loop().time() - started < 0.6:  # three idle timeouts of requests
+        await asyncio.wait_for(client.request(METADATA, 1, {"topics": None}), 1.0)
+    assert connection_of(async_broker, client) is not None
+    await client.close()
+
+
+@IDLE_200_MS
+async def test_client_that_never_reads_its_responses_is_closed_after_the_idle_timeout(async_broker):
+    hostile, connection = await pipeline_and_never_read(async_broker)
+    await until(lambda: connection.waiting_for_client)
+    await until(lambda: connection_of(async_broker, hostile) is None, 1.0)
+    assert connection.requests_handled < 5000
+    await served_promptly(async_broker.port)
+    hostile.writer.transport.abort()
