@@ -26,6 +26,19 @@ def _bool(value: str) -> bool:
     raise ValueError(f"expected true or false, got {value!r}")
 
 
+def _ip_counts(value: str) -> dict[str, int]:
+    """`ip:count[,ip:count...]` (Kafka's max.connections.per.ip.overrides); IPv6 as `[::1]:5`."""
+    out: dict[str, int] = {}
+    for entry in (e.strip() for e in value.split(",")):
+        if not entry:
+            continue
+        host, sep, count = entry.rpartition(":")
+        if not sep or not host:
+            raise ValueError(f"expected ip:count, got {entry!r}")
+        out[host.strip("[]")] = int(count)
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Property:
     """One broker property: its Kafka name, parser, default and a line of documentation."""
@@ -60,6 +73,12 @@ PROPERTIES: tuple[Property, ...] = (
     Property("socket.request.max.bytes", int, "104857600", "largest request frame accepted"),
     Property("connections.max.idle.ms", int, "600000",
              "a connection that completes no request (or reads no response) for this long is closed"),
+    Property("max.connections", int, "2147483647",
+             "client connections the broker keeps over all listeners; one more is closed at once"),
+    Property("max.connections.per.ip", int, "2147483647",
+             "connections kept from one IP address; one more is closed at once"),
+    Property("max.connections.per.ip.overrides", _ip_counts, "",
+             "ip:count[,...] limits that replace max.connections.per.ip for those addresses"),
     Property("log.segment.bytes", int, "1073741824", "segment size at which the log rolls"),
     Property("log.roll.ms", int, "604800000", "segment age at which the log rolls"),
     Property("log.index.interval.bytes", int, "4096", "bytes between two offset index entries"),

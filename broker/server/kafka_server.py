@@ -36,6 +36,7 @@ from broker.metadata.store import (
     WatchedEvent,
 )
 from broker.network.connection import Connection
+from broker.network.connection_quotas import ConnectionQuotas
 from broker.replication.leader_endpoint import LeaderEndpoint
 from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
@@ -96,6 +97,9 @@ class KafkaServer:
         self.session: int | None = None
         self._servers: list[asyncio.Server] = []
         self._connections: dict[asyncio.Task, Connection] = {}
+        self.connection_quotas = ConnectionQuotas(
+            config["max.connections"], config["max.connections.per.ip"],
+            config["max.connections.per.ip.overrides"])
         self._background: list[asyncio.Task] = []
         self._isr_task: FunctionTimerTask | None = None
         # Bound addresses per listener name (port 0 is resolved at start); the first is `address`.
@@ -239,6 +243,14 @@ class KafkaServer:
     ) -> None:
         task = asyncio.current_task()
         assert task is not None
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        ip = str(peer[0])
+        refused = self.connection_quotas.try_acquire(ip)
+        if refused is not None:  # Kafka's TooManyConnectionsException: closed before any read
+            log.warning("connection refused", broker_id=self.broker_id, listener=listener,
+                        peer=f"{peer[0]}:{peer[1]}", reason=refused)
+            writer.close()
+            return
         connection = Connection(self.services, self.context.faults, reader, writer, listener)
         self._connections[task] = connection
         try:
@@ -247,6 +259,7 @@ class KafkaServer:
             pass  # shutdown cut this connection; finishing quietly keeps asyncio from logging it
         finally:
             self._connections.pop(task, None)
+            self.connection_quotas.release(ip)
 
     def connections(self) -> list[Connection]:
         """The open client connections (and inter-broker ones) of every listener."""

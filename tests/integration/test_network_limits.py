@@ -148,3 +148,42 @@ async def test_client_that_never_reads_its_responses_is_closed_after_the_idle_ti
     assert connection.requests_handled < 5000
     await served_promptly(async_broker.port)
     hostile.writer.transport.abort()
+
+
+async def round_trip(client: RawClient) -> None:
+    response = await asyncio.wait_for(client.request(METADATA, 1, {"topics": None}), 1.0)
+    assert [b.node_id for b in response.brokers] == [0]
+
+
+async def check_limit(broker, allowed: int) -> None:
+    """`allowed` connections from 127.0.0.1 are served; one more is closed at once while they
+    still work; once one of them goes, a new one is served again."""
+    clients = [await RawClient.connect(broker.port) for _ in range(allowed)]
+    for client in clients:
+        await round_trip(client)
+    extra = await RawClient.connect(broker.port)
+    assert await asyncio.wait_for(extra.is_closed_by_peer(), 1.0)
+    await extra.close()
+    for client in clients:
+        await round_trip(client)
+    await clients.pop().close()
+    await until(lambda: broker.connection_quotas.total == allowed - 1)
+    await served_promptly(broker.port)
+    for client in clients:
+        await client.close()
+
+
+@pytest.mark.broker_config({"max.connections.per.ip": "2"})
+async def test_max_connections_per_ip(async_broker):
+    await check_limit(async_broker, 2)
+
+
+@pytest.mark.broker_config({"max.connections.per.ip": "1",
+                            "max.connections.per.ip.overrides": "127.0.0.1:3,[::1]:1"})
+async def test_max_connections_per_ip_overrides(async_broker):
+    await check_limit(async_broker, 3)
+
+
+@pytest.mark.broker_config({"max.connections": "2"})
+async def test_max_connections(async_broker):
+    await check_limit(async_broker, 2)

@@ -8,6 +8,7 @@ from broker.config import ConfigError, build_config, parse_listener, parse_overr
 from broker.metadata.embedded_store import EmbeddedMetadataStore
 from broker.metadata.producer_id_manager import BLOCK_SIZE, ProducerIdManager
 from broker.metadata.topic_names import validate_topic_name
+from broker.network.connection_quotas import ConnectionQuotas
 from protocol.errors import ErrorCode, KafkaError
 
 
@@ -80,3 +81,25 @@ def test_readme_configuration_table_lists_every_property():
     readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     for prop in PROPERTIES:
         assert f"| `{prop.name}` | `{prop.default}` | {prop.doc} |" in readme, prop.name
+
+
+def test_connection_limits_parse_as_kafka_writes_them():
+    config = build_config({"max.connections.per.ip.overrides": "127.0.0.1:3, [::1]:5"}, environ={})
+    assert config["max.connections.per.ip.overrides"] == {"127.0.0.1": 3, "::1": 5}
+    assert config["max.connections"] == config["max.connections.per.ip"] == 2147483647
+    assert build_config({}, environ={})["max.connections.per.ip.overrides"] == {}
+    with pytest.raises(ConfigError, match="max.connections.per.ip.overrides"):
+        build_config({"max.connections.per.ip.overrides": "127.0.0.1"}, environ={})
+
+
+def test_connection_quotas_count_per_ip_and_in_all():
+    quotas = ConnectionQuotas(3, 2, {"10.0.0.1": 0})
+    assert quotas.try_acquire("127.0.0.1") is None
+    assert quotas.try_acquire("127.0.0.1") is None
+    assert "max.connections.per.ip is 2" in quotas.try_acquire("127.0.0.1")
+    assert "max.connections.per.ip is 0" in quotas.try_acquire("10.0.0.1")
+    assert quotas.try_acquire("127.0.0.2") is None
+    assert "max.connections is 3" in quotas.try_acquire("127.0.0.3")
+    quotas.release("127.0.0.1")
+    assert quotas.try_acquire("127.0.0.3") is None
+    assert quotas.total == 3 and quotas.per_ip == {"127.0.0.1": 1, "127.0.0.2": 1, "127.0.0.3": 1}
