@@ -48,6 +48,8 @@ class BrokerClient:
                                         f"{exc or type(exc).__name__}") from None
 
     async def _exchange(self, api_key: int, version: int, body: dict) -> Any:
+        if self._reader is not None and self._reader.at_eof():
+            self.close()  # the broker closed it meanwhile (connections.max.idle.ms): a new one
         if self._writer is None:
             self._reader, self._writer = await asyncio.wait_for(
                 asyncio.open_connection(self.host, self.port), self.connect_timeout_s)

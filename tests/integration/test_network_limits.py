@@ -9,6 +9,7 @@ import socket
 
 import pytest
 
+from broker.interbroker.broker_client import BrokerClient
 from protocol.framing import encode_frame
 from protocol.headers import encode_request_header
 from protocol.schema import Codec
@@ -187,3 +188,14 @@ async def test_max_connections_per_ip_overrides(async_broker):
 @pytest.mark.broker_config({"max.connections": "2"})
 async def test_max_connections(async_broker):
     await check_limit(async_broker, 2)
+
+
+@IDLE_200_MS
+async def test_inter_broker_client_reconnects_after_an_idle_close(async_broker):
+    client = BrokerClient("127.0.0.1", async_broker.port, "broker-1")
+    response = await client.request(METADATA, 1, {"topics": None})
+    assert [b.node_id for b in response.brokers] == [0]
+    await until(lambda: async_broker.connection_quotas.total == 0, 1.0)  # closed as idle
+    response = await asyncio.wait_for(client.request(METADATA, 1, {"topics": None}), 1.0)
+    assert [b.node_id for b in response.brokers] == [0]
+    client.close()
