@@ -37,32 +37,23 @@ class FrameDecoder:
         return len(self._buf)
 
     def feed(self, data: bytes) -> list[bytes]:
-        self.append(data)
-        frames: list[bytes] = []
-        while (frame := self.next_frame()) is not None:
-            frames.append(frame)
-        return frames
-
-    def append(self, data: bytes) -> None:
-        """Add bytes without cutting frames (`next_frame` cuts them one at a time)."""
-        self._buf += data
-
-    def next_frame(self) -> bytes | None:
-        """The first complete frame (removed from the buffer), or None while it is incomplete.
-        A bad length raises as soon as its 4 bytes are here, before anything waits for it."""
         buf = self._buf
-        if len(buf) < 4:
-            return None
-        (size,) = _LEN.unpack_from(buf, 0)
-        if size < 0:
-            raise InvalidFrame(f"negative frame length {size}")
-        if size > self.max_frame_bytes:
-            raise FrameTooLarge(f"frame length {size} exceeds the limit of {self.max_frame_bytes} bytes")
-        if len(buf) - 4 < size:
-            return None
-        frame = bytes(buf[4 : 4 + size])
-        del buf[: 4 + size]  # a bytearray drops its head in place, without copying the rest
-        return frame
+        buf += data
+        frames: list[bytes] = []
+        pos, end = 0, len(buf)
+        while end - pos >= 4:
+            (size,) = _LEN.unpack_from(buf, pos)
+            if size < 0:
+                raise InvalidFrame(f"negative frame length {size}")
+            if size > self.max_frame_bytes:
+                raise FrameTooLarge(f"frame length {size} exceeds the limit of {self.max_frame_bytes} bytes")
+            if end - pos - 4 < size:
+                break
+            frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            pos += 4 + size
+        if pos:
+            del buf[:pos]
+        return frames
 
 
 def encode_frame(payload: bytes) -> bytes:

@@ -62,8 +62,8 @@ class Connection:
 
     async def serve(self) -> None:
         """Kafka mutes a channel while one of its requests is in flight: here one request is
-        decoded, handled and its response written before the next frame is cut, and the socket
-        is read only when no complete frame is buffered. While the write buffer toward the client
+        decoded, handled and its response written before the next, and the socket is read only
+        when every complete frame of the last read is answered. While the write buffer toward the client
         is above asyncio's high-water mark (64 KiB) the connection waits for the client to read;
         meanwhile nothing is read from it, so a client that pipelines and never reads stops
         itself (TCP backpressure) instead of filling the broker's memory.
@@ -76,21 +76,19 @@ class Connection:
         deadline = loop.time() + self.idle_s
         try:
             while True:
-                frame = self.decoder.next_frame()
-                if frame is None:
-                    data = await self._read(deadline)
-                    if not data:
-                        return
-                    self.decoder.append(data)
-                    continue
-                response = await self.handle_frame(frame)
-                self.requests_handled += 1
-                if response is not None:
-                    self.writer.write(response)
-                    await self._drain()
-                deadline = loop.time() + self.idle_s
-                if self.decoder.buffered:
-                    await asyncio.sleep(0)  # pipelined requests: let other connections in between
+                data = await self._read(deadline)
+                if not data:
+                    return
+                # The frames one read completed (at most READ_CHUNK of them), one at a time; no
+                # read until they are answered. (Cutting them in one pass keeps the buffer from
+                # being shifted once per frame, which halved the 10 KB produce rate.)
+                for frame in self.decoder.feed(data):
+                    response = await self.handle_frame(frame)
+                    self.requests_handled += 1
+                    if response is not None:
+                        self.writer.write(response)
+                        await self._drain()
+                    deadline = loop.time() + self.idle_s
         except (ProtocolDecodeError, CloseConnection) as exc:
             log.warning("closing connection", peer=self.peer, reason=str(exc))
         except (ConnectionError, asyncio.IncompleteReadError):
