@@ -23,7 +23,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 def _topic_entry(ctx: RequestContext, topic: TopicInfo) -> dict:
     cache = ctx.services.metadata_cache
-    live = cache.brokers_for(ctx.listener)
+    live = cache.brokers  # membership only: the same ids on every listener
     partitions = []
     for index, replicas in sorted(topic.assignment.items()):
         state = cache.partition_state(topic.name, index)

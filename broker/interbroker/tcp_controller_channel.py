@@ -43,6 +43,7 @@ class TcpControllerChannel:
         self._address = address  # a broker's registered address, or None once it left
         self._queues: dict[int, asyncio.Queue[Request]] = {}
         self._senders: dict[int, asyncio.Task] = {}
+        self._metadata_body: tuple[MetadataSnapshot, dict] | None = None
 
     # -- ControllerChannel ------------------------------------------------------------------
 
@@ -54,8 +55,11 @@ class TcpControllerChannel:
             self.controller_id, controller_epoch, states, brokers)))
 
     def send_update_metadata(self, broker_id: int, snapshot: MetadataSnapshot) -> None:
+        # The controller sends one snapshot to every live broker: build its body once.
+        if self._metadata_body is None or self._metadata_body[0] is not snapshot:
+            self._metadata_body = (snapshot, update_metadata_body(snapshot))
         self._enqueue(broker_id, (UPDATE_METADATA, UPDATE_METADATA_VERSION,
-                                  update_metadata_body(snapshot)))
+                                  self._metadata_body[1]))
 
     def send_stop_replica(self, broker_id: int, controller_epoch: int,
                           keys: list[tuple[str, int]], *, delete: bool) -> None:
@@ -72,10 +76,6 @@ class TcpControllerChannel:
                 self._send_loop(broker_id, queue), name=f"controller-channel-{broker_id}")
         queue.put_nowait(request)
 
-    def pending(self) -> dict[int, int]:
-        """Requests waiting per broker (for the control API)."""
-        return {b: q.qsize() for b, q in self._queues.items()}
-
     async def _send_loop(self, broker_id: int, queue: asyncio.Queue[Request]) -> None:
         client: BrokerClient | None = None
         try:
@@ -84,26 +84,21 @@ class TcpControllerChannel:
                 backoff = RETRY_BACKOFF_S[0]
                 while True:
                     try:
-                        address = self._address(broker_id)
-                    except MetadataStoreError as exc:  # the store is unreachable: try again
-                        log.debug("broker address unknown; retrying", broker_id=broker_id,
-                                  reason=str(exc))
-                        await asyncio.sleep(backoff)
-                        backoff = min(backoff * 2, RETRY_BACKOFF_S[1])
-                        continue
-                    if address is None:  # the broker left: what was meant for it is moot
-                        log.info("broker left; dropping controller request", broker_id=broker_id,
-                                 api=NAMES[api_key])
-                        break
-                    if client is None or (client.host, client.port) != address:
-                        if client is not None:
-                            client.close()
-                        client = BrokerClient(*address, client_id=f"controller-{self.controller_id}")
-                    try:
+                        if client is None:  # the store is read only to (re)connect
+                            address = self._address(broker_id)
+                            if address is None:  # the broker left: what was meant for it is moot
+                                log.info("broker left; dropping controller request",
+                                         broker_id=broker_id, api=NAMES[api_key])
+                                break
+                            client = BrokerClient(*address,
+                                                  client_id=f"controller-{self.controller_id}")
                         response = await client.request(api_key, version, body)
-                    except BrokerUnreachable as exc:
+                    except (MetadataStoreError, BrokerUnreachable) as exc:
                         log.debug("controller request failed; retrying", broker_id=broker_id,
                                   api=NAMES[api_key], reason=str(exc))
+                        if client is not None:  # it may have moved: look it up again
+                            client.close()
+                            client = None
                         await asyncio.sleep(backoff)
                         backoff = min(backoff * 2, RETRY_BACKOFF_S[1])
                         continue

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -254,18 +253,6 @@ class ZooKeeperMetadataStore:
 
     def ChildrenWatch(self, path: str, fn: Callable[[list[str]], object]) -> ChildrenWatch:
         return ChildrenWatch(self, path, fn)
-
-    def dump(self, path: str = "/") -> dict[str, Any]:
-        """The subtree at `path`, as the embedded store's `dump` shows it (for the control API)."""
-        data, stat = self.get(path)
-        try:
-            decoded: Any = json.loads(data) if data else None
-        except ValueError:
-            decoded = data.decode(errors="replace")
-        children = self.get_children(path)
-        base = path.rstrip("/")
-        return {"data": decoded, "stat": dataclasses.asdict(stat),
-                "children": {c: self.dump(f"{base}/{c}") for c in children}}
 
     def _arm(self, kind: str, path: str, watch: Watcher | None) -> _LoopWatcher | None:
         if watch is None:

@@ -32,6 +32,9 @@ class LeaderEndpoint(Protocol):
         self, requests: list[tuple[str, int, int, int]]
     ) -> list[EpochEndOffset]: ...
 
+    def close(self) -> None:
+        """The fetcher stopped: release the connection, if any."""
+
 
 class LeaderReplicaManager(Protocol):
     """What an in-process follower calls on the leader broker's ReplicaManager."""
@@ -63,3 +66,6 @@ class InProcessLeaderEndpoint:
     async def offsets_for_leader_epoch(self, requests):
         rm = self._leader()
         return [rm.last_offset_for_leader_epoch(t, p, cur, epoch) for t, p, cur, epoch in requests]
+
+    def close(self) -> None:
+        """Nothing to release: the leader is called in process."""

@@ -99,6 +99,7 @@ class ReplicaFetcher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        self.endpoint.close()
 
     # -- the loop ---------------------------------------------------------------------------
 
