@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.config import parse_listeners
 from broker.controller.controller_channel import ControllerChannel
 from broker.metadata import zk_paths as paths
+from broker.metadata.broker_registration import registered_endpoints
 from broker.metadata.metadata_cache import MetadataSnapshot, TopicInfo
 from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.store import BadVersionError, MetadataStore, NoNodeError
@@ -241,8 +241,7 @@ class Controller:
             with contextlib.suppress(NoNodeError):
                 data, _ = self.store.get_json(paths.broker(broker_id))
                 brokers[broker_id] = (data["host"], data["port"])
-                endpoints[broker_id] = {x.name: (x.host, x.port)
-                                        for x in parse_listeners(",".join(data.get("endpoints", [])))}
+                endpoints[broker_id] = registered_endpoints(data)
         snapshot = MetadataSnapshot(self.broker_id, self.epoch, brokers, dict(self.topics),
                                     dict(self.states), endpoints)
         for broker_id in self.live_brokers:

@@ -9,6 +9,7 @@ import structlog
 
 from broker.interbroker.broker_client import BrokerClient, BrokerUnreachable
 from broker.metadata import zk_paths as paths
+from broker.metadata.broker_registration import registered_address
 from broker.metadata.store import MetadataStore, MetadataStoreError
 from protocol.errors import ErrorCode
 
@@ -18,11 +19,9 @@ CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION = 7, 3
 
 def _controller_address(store: MetadataStore) -> tuple[str, int] | None:
     try:
-        controller_id = store.get_json(paths.CONTROLLER)[0]["brokerid"]
-        data, _ = store.get_json(paths.broker(controller_id))
+        return registered_address(store, store.get_json(paths.CONTROLLER)[0]["brokerid"])
     except MetadataStoreError:
         return None
-    return data["host"], data["port"]
 
 
 async def controlled_shutdown(store: MetadataStore, broker_id: int, *, retries: int,

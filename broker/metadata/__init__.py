@@ -2,5 +2,5 @@
 model, the embedded store, watch recipes, the znode layout, topic names, partition states, the
 metadata cache every broker answers from, and producer-id blocks.
 
-May import: storage, protocol (nothing else of broker).
+May import: broker.config (listener addresses), storage, protocol.
 """

@@ -20,6 +20,7 @@ from broker.interbroker.controlled_shutdown import controlled_shutdown
 from broker.interbroker.tcp_controller_channel import TcpControllerChannel
 from broker.interbroker.tcp_leader_endpoint import TcpLeaderEndpoint
 from broker.metadata import zk_paths as paths
+from broker.metadata.broker_registration import registered_address
 from broker.metadata.store import MetadataStore, NoNodeError
 from broker.metadata.zookeeper_store import ZooKeeperMetadataStore
 from broker.replication.leader_endpoint import LeaderEndpoint
@@ -41,11 +42,7 @@ class ZooKeeperContext(ClusterContext):
 
     def broker_address(self, broker_id: int) -> tuple[str, int] | None:
         """Where a live broker listens, from its registration; None once it left."""
-        try:
-            data, _ = self.store.get_json(paths.broker(broker_id))
-        except NoNodeError:
-            return None
-        return data["host"], data["port"]
+        return registered_address(self.store, broker_id)
 
     def leader_endpoint(self, follower: RunningBroker, leader_id: int) -> LeaderEndpoint:
         return TcpLeaderEndpoint(follower.broker_id, leader_id,

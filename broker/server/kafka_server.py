@@ -25,6 +25,7 @@ from broker.coordinator.group import OFFSETS_TOPIC, GroupCoordinator
 from broker.handlers import load_handlers
 from broker.handlers.services import BrokerServices
 from broker.metadata import zk_paths as paths
+from broker.metadata.broker_registration import registration
 from broker.metadata.metadata_cache import MetadataCache, MetadataSnapshot
 from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.producer_id_manager import ProducerIdManager
@@ -279,14 +280,9 @@ class KafkaServer:
         """This broker's ephemeral /brokers/ids/N, in Kafka's JSON (version 5); host and port are
         the inter-broker listener's."""
         self.session = self.store.create_session()
-        endpoints = self.advertised_endpoints()
-        host, port = endpoints[self.config.inter_broker_listener_name]
-        self.store.create_json(paths.broker(self.broker_id), {
-            "listener_security_protocol_map": {name: "PLAINTEXT" for name in endpoints},
-            "endpoints": [str(Listener(n, h, p)) for n, (h, p) in endpoints.items()],
-            "jmx_port": -1, "features": {},
-            "host": host, "port": port, "timestamp": str(wall_clock_ms()), "version": 5,
-        }, ephemeral=True, session=self.session)
+        self.store.create_json(paths.broker(self.broker_id), registration(
+            self.advertised_endpoints(), self.config.inter_broker_listener_name, wall_clock_ms(),
+        ), ephemeral=True, session=self.session)
 
     def _on_session_change(self, state: str) -> None:
         """The store's session expired ("LOST": our ephemeral nodes are gone, so the cluster takes

@@ -21,7 +21,7 @@ ALLOWED = {
 # broker's packages, each with the packages of broker it may import (its own is always allowed).
 BROKER_ALLOWED = {
     "config": set(),
-    "metadata": set(),
+    "metadata": {"config"},
     "control": set(),
     "replication": {"config", "metadata"},
     "controller": {"config", "metadata"},
