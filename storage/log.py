@@ -13,9 +13,11 @@ truncation (see storage/producer_state.py).
 from __future__ import annotations
 
 import bisect
+import functools
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import (
@@ -33,8 +35,10 @@ from protocol.records import (
     validate_produce_records,
 )
 from storage.checkpoint import fsync_dir
+from storage.disk_faults import DiskFaults
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_config import INT_MAX, LONG_MAX, LogConfig
+from storage.log_dir_failure_channel import LogDirFailureChannel
 from storage.log_info import FetchDataInfo, LogAppendInfo
 from storage.log_loader import load_segments, new_segment
 from storage.naming import log_file
@@ -56,6 +60,28 @@ class UnexpectedAppendOffsetError(KafkaError):
         self.log_end_offset = log_end_offset
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _handling_io_errors(
+    what: str,
+) -> Callable[[Callable[Concatenate[Log, P], R]], Callable[Concatenate[Log, P], R]]:
+    """Kafka's maybeHandleIOException around a Log method: refused at once on an offline log
+    dir; an OSError inside takes the dir offline and becomes KafkaStorageError."""
+    def wrap(method: Callable[Concatenate[Log, P], R]) -> Callable[Concatenate[Log, P], R]:
+        @functools.wraps(method)
+        def run(self: Log, *args: P.args, **kwargs: P.kwargs) -> R:
+            self.failure_channel.check_online(self.log_dir, f"{what} {self.directory.name}")
+            try:
+                return method(self, *args, **kwargs)
+            except OSError as exc:
+                raise self.failure_channel.storage_error(
+                    self.log_dir, f"{what} {self.directory.name}", exc) from exc
+        return run
+    return wrap
+
+
 class Log:
     def __init__(
         self,
@@ -66,8 +92,15 @@ class Log:
         log_start_offset: int,
         recovery_point: int,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        *,
+        disk: DiskFaults | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         self.directory = directory
+        # Kafka's maybeHandleIOException: an OSError here takes the whole log dir offline.
+        self.log_dir = str(directory.parent)
+        self.disk = disk
+        self.failure_channel = failure_channel or LogDirFailureChannel()
         self.config = config
         self._now_ms = now_ms
         self._segments = segments
@@ -99,15 +132,17 @@ class Log:
         log_start_offset: int | None = None,
         clean_shutdown: bool = False,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        disk: DiskFaults | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> Log:
         """Load every segment; after an unclean shutdown scan those at/after the recovery point."""
         directory = Path(directory)
         segments = load_segments(directory, config, recovery_point, clean_shutdown,
-                                 log_start_offset or 0)
+                                 log_start_offset or 0, disk)
         log = cls(
             directory, config, now_ms, segments,
             segments[0].base_offset if log_start_offset is None else log_start_offset,
-            recovery_point, producer_id_expiration_ms,
+            recovery_point, producer_id_expiration_ms, disk=disk, failure_channel=failure_channel,
         )  # fmt: skip
         if not clean_shutdown:
             log.flush()  # what recovery kept is now durable: the recovery point moves to the LEO
@@ -157,6 +192,7 @@ class Log:
     def is_compacted(self) -> bool:
         return "compact" in self.config.cleanup_policy.split(",")
 
+    @_handling_io_errors("appending to log")
     def append_as_leader(
         self, records: bytes | memoryview, leader_epoch: int, *, keys_checked: bool = False
     ) -> LogAppendInfo:
@@ -210,6 +246,7 @@ class Log:
             num_records=num_records,
         )
 
+    @_handling_io_errors("appending to log")
     def append_as_follower(self, records: bytes | memoryview) -> LogAppendInfo | None:
         """Append a leader's batches as they are (offsets included); they must start at/after the LEO."""
         buf = bytes(records)
@@ -291,13 +328,14 @@ class Log:
             or last_offset - active.base_offset > INT_MAX  # relative offsets are int32
         )
 
+    @_handling_io_errors("rolling log")
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (no-op when the active one is empty)."""
         active = self.active_segment
         if active.size == 0:
             return active
         active.on_become_inactive()
-        segment = new_segment(self.directory, self.config, self._log_end_offset)
+        segment = new_segment(self.directory, self.config, self._log_end_offset, self.disk)
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
         fsync_dir(self.directory)
@@ -314,7 +352,7 @@ class Log:
             segment.delete()
         swap.replace(log_file(self.directory, base))
         fsync_dir(self.directory)
-        segment = new_segment(self.directory, self.config, base)
+        segment = new_segment(self.directory, self.config, base, self.disk)
         segment.recover()  # indexes rebuilt from the cleaned batches
         segment.on_become_inactive()
         self._segments[i : i + len(old)] = [segment]
@@ -323,6 +361,7 @@ class Log:
 
     # -- reads ---------------------------------------------------------------------------------------
 
+    @_handling_io_errors("reading log")
     def read(
         self,
         fetch_offset: int,
@@ -423,6 +462,7 @@ class Log:
 
     # -- retention and truncation -------------------------------------------------------------------
 
+    @_handling_io_errors("deleting segments of log")
     def delete_old_segments(self) -> int:
         """Apply retention.ms, then retention.bytes; returns how many segments were deleted.
 
@@ -476,6 +516,7 @@ class Log:
         self.producer_state.delete_snapshots_before(self._log_start_offset)
         return len(doomed)
 
+    @_handling_io_errors("deleting records of log")
     def increment_log_start_offset(self, offset: int) -> bool:
         """DeleteRecords, and followers following their leader (Kafka's maybeIncrementLogStartOffset):
         move the log start offset up to `offset` (at most the high watermark) and delete the segments
@@ -492,6 +533,7 @@ class Log:
         self.producer_state.delete_snapshots_before(offset)
         return True
 
+    @_handling_io_errors("truncating log")
     def truncate_to(self, offset: int) -> bool:
         """Remove everything from `offset` on (a follower after a leader change). True if changed.
 
@@ -515,11 +557,12 @@ class Log:
         self._reload_producer_state()
         return True
 
+    @_handling_io_errors("truncating log")
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and restart the log empty at `offset`."""
         for segment in self._segments:
             segment.delete()
-        self._segments = [new_segment(self.directory, self.config, offset)]
+        self._segments = [new_segment(self.directory, self.config, offset, self.disk)]
         self._bases = [offset]
         fsync_dir(self.directory)
         self._log_start_offset = self._log_end_offset = offset
@@ -529,6 +572,7 @@ class Log:
 
     # -- durability and lifecycle ---------------------------------------------------------------------
 
+    @_handling_io_errors("flushing log")
     def flush(self) -> None:
         """fsync every segment with unflushed data; the recovery point becomes the log end offset."""
         for segment in self._segments:
@@ -539,6 +583,11 @@ class Log:
         self.config = config
         for segment in self._segments:
             segment.index_interval_bytes = config.index_interval_bytes
+
+    def close_unflushed(self) -> None:
+        """Close every segment without writing anything (its log dir went offline)."""
+        for segment in self._segments:
+            segment.close_unflushed()
 
     def close(self) -> None:
         self.producer_state.take_snapshot(self._log_end_offset)

@@ -13,9 +13,11 @@ from pathlib import Path
 
 from protocol.errors import ErrorCode, KafkaError
 from storage.checkpoint import OffsetCheckpointFile, fsync_dir
+from storage.disk_faults import DiskFaults
 from storage.log import Log
 from storage.log_cleaner import LogCleaner
 from storage.log_config import LogConfig
+from storage.log_dir_failure_channel import LogDirFailureChannel
 from storage.naming import (
     CLEAN_SHUTDOWN_FILE,
     HIGH_WATERMARK_CHECKPOINT,
@@ -37,8 +39,12 @@ class LogManager:
         *,
         now_ms: Callable[[], int],
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        disk: DiskFaults | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self.disk = disk  # what this dir's segments write, fsync and truncate through
+        self.failure_channel = failure_channel or LogDirFailureChannel()
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.default_config = default_config
         self._now_ms = now_ms
@@ -75,6 +81,8 @@ class LogManager:
                 log_start_offset=log_starts.get(key),
                 clean_shutdown=self.had_clean_shutdown,
                 producer_id_expiration_ms=self.producer_id_expiration_ms,
+                disk=self.disk,
+                failure_channel=self.failure_channel,
             )
             log.high_watermark = high_watermarks.get(key, 0)
             self._logs[key] = log
@@ -96,8 +104,10 @@ class LogManager:
             directory = self.data_dir / log_dir_name(topic, partition)
             if parse_log_dir_name(directory.name) != (topic, partition):
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"bad topic name {topic!r}")
+            self.failure_channel.check_online(str(self.data_dir), f"creating log {directory.name}")
             log = Log.open(directory, self.config_for(topic), now_ms=self._now_ms,
-                           producer_id_expiration_ms=self.producer_id_expiration_ms)
+                           producer_id_expiration_ms=self.producer_id_expiration_ms,
+                           disk=self.disk, failure_channel=self.failure_channel)
             fsync_dir(self.data_dir)
             self._logs[(topic, partition)] = log
         return log
@@ -139,6 +149,8 @@ class LogManager:
         self, snapshot: list[tuple[OffsetCheckpointFile, dict[TopicPartition, int]]]
     ) -> None:
         """Write a snapshot's files; safe to call from a worker thread (writes are serialised)."""
+        if self.failure_channel.is_offline(str(self.data_dir)):
+            return  # an offline dir is never written again (its logs are already forgotten)
         with self._checkpoint_lock:
             for file, offsets in snapshot:
                 file.write(offsets)
@@ -164,8 +176,22 @@ class LogManager:
         for log in self._logs.values():
             log.flush()
 
+    def handle_log_dir_failure(self, log_dir: str) -> list[TopicPartition]:
+        """Forget the logs of an offline dir without writing another byte there (Kafka's
+        LogManager.handleLogDirFailure): no flush, no checkpoint, no clean-shutdown marker, so the
+        next start recovers them. Returns their partitions."""
+        if Path(log_dir) != self.data_dir:
+            return []
+        gone = list(self._logs)
+        for key in gone:
+            self._logs.pop(key).close_unflushed()
+            self.cleaner.forget(key)
+        return gone
+
     def shutdown(self) -> None:
         """Flush, checkpoint, close, then leave the clean-shutdown marker for the next start."""
+        if self.failure_channel.is_offline(str(self.data_dir)):
+            return  # not clean: handle_log_dir_failure closed the logs, the next start recovers
         self.flush_all()
         self.checkpoint()
         for log in self._logs.values():

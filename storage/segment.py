@@ -7,6 +7,7 @@ Invariant: the file holds only complete batches from `base_offset` on, except af
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from protocol.records import (
     batch_crc_ok,
     decode_batch,
 )
+from storage.disk_faults import DiskFaults
 from storage.naming import log_file, offset_index_file, time_index_file
 from storage.offset_index import OffsetIndex
 from storage.time_index import TimeIndex
@@ -46,9 +48,11 @@ def first_record_at_or_after(
 
 class LogSegment:
     def __init__(
-        self, directory: Path, base_offset: int, *, index_interval_bytes: int, max_index_size: int
+        self, directory: Path, base_offset: int, *, index_interval_bytes: int, max_index_size: int,
+        disk: DiskFaults | None = None,
     ) -> None:
         self.base_offset = base_offset
+        self.disk = disk if disk is not None else DiskFaults()  # writes, fsyncs, truncations go here
         self.path = log_file(directory, base_offset)
         self.index_interval_bytes = index_interval_bytes
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
@@ -192,8 +196,16 @@ class LogSegment:
         start = self.size
         view = memoryview(buf)
         written = 0
-        while written < len(view):
-            written += os.write(self._fd, view[written:])
+        try:
+            while written < len(view):
+                written += self.disk.write(self._fd, view[written:])
+        except OSError:
+            # A partial write (disk full, EIO) must not leave bytes `size` does not know about: the
+            # next append would land after them and every position indexed from there be off. If
+            # the truncation fails too, the log dir goes offline anyway and recover() cuts the tail.
+            with contextlib.suppress(OSError):
+                self.disk.truncate(self._fd, start)
+            raise
         for rel, header in batches:
             self._index_batch(start + rel, header)
             self.next_offset = header.next_offset
@@ -290,7 +302,7 @@ class LogSegment:
 
     def flush(self) -> None:
         if self._dirty:
-            os.fsync(self._fd)
+            self.disk.fsync(self._fd)
             self._dirty = False
         self.offset_index.flush()
         self.time_index.flush()
@@ -298,6 +310,13 @@ class LogSegment:
     def close(self) -> None:
         if self._fd >= 0:
             self.on_become_inactive()
+            os.close(self._fd)
+            self._fd = -1
+
+    def close_unflushed(self) -> None:
+        """Close without writing anything more (its log dir failed): recovery at restart decides
+        what of the file stands."""
+        if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
 

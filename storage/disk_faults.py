@@ -1,0 +1,131 @@
+"""DiskFaults: one log directory's injected disk faults, consulted by its segments at every write,
+fsync and truncation of a `.log` file (the control API arms them; with none armed the calls go straight to os).
+"""
+
+from __future__ import annotations
+
+import enum
+import errno as errno_codes
+import itertools
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+
+class DiskOperation(enum.StrEnum):
+    WRITE = "write"
+    FSYNC = "fsync"
+
+
+@dataclass(slots=True)
+class DiskFault:
+    id: int
+    operation: DiskOperation
+    errno: int
+    after_bytes: int | None = None  # write: bytes still written for real before it fails
+    after_ops: int | None = None  # calls that still succeed before it fails
+    hits: int = 0  # calls it failed
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, as the control API lists it."""
+        return {"id": self.id, "operation": self.operation.value,
+                "errno": errno_codes.errorcode.get(self.errno, str(self.errno)),
+                "after_bytes": self.after_bytes, "after_ops": self.after_ops, "hits": self.hits}
+
+
+def resolve_errno(value: int | str) -> int:
+    """An errno by name (ENOSPC, EIO, ...) or number; ValueError for one the OS does not know."""
+    code = getattr(errno_codes, value.upper(), None) if isinstance(value, str) else value
+    if not isinstance(code, int) or isinstance(code, bool) or code not in errno_codes.errorcode:
+        raise ValueError(f"errno must be a name such as ENOSPC or EIO, not {value!r}")
+    return code
+
+
+def _count(value: int | None, what: str) -> int | None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise ValueError(f"{what} must be a non-negative integer or null, not {value!r}")
+    return value
+
+
+class DiskFaults:
+    """The armed faults of one log directory. An armed fault stays until cleared, as a full or
+    failing disk stays so: once it fires, every later call of its kind fails too."""
+
+    def __init__(self, ids: Iterator[int] | None = None) -> None:
+        self._faults: dict[int, DiskFault] = {}
+        self._ids = ids if ids is not None else itertools.count(1)
+
+    def add(
+        self, operation: str, errno: int | str, *, after_bytes: int | None = None,
+        after_ops: int | None = None,
+    ) -> DiskFault:
+        """Arm a fault; ValueError names what is wrong with the spec."""
+        try:
+            op = DiskOperation(operation)
+        except ValueError:
+            raise ValueError(f"operation must be write or fsync, not {operation!r}") from None
+        if after_bytes is not None and op is not DiskOperation.WRITE:
+            raise ValueError("after_bytes applies to write faults only; use after_ops")
+        fault = DiskFault(next(self._ids), op, resolve_errno(errno),
+                          _count(after_bytes, "after_bytes"), _count(after_ops, "after_ops"))
+        self._faults[fault.id] = fault
+        return fault
+
+    def list(self) -> list[DiskFault]:
+        return list(self._faults.values())
+
+    def clear(self, fault_id: int | None = None) -> int:
+        """Disarm one fault (or all); returns how many."""
+        gone = [i for i in self._faults if fault_id is None or i == fault_id]
+        for i in gone:
+            del self._faults[i]
+        return len(gone)
+
+    # -- the file-I/O calls of a segment ------------------------------------------------------------
+
+    def write(self, fd: int, data: memoryview) -> int:
+        """os.write, unless a write fault fires: then the part it still allows is written for real
+        (a partial write, as on a disk that fills up mid-write) and OSError is raised."""
+        for fault in self._faults.values():
+            if fault.operation is DiskOperation.WRITE:
+                allowed = self._allowance(fault, len(data))
+                if allowed < len(data):
+                    if allowed:
+                        os.write(fd, data[:allowed])
+                    self._fail(fault)
+        return os.write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        for fault in self._faults.values():
+            if fault.operation is DiskOperation.FSYNC and self._allowance(fault, 1) < 1:
+                self._fail(fault)
+        os.fsync(fd)
+
+    def truncate(self, fd: int, size: int) -> None:
+        """os.ftruncate, which a fired write fault fails too, except ENOSPC: shrinking a file on
+        a full disk frees space, a device answering EIO refuses that write as well."""
+        for fault in self._faults.values():
+            if fault.operation is DiskOperation.WRITE and fault.hits and fault.errno != errno_codes.ENOSPC:
+                self._fail(fault)
+        os.ftruncate(fd, size)
+
+    @staticmethod
+    def _allowance(fault: DiskFault, wanted: int) -> int:
+        """How much of `wanted` (bytes, or 1 for an op) the fault still lets through; uses it up."""
+        if fault.after_ops is None and fault.after_bytes is None:
+            return 0  # armed without a delay: it fails now
+        if fault.after_ops is not None:
+            if fault.after_ops == 0:
+                return 0
+            fault.after_ops -= 1
+        allowed = wanted
+        if fault.after_bytes is not None:
+            allowed = min(wanted, fault.after_bytes)
+            fault.after_bytes -= allowed
+        return allowed
+
+    @staticmethod
+    def _fail(fault: DiskFault) -> None:
+        fault.hits += 1
+        raise OSError(fault.errno, f"{os.strerror(fault.errno)} (injected disk fault {fault.id})")
