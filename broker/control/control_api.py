@@ -20,6 +20,7 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9644
 FAULT_FIELDS = frozenset({"broker", "api", "partition", "error", "drop_response", "disconnect",
                           "delay_ms", "count"})
+DISK_FAULT_FIELDS = frozenset({"broker", "operation", "errno", "after_bytes", "after_ops"})
 
 
 class ClusterControl(Protocol):
@@ -33,6 +34,16 @@ class ClusterControl(Protocol):
     def brokers_info(self) -> list[dict]:
         """One dict per broker: id, host, port, alive, controller (bool), controller_epoch."""
         ...
+
+    def add_disk_fault(self, broker_id: int, operation: str, errno: int | str, *,
+                       after_bytes: int | None = None, after_ops: int | None = None) -> dict:
+        """Arm a fault on a broker's log dir (ValueError for a bad spec); returns it as listed:
+        id, broker, operation, errno, after_bytes, after_ops, hits."""
+        ...
+
+    def disk_faults(self) -> list[dict]: ...
+
+    def clear_disk_faults(self, fault_id: int | None, broker_id: int | None) -> int: ...
 
     async def stop_broker(self, broker_id: int) -> None: ...
 
@@ -234,6 +245,45 @@ async def clear_faults(request: web.Request) -> web.Response:
     return _ok({"cleared": cleared})
 
 
+async def get_disk_faults(request: web.Request) -> web.Response:
+    return _ok(_control(request).disk_faults())
+
+
+async def add_disk_fault(request: web.Request) -> web.Response:
+    body = await _json_body(request)
+    unknown = sorted(set(body) - DISK_FAULT_FIELDS)
+    if unknown:
+        raise ApiError(400, f"unknown disk fault field(s): {', '.join(unknown)} "
+                            f"(known: {', '.join(sorted(DISK_FAULT_FIELDS))})")
+    for required in ("broker", "operation", "errno"):
+        if body.get(required) is None:
+            raise ApiError(400, f"a disk fault needs '{required}'")
+    broker_id = body["broker"]
+    if not isinstance(broker_id, int) or isinstance(broker_id, bool):
+        raise ApiError(400, f"broker must be an integer id, not {broker_id!r}")
+    control = _control(request)
+    try:
+        fault = control.add_disk_fault(broker_id, body["operation"], body["errno"],
+                                       after_bytes=body.get("after_bytes"),
+                                       after_ops=body.get("after_ops"))
+    except KeyError as exc:
+        raise ApiError(404, _key_message(exc, "broker")) from None
+    except ValueError as exc:
+        raise ApiError(400, str(exc)) from None
+    log.info("disk fault added", **fault)
+    return _ok(fault, status=201)
+
+
+async def clear_disk_faults(request: web.Request) -> web.Response:
+    query = request.query
+    fault_id = _int(query["id"], "fault id") if "id" in query else None
+    broker_id = _int(query["broker"], "broker") if "broker" in query else None
+    cleared = _control(request).clear_disk_faults(fault_id, broker_id)
+    if fault_id is not None and cleared == 0:
+        raise ApiError(404, f"no disk fault with id {fault_id}")
+    return _ok({"cleared": cleared})
+
+
 async def get_purgatory(request: web.Request) -> web.Response:
     return _ok(_control(request).purgatory())
 
@@ -258,6 +308,9 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/faults", get_faults),
     ("POST", "/faults", add_fault),
     ("DELETE", "/faults", clear_faults),
+    ("GET", "/disk-faults", get_disk_faults),
+    ("POST", "/disk-faults", add_disk_fault),
+    ("DELETE", "/disk-faults", clear_disk_faults),
     ("GET", "/purgatory", get_purgatory),
     ("GET", "/groups", get_groups),
 ]

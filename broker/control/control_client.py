@@ -75,6 +75,20 @@ class ControlClient:
         """Clear one fault, a broker's faults, or all of them; returns how many were cleared."""
         return self._call("DELETE", "/faults", query={"id": id, "broker": broker})["cleared"]
 
+    def disk_faults(self) -> list[dict]:
+        return self._call("GET", "/disk-faults")
+
+    def add_disk_fault(self, broker: int, operation: str, errno: str | int, *,
+                       after_bytes: int | None = None, after_ops: int | None = None) -> dict:
+        """Make a broker's log dir fail writes or fsyncs (after N more bytes or calls)."""
+        body = {"broker": broker, "operation": operation, "errno": errno,
+                "after_bytes": after_bytes, "after_ops": after_ops}
+        return self._call("POST", "/disk-faults", body={k: v for k, v in body.items()
+                                                         if v is not None})
+
+    def clear_disk_faults(self, id: int | None = None, broker: int | None = None) -> int:
+        return self._call("DELETE", "/disk-faults", query={"id": id, "broker": broker})["cleared"]
+
     def elect_preferred_leaders(self) -> list[dict]:
         """Preferred-replica election; returns the partitions afterwards."""
         return self._call("POST", "/leaders/preferred")

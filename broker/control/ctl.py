@@ -99,6 +99,32 @@ def cmd_fault_clear(client: ControlClient, args: argparse.Namespace) -> str:
     return f"cleared {cleared} fault(s)"
 
 
+def _describe_disk_fault(f: dict) -> str:
+    delay = [f"after {f[k]} {k.split('_')[1]}" for k in ("after_bytes", "after_ops")
+             if f.get(k) is not None]
+    return f"broker {f['broker']} {f['operation']}: {f['errno']}" + \
+        (f" {' '.join(delay)}" if delay else "") + ", until cleared"
+
+
+def cmd_disk_fault_add(client: ControlClient, args: argparse.Namespace) -> str:
+    fault = client.add_disk_fault(args.broker, args.operation, args.errno,
+                                  after_bytes=args.after_bytes, after_ops=args.after_ops)
+    return f"disk fault {fault['id']} added: {_describe_disk_fault(fault)}"
+
+
+def cmd_disk_fault_list(client: ControlClient, args: argparse.Namespace) -> str:
+    rows = [[f["id"], f["broker"], f["operation"], f["errno"],
+             "-" if f.get("after_bytes") is None else f["after_bytes"],
+             "-" if f.get("after_ops") is None else f["after_ops"], f.get("hits", 0)]
+            for f in client.disk_faults()]
+    return table(rows, ["ID", "BROKER", "OPERATION", "ERRNO", "AFTER_BYTES", "AFTER_OPS", "HITS"])
+
+
+def cmd_disk_fault_clear(client: ControlClient, args: argparse.Namespace) -> str:
+    cleared = client.clear_disk_faults(id=args.id, broker=args.broker)
+    return f"cleared {cleared} disk fault(s)"
+
+
 def cmd_elect_leaders(client: ControlClient, args: argparse.Namespace) -> str:
     rows = [[p["topic"], p["partition"], p["leader"], p["replicas"][0], p["leader_epoch"]]
             for p in client.elect_preferred_leaders()]
@@ -192,6 +218,22 @@ def build_parser() -> argparse.ArgumentParser:
                      help="apply N times (default: until cleared)")
     leaf(fault, "list", cmd_fault_list, "list active faults")
     clear = leaf(fault, "clear", cmd_fault_clear, "clear one fault, a broker's, or all")
+    clear.add_argument("--id", type=int, metavar="N", help="only this fault")
+    clear.add_argument("--broker", type=int, metavar="ID", help="only this broker's faults")
+    disk = commands.add_parser(
+        "disk-fault", help="make a broker's log dir fail writes or fsyncs").add_subparsers(
+        dest="action", required=True, metavar="ACTION")
+    add = leaf(disk, "add", cmd_disk_fault_add,
+               "fail a broker's log-segment writes or fsyncs with an errno (the broker takes its "
+               "log dir offline and halts)")
+    add.add_argument("--broker", type=int, required=True, metavar="ID", help="broker id")
+    add.add_argument("--operation", required=True, choices=["write", "fsync"])
+    add.add_argument("--errno", required=True, metavar="NAME", help="ENOSPC, EIO, ...")
+    add.add_argument("--after-bytes", type=int, metavar="N",
+                     help="write N more bytes first (the write crossing N is partial)")
+    add.add_argument("--after-ops", type=int, metavar="N", help="let N more calls succeed first")
+    leaf(disk, "list", cmd_disk_fault_list, "list armed disk faults")
+    clear = leaf(disk, "clear", cmd_disk_fault_clear, "clear one disk fault, a broker's, or all")
     clear.add_argument("--id", type=int, metavar="N", help="only this fault")
     clear.add_argument("--broker", type=int, metavar="ID", help="only this broker's faults")
     leaf(commands, "elect-leaders", cmd_elect_leaders,

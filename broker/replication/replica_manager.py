@@ -36,6 +36,7 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.records import decompression_limit
 from storage.log import DECODE_OFF_LOOP_BYTES, Log, check_compacted_records, decode_off_loop
 from storage.log_config import LogConfig
+from storage.log_dir_failure_channel import KafkaStorageError
 from storage.log_manager import LogManager
 from storage.segment import first_record_at_or_after
 from timer import Clock, SystemTimer
@@ -91,6 +92,7 @@ class ReplicaManager:
         self._leader_endpoint = leader_endpoint
         self._parked: set[DelayedFetch | DelayedProduce] = set()
         self._replication_paused = False
+        self.offline_partitions: set[tuple[str, int]] = set()  # Kafka's HostedPartition.Offline
 
     # -- the controller's decisions ---------------------------------------------------------
 
@@ -111,6 +113,9 @@ class ReplicaManager:
         errors: dict[tuple[str, int], ErrorCode] = {}
         for state in states:
             key = (state.topic, state.partition)
+            if key in self.offline_partitions:
+                errors[key] = ErrorCode.KAFKA_STORAGE_ERROR  # its log dir failed: not hosted here
+                continue
             current = self.partitions.get(key)
             if current is not None and state.leader_epoch < current.leader_epoch:
                 errors[key] = ErrorCode.STALE_CONTROLLER_EPOCH  # an older decision: ignore it
@@ -136,6 +141,18 @@ class ReplicaManager:
                 self._complete_delayed(key)
             if delete:
                 self.log_manager.delete_log(*key)
+
+    def handle_log_dir_failure(self, log_dir: str) -> list[tuple[str, int]]:
+        """The partitions whose logs are in the failed `log_dir` go offline on this broker: their
+        fetchers stop, parked requests on them answer now, and every later request for them gets
+        KAFKA_STORAGE_ERROR. Returns them."""
+        keys = [k for k, p in self.partitions.items() if p.log.log_dir == log_dir]
+        for key in keys:
+            self._remove_from_fetcher(key)
+            del self.partitions[key]
+            self.offline_partitions.add(key)
+            self._complete_delayed(key)
+        return keys
 
     def _fetched_keys(self) -> set[tuple[str, int]]:
         return {k for f in self.fetchers.values() for k in f.partitions}
@@ -173,6 +190,8 @@ class ReplicaManager:
     def leader_partition(self, topic: str, index: int) -> Partition:
         partition = self.partitions.get((topic, index))
         if partition is None:
+            if (topic, index) in self.offline_partitions:
+                raise KafkaStorageError(f"partition {topic}-{index} is on an offline log dir")
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if not partition.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -234,6 +253,8 @@ class ReplicaManager:
 
     def _check_replicated(self, key: tuple[str, int], status: ProducePartitionStatus) -> ErrorCode | None:
         partition = self.partitions.get(key)
+        if partition is None and key in self.offline_partitions:
+            return ErrorCode.KAFKA_STORAGE_ERROR
         if partition is None or not partition.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if partition.high_watermark >= status.required_offset:

@@ -9,6 +9,7 @@ process shows the whole cluster as ZooKeeper has it and acts on this broker alon
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 
 import structlog
@@ -60,6 +61,8 @@ class BrokerProcess:
         self.clock = clock or MonotonicClock()
         self.context: ZooKeeperContext | None = None
         self.broker: KafkaServer | None = None
+        # Set when the broker halted on a failed log dir: the process then exits non-zero.
+        self.halted = asyncio.Event()
 
     @property
     def faults(self) -> FaultInjector:
@@ -74,6 +77,7 @@ class BrokerProcess:
     async def start(self) -> None:
         self.store.start()
         self.context = ZooKeeperContext(self.config, self.store, self.clock)
+        self.context.on_broker_halt = lambda _: self.halted.set()
         self.context.reaper.start()
         await self.start_broker(self.broker_id)
         log.info("broker process started", broker_id=self.broker_id,
@@ -180,6 +184,20 @@ class BrokerProcess:
             raise ValueError("this broker is not the controller: use the controller's control API "
                              "(kafka-sim ctl brokers shows which one it is)")
         await broker.controller.elect_preferred_leaders()
+
+    def add_disk_fault(self, broker_id: int, operation: str, errno: int | str, *,
+                       after_bytes: int | None = None, after_ops: int | None = None) -> dict:
+        self._this(broker_id)
+        assert self.context is not None
+        fault = self.context.disk_faults_for(broker_id).add(
+            operation, errno, after_bytes=after_bytes, after_ops=after_ops)
+        return {"broker": broker_id, **fault.to_dict()}
+
+    def disk_faults(self) -> list[dict]:
+        return self.context.list_disk_faults() if self.context is not None else []
+
+    def clear_disk_faults(self, fault_id: int | None = None, broker_id: int | None = None) -> int:
+        return self.context.clear_disk_faults(fault_id, broker_id) if self.context else 0
 
     def pause_replication(self, broker_id: int) -> None:
         self._this(broker_id).replica_manager.pause_replication()

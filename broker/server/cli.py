@@ -68,7 +68,13 @@ async def _run(config, num_brokers: int) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        # A multi-process broker that halted on a failed log dir ends its process (Kafka's
+        # Exit.halt); in the embedded cluster the others go on and the halted one can be started.
+        halted: asyncio.Event | None = getattr(cluster, "halted", None)
+        waits = [asyncio.ensure_future(e.wait()) for e in (stop, halted) if e is not None]
+        _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
     except BaseException:
         await _stop(control, cluster)
         raise
@@ -77,6 +83,12 @@ async def _run(config, num_brokers: int) -> None:
     except Exception as exc:  # the cluster ran: a failure now is no start-up error
         structlog.get_logger("kafka_sim.cli").exception("stopping failed")
         raise ShutdownError(f"{type(exc).__name__}: {exc}") from exc
+    if halted is not None and halted.is_set():
+        raise BrokerHalted()
+
+
+class BrokerHalted(Exception):
+    """The broker halted (its log dir failed; the broker logged why): exit 1, as Kafka's halt."""
 
 
 class ShutdownError(Exception):
@@ -143,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except ShutdownError as exc:
         print(f"kafka-sim: stopped with an error: {exc}", file=sys.stderr)
+        return 1
+    except BrokerHalted:
         return 1
     return 0
 

@@ -173,6 +173,19 @@ class Cluster:
             raise ValueError("there is no controller right now")
         await controller.elect_preferred_leaders()
 
+    def add_disk_fault(self, broker_id: int, operation: str, errno: int | str, *,
+                       after_bytes: int | None = None, after_ops: int | None = None) -> dict:
+        self.broker(broker_id)
+        fault = self.context.disk_faults_for(broker_id).add(
+            operation, errno, after_bytes=after_bytes, after_ops=after_ops)
+        return {"broker": broker_id, **fault.to_dict()}
+
+    def disk_faults(self) -> list[dict]:
+        return self.context.list_disk_faults()
+
+    def clear_disk_faults(self, fault_id: int | None = None, broker_id: int | None = None) -> int:
+        return self.context.clear_disk_faults(fault_id, broker_id)
+
     def pause_replication(self, broker_id: int) -> None:
         self.broker(broker_id).replica_manager.pause_replication()
 

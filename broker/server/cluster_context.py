@@ -4,7 +4,9 @@ channel that delivers the controller's requests to them by direct calls."""
 from __future__ import annotations
 
 import base64
+import itertools
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from broker.config import BrokerConfig
@@ -12,6 +14,7 @@ from broker.control.faults import FaultInjector
 from broker.metadata import zk_paths as paths
 from broker.metadata.store import MetadataStore, NodeExistsError
 from broker.replication.leader_endpoint import InProcessLeaderEndpoint, LeaderEndpoint
+from storage.disk_faults import DiskFaults
 from timer import Clock, ExpiredOperationReaper, SystemTimer
 
 if TYPE_CHECKING:
@@ -51,6 +54,12 @@ class ClusterContext:
         self.reaper = ExpiredOperationReaper(self.timer, clock)
         self.running_brokers: dict[int, RunningBroker] = {}
         self.faults = FaultInjector()
+        # Per broker id, so that an armed disk fault outlives the broker it halted (a disk stays
+        # full across a restart until someone frees it).
+        self.disk_faults: dict[int, DiskFaults] = {}
+        self._disk_fault_ids = itertools.count(1)
+        # Called with a broker's id when it halted on a failed log dir (Kafka's Exit.halt).
+        self.on_broker_halt: Callable[[int], None] | None = None
         self.controller_channel = InProcessControllerChannel(self)
         for root in paths.PERSISTENT_ROOTS:
             store.ensure_path(root)
@@ -69,6 +78,21 @@ class ClusterContext:
             except NodeExistsError:
                 return self.store.get_json(paths.CLUSTER_ID)[0]["id"]
             return cluster_id
+
+    def disk_faults_for(self, broker_id: int) -> DiskFaults:
+        """The faults armed on broker `broker_id`'s log dir (its LogManager's segments consult them)."""
+        disk = self.disk_faults.get(broker_id)
+        if disk is None:
+            disk = self.disk_faults[broker_id] = DiskFaults(self._disk_fault_ids)
+        return disk
+
+    def list_disk_faults(self) -> list[dict]:
+        return [{"broker": broker_id, **fault.to_dict()}
+                for broker_id, disk in sorted(self.disk_faults.items()) for fault in disk.list()]
+
+    def clear_disk_faults(self, fault_id: int | None = None, broker_id: int | None = None) -> int:
+        return sum(disk.clear(fault_id) for b, disk in self.disk_faults.items()
+                   if broker_id is None or b == broker_id)
 
     def running(self, broker_id: int) -> RunningBroker | None:
         return self.running_brokers.get(broker_id)

@@ -43,6 +43,7 @@ from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
 from broker.server.worker_steps import run_steps_in_worker
 from protocol.errors import ErrorCode, KafkaError
+from storage.log_dir_failure_channel import LogDirFailureChannel, OfflineLogDir
 from storage.log_manager import LogManager
 from timer import FunctionTimerTask
 
@@ -69,9 +70,13 @@ class KafkaServer:
         self.store = context.store
         self.cluster_id = context.cluster_id
         config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir_failure_channel = LogDirFailureChannel()
+        self.log_dir_failure_channel.add_listener(self._on_log_dir_offline)
         self.log_manager = LogManager(
             config.data_dir, config.log_config(), now_ms=wall_clock_ms,
-            producer_id_expiration_ms=config["producer.id.expiration.ms"])
+            producer_id_expiration_ms=config["producer.id.expiration.ms"],
+            disk=context.disk_faults_for(self.broker_id),
+            failure_channel=self.log_dir_failure_channel)
         self.metadata_cache = MetadataCache()
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, context.timer, context.clock,
@@ -107,6 +112,9 @@ class KafkaServer:
         self.addresses: dict[str, tuple[str, int]] = {
             x.name: (x.host, x.port) for x in config.listeners}
         self.running = False
+        self.halted = False
+        self._halt_task: asyncio.Future | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def address(self) -> tuple[str, int]:
@@ -133,6 +141,7 @@ class KafkaServer:
     # -- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         self.log_manager.load()
         for problem in self.log_manager.load_problems:
             log.warning("checkpoint row skipped", broker_id=self.broker_id, problem=problem)
@@ -191,6 +200,35 @@ class KafkaServer:
         await self._close_connections()
         self.log_manager.shutdown()
         log.info("broker stopped", broker_id=self.broker_id)
+
+    # -- a failed log dir (Kafka's ReplicaManager.handleLogDirFailure) ---------------------------
+
+    def _on_log_dir_offline(self, offline: OfflineLogDir) -> None:
+        """The failure channel's listener: it runs inside the failing log call (possibly in a
+        worker thread), so the handling is only scheduled here."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._schedule_log_dir_failure, offline)
+
+    def _schedule_log_dir_failure(self, offline: OfflineLogDir) -> None:
+        # Not among the background tasks: stop() cancels those, and this one calls stop().
+        if self._halt_task is None:
+            self._halt_task = asyncio.ensure_future(self._handle_log_dir_failure(offline))
+
+    async def _handle_log_dir_failure(self, offline: OfflineLogDir) -> None:
+        """Its partitions go offline here (fetchers stop, requests get KAFKA_STORAGE_ERROR, its
+        logs are forgotten unflushed); this broker has one log dir, so then it halts as Kafka
+        does when the last one failed: a crash for the cluster, no controlled shutdown, nothing
+        more written there, and the next start recovers the logs."""
+        if not self.running:
+            return
+        partitions = self.replica_manager.handle_log_dir_failure(offline.path)
+        self.log_manager.handle_log_dir_failure(offline.path)
+        log.error("Shutdown broker because all log dirs in " + offline.path + " have failed",
+                  broker_id=self.broker_id, reason=offline.reason, partitions=len(partitions))
+        self.halted = True
+        await self.stop()
+        if self.context.on_broker_halt is not None:
+            self.context.on_broker_halt(self.broker_id)
 
     async def _close_connections(self) -> None:
         if not self._connections:
