@@ -1,0 +1,61 @@
+"""A failing disk in a multi-process cluster (real ZooKeeper): the leader process's log dir fails a
+write halfway (ENOSPC) during an idempotent acks=all stream; the broker halts, as Kafka does when
+its last log dir failed, and its process exits 1 after one log line saying so; leadership moves,
+nothing acknowledged is lost or duplicated, and the restarted process recovers and rejoins."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cluster.client_producers import create_replicated_topic, produce_confluent
+from tests.harness import read_all
+from tests.process_cluster import ProcessCluster, wait_until
+
+pytestmark = pytest.mark.slow
+HALT_LINE = b"Shutdown broker because all log dirs in"
+
+
+@pytest.fixture
+def cluster(zk_connect, tmp_path):
+    c = ProcessCluster(zk_connect, tmp_path)
+    c.start()
+    for i in c.ids:  # every broker knows every other one
+        wait_until(lambda i=i: len([b for b in c.brokers(i) if b["alive"]]) == 3,
+                   f"broker {i} to see three brokers")
+    yield c
+    c.stop()
+
+
+def state(cluster: ProcessCluster, topic: str, via: int) -> dict:
+    return next(p for p in cluster.partitions(topic, via) if p["partition"] == 0)
+
+
+def test_a_leader_process_whose_disk_fails_exits_and_nothing_acknowledged_is_lost(cluster):
+    topic = "disk-fault-mp"
+    create_replicated_topic(cluster.bootstrap, topic)
+    wait_until(lambda: len(state(cluster, topic, 0)["isr"]) == 3, "a full ISR")
+    failed: list[int] = []
+
+    def on_sent(i: int) -> None:
+        if i == 40:  # the leader's next append writes 30 bytes of its batch, then the disk is full
+            leader = state(cluster, topic, 0)["leader"]
+            failed.append(leader)
+            fault = cluster.control(leader, "/disk-faults", "POST", {
+                "broker": leader, "operation": "write", "errno": "ENOSPC", "after_bytes": 30})
+            assert fault["errno"] == "ENOSPC"
+
+    acked = produce_confluent(cluster.bootstrap, topic, on_sent, 100, idempotent=True)
+    assert len(acked) == 100
+    process = cluster.processes[failed[0]]
+    assert process.wait(30) == 1
+    log_text = (cluster.root / f"broker-{failed[0]}.log").read_bytes()
+    assert log_text.count(HALT_LINE) == 1
+    survivor = next(i for i in cluster.ids if i != failed[0])
+    wait_until(lambda: state(cluster, topic, survivor)["leader"] not in (-1, failed[0]),
+               "a new leader")
+    assert read_all(f"127.0.0.1:{cluster.ports[survivor]}", topic) == acked
+
+    cluster.start(failed[0])  # a new process: recovers the log, truncates, catches up, rejoins
+    wait_until(lambda: failed[0] in state(cluster, topic, survivor)["isr"],
+               "the restarted broker back in the ISR")
+    assert read_all(cluster.bootstrap, topic) == acked
