@@ -38,7 +38,7 @@ from storage.checkpoint import fsync_dir
 from storage.disk_faults import DiskFaults
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_config import INT_MAX, LONG_MAX, LogConfig
-from storage.log_dir_failure_channel import LogDirFailureChannel
+from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel
 from storage.log_info import FetchDataInfo, LogAppendInfo
 from storage.log_loader import load_segments, new_segment
 from storage.naming import log_file
@@ -72,7 +72,9 @@ def _handling_io_errors(
     def wrap(method: Callable[Concatenate[Log, P], R]) -> Callable[Concatenate[Log, P], R]:
         @functools.wraps(method)
         def run(self: Log, *args: P.args, **kwargs: P.kwargs) -> R:
-            self.failure_channel.check_online(self.log_dir, f"{what} {self.directory.name}")
+            if self.failure_channel.is_offline(self.log_dir):
+                raise KafkaStorageError(f"Error while {what} {self.directory.name}: "
+                                        f"log dir {self.log_dir} is offline")
             try:
                 return method(self, *args, **kwargs)
             except OSError as exc:

@@ -152,8 +152,12 @@ class LogManager:
         if self.failure_channel.is_offline(str(self.data_dir)):
             return  # an offline dir is never written again (its logs are already forgotten)
         with self._checkpoint_lock:
-            for file, offsets in snapshot:
-                file.write(offsets)
+            try:
+                for file, offsets in snapshot:
+                    file.write(offsets)
+            except OSError as exc:  # as a failed log write: the dir goes offline
+                raise self.failure_channel.storage_error(
+                    str(self.data_dir), "writing checkpoint files", exc) from exc
 
     def cleanup(self) -> int:
         """Retention on every log; returns the number of segments deleted."""

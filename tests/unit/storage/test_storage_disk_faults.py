@@ -199,3 +199,14 @@ def test_the_log_manager_forgets_an_offline_dir_without_writing_to_it(tmp_path: 
     assert {k: log.log_end_offset for k, log in again.all_logs().items()} == {("t", 0): 3,
                                                                               ("t", 1): 3}
     again.shutdown()
+
+
+def test_a_checkpoint_that_cannot_be_written_takes_the_dir_offline(tmp_path: Path) -> None:
+    channel = LogDirFailureChannel()
+    manager = LogManager(tmp_path, LogConfig(), now_ms=now, failure_channel=channel)
+    manager.load()
+    manager.create_log("t", 0).append_as_leader(batch(), leader_epoch=0)
+    (tmp_path / "recovery-point-offset-checkpoint.tmp").mkdir()  # the temp file cannot be made
+    with pytest.raises(KafkaStorageError, match="writing checkpoint files"):
+        manager.checkpoint()
+    assert channel.is_offline(str(tmp_path))
