@@ -7,11 +7,18 @@ Restarted, the old leader's recovery cuts the torn tail, it rejoins the ISR and 
 from __future__ import annotations
 
 import asyncio
+import os
+import re
+import shlex
+import subprocess
 from pathlib import Path
+
+from kafka.admin import KafkaAdminClient, NewTopic
 
 from broker.control.control_client import ControlClient
 from protocol.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD
 from tests.cluster.client_producers import create_replicated_topic, produce_confluent
+from tests.cluster.test_readme_ctl_block import KAFKA_SIM, SECTION, readme_section
 from tests.harness import read_all
 
 COUNT, FAIL_AT = 80, 40
@@ -79,3 +86,47 @@ def test_a_leader_whose_disk_fails_halts_and_nothing_acknowledged_is_lost(broker
 
     logs = cluster.call(replica_bytes)
     assert logs[0] == logs[1] == logs[2] and logs[0]
+
+
+def readme_disk_fault_block() -> list[tuple[str, list[str]]]:
+    """The `sh` block of the README's control API section that arms disk faults."""
+    blocks = re.findall(r"```sh\n(.*?)```", readme_section(SECTION), re.S)
+    found = [b for b in blocks if "disk-fault" in b]
+    assert len(found) == 1, "the README should show the disk-fault commands in one block"
+    return [(line, shlex.split(line, comments=True))
+            for line in found[0].splitlines() if line.strip()]
+
+
+def test_the_readme_disk_fault_lines_run_as_written(broker_factory, tmp_path):
+    """Each line through the real `kafka-sim ctl`, against a cluster where broker 0 leads."""
+    cluster = broker_factory(brokers=3, control=True)
+    control = ControlClient(cluster.control.url)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    admin.create_topics([NewTopic("greetings", -1, -1, replica_assignments={0: [0, 1, 2]})])
+    admin.close()
+    root = str(Path(__file__).resolve().parents[2])  # the code under test, also in a worktree
+    env = {**os.environ, "KAFKA_SIM_CONTROL_URL": cluster.control.url,
+           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    [(add_line, add), (_, listing), (_, clear)] = readme_disk_fault_block()
+
+    def ctl(argv: list[str]) -> str:
+        done = subprocess.run([str(KAFKA_SIM), *argv[1:]], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, f"{argv}: {done.stdout}{done.stderr}"
+        return done.stdout
+
+    assert add[2:4] == ["disk-fault", "add"] and "--broker" in add
+    assert ctl(add) == ("disk fault 1 added: broker 0 write: ENOSPC after 100 bytes, "
+                        "until cleared\n")
+    # Each record is a batch of about 70 bytes: broker 0's second append is partial, it answers
+    # KAFKA_STORAGE_ERROR and halts; the producer retries on the new leader.
+    acked = produce_confluent(cluster.bootstrap, "greetings", lambda i: None, 3,
+                              idempotent=True)
+    assert len(acked) == 3 and not control.brokers()[0]["alive"]
+    [row] = [line.split() for line in ctl(listing).splitlines()[1:]]
+    assert row[:4] == ["1", "0", "write", "ENOSPC"] and row[4] == "0" and int(row[6]) >= 1
+    assert ctl(clear) == "cleared 1 disk fault(s)\n"
+    assert ctl(clear) == "cleared 0 disk fault(s)\n"
+    control.start_broker(0)
+    assert control.brokers()[0]["alive"]
+    assert read_all(cluster.bootstrap, "greetings") == acked
