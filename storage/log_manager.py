@@ -17,7 +17,7 @@ from storage.disk_faults import DiskFaults
 from storage.log import Log
 from storage.log_cleaner import LogCleaner
 from storage.log_config import LogConfig
-from storage.log_dir_failure_channel import LogDirFailureChannel
+from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel
 from storage.naming import (
     CLEAN_SHUTDOWN_FILE,
     HIGH_WATERMARK_CHECKPOINT,
@@ -196,8 +196,12 @@ class LogManager:
         """Flush, checkpoint, close, then leave the clean-shutdown marker for the next start."""
         if self.failure_channel.is_offline(str(self.data_dir)):
             return  # not clean: handle_log_dir_failure closed the logs, the next start recovers
-        self.flush_all()
-        self.checkpoint()
+        try:
+            self.flush_all()
+            self.checkpoint()
+        except KafkaStorageError:  # the dir failed now: stop as after any failure there
+            self.handle_log_dir_failure(str(self.data_dir))
+            return
         for log in self._logs.values():
             log.close()
         self._logs.clear()

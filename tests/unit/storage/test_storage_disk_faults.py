@@ -210,3 +210,14 @@ def test_a_checkpoint_that_cannot_be_written_takes_the_dir_offline(tmp_path: Pat
     with pytest.raises(KafkaStorageError, match="writing checkpoint files"):
         manager.checkpoint()
     assert channel.is_offline(str(tmp_path))
+
+
+def test_a_flush_failing_at_shutdown_leaves_the_logs_for_recovery(tmp_path: Path) -> None:
+    disk, channel = DiskFaults(), LogDirFailureChannel()
+    manager = LogManager(tmp_path, LogConfig(), now_ms=now, disk=disk, failure_channel=channel)
+    manager.load()
+    manager.create_log("t", 0).append_as_leader(batch(), leader_epoch=0)
+    disk.add("fsync", "EIO")
+    manager.shutdown()  # no exception: the dir goes offline, nothing more is written
+    assert channel.is_offline(str(tmp_path)) and manager.all_logs() == {}
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
