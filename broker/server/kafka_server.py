@@ -112,7 +112,6 @@ class KafkaServer:
         self.addresses: dict[str, tuple[str, int]] = {
             x.name: (x.host, x.port) for x in config.listeners}
         self.running = False
-        self.halted = False
         self._halt_task: asyncio.Future | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -223,9 +222,8 @@ class KafkaServer:
             return
         partitions = self.replica_manager.handle_log_dir_failure(offline.path)
         self.log_manager.handle_log_dir_failure(offline.path)
-        log.error("Shutdown broker because all log dirs in " + offline.path + " have failed",
+        log.error(f"Shutdown broker because all log dirs in {offline.path} have failed",
                   broker_id=self.broker_id, reason=offline.reason, partitions=len(partitions))
-        self.halted = True
         await self.stop()
         if self.context.on_broker_halt is not None:
             self.context.on_broker_halt(self.broker_id)
