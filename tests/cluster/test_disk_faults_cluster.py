@@ -1,8 +1,9 @@
-"""A failing disk under real clients: a 3-broker cluster, RF=3, idempotent acks=all produce with
-confluent-kafka while the partition leader's log dir fails a write halfway (EIO: the truncation
-back fails too, so torn bytes stay on its disk). The leader answers KAFKA_STORAGE_ERROR, takes the
-dir offline and halts; leadership moves; every acknowledged record is read back exactly once.
-Restarted, the old leader's recovery cuts the torn tail, it rejoins the ISR and holds the same log."""
+"""A failing disk under real clients: a 3-broker cluster, RF=3, idempotent acks=all produce
+(confluent-kafka, kafka-python) while the partition leader's log dir fails a write halfway (EIO:
+the truncation back fails too, so torn bytes stay on its disk). The leader answers
+KAFKA_STORAGE_ERROR, takes the dir offline and halts; leadership moves; every acknowledged record
+is read back exactly once. Restarted, the old leader's recovery cuts the torn tail, it rejoins the
+ISR and holds the same log. The README's disk-fault lines run as written."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ import shlex
 import subprocess
 from pathlib import Path
 
+import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from broker.control.control_client import ControlClient
 from protocol.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD
-from tests.cluster.client_producers import create_replicated_topic, produce_confluent
+from tests.cluster.client_producers import PRODUCERS, create_replicated_topic, produce_confluent
 from tests.cluster.test_readme_ctl_block import KAFKA_SIM, SECTION, readme_section
 from tests.harness import read_all
 
@@ -36,10 +38,11 @@ def torn_bytes(segment: Path) -> int:
     return len(data) - pos
 
 
-def test_a_leader_whose_disk_fails_halts_and_nothing_acknowledged_is_lost(broker_factory):
+@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
+def test_a_leader_whose_disk_fails_halts_and_nothing_acknowledged_is_lost(broker_factory, client):
     cluster = broker_factory(brokers=3, control=True)
     control = ControlClient(cluster.control.url)
-    topic = "disk-fault"
+    topic = f"disk-fault-{client}"
     create_replicated_topic(cluster.bootstrap, topic)
     [before] = control.partitions(topic)
     old_leader = before["leader"]
@@ -50,7 +53,7 @@ def test_a_leader_whose_disk_fails_halts_and_nothing_acknowledged_is_lost(broker
             fault = control.add_disk_fault(old_leader, "write", "EIO", after_bytes=30)
             assert fault["broker"] == old_leader and fault["errno"] == "EIO"
 
-    acked = produce_confluent(cluster.bootstrap, topic, on_sent, COUNT, idempotent=True)
+    acked = PRODUCERS[client](cluster.bootstrap, topic, on_sent, COUNT, idempotent=True)
     assert len(acked) == COUNT
 
     [fault] = control.disk_faults()
