@@ -139,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(config["log.level"])
     from broker.control.control_api import RemoteBindRefused  # aiohttp: only for `run`
     from broker.metadata.store import MetadataStoreError
+    from broker.server.kafka_server import LogDirFailedAtStart
 
     try:
         _event_loop_runner()(_run(config, args.brokers or 3))
@@ -152,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except MetadataStoreError as exc:  # ZooKeeper unreachable
         print(f"kafka-sim: cannot start: {exc}", file=sys.stderr)
+        return 2
+    except LogDirFailedAtStart as exc:  # its message names the broker, the dir and the error
+        print(f"kafka-sim: {exc}", file=sys.stderr)
         return 2
     except ShutdownError as exc:
         print(f"kafka-sim: stopped with an error: {exc}", file=sys.stderr)

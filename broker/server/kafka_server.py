@@ -43,7 +43,7 @@ from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
 from broker.server.worker_steps import run_steps_in_worker
 from protocol.errors import ErrorCode, KafkaError
-from storage.log_dir_failure_channel import LogDirFailureChannel, OfflineLogDir
+from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel, OfflineLogDir
 from storage.log_manager import LogManager
 from timer import FunctionTimerTask
 
@@ -54,6 +54,11 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kafka_sim.broker")
 SHUTDOWN_GRACE_S = 5.0
 NEVER_MS = 2**62  # an interval this long (Kafka's Long.MAX defaults) means the job never runs
+
+
+class LogDirFailedAtStart(ValueError):
+    """The broker's only log dir failed while its logs were loaded: it does not start (a
+    ValueError: the control API answers it as a state conflict, the CLI as a start-up error)."""
 
 
 def wall_clock_ms() -> int:
@@ -141,7 +146,12 @@ class KafkaServer:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self.log_manager.load()
+        try:
+            self.log_manager.load()
+        except KafkaStorageError as exc:
+            self.log_manager.handle_log_dir_failure(str(self.config.data_dir))
+            raise LogDirFailedAtStart(f"broker {self.broker_id} cannot start: {exc.message}") \
+                from exc
         for problem in self.log_manager.load_problems:
             log.warning("checkpoint row skipped", broker_id=self.broker_id, problem=problem)
         for topic, partition in list(self.log_manager.all_logs()):

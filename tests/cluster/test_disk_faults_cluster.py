@@ -38,6 +38,7 @@ def torn_bytes(segment: Path) -> int:
     return len(data) - pos
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
 def test_a_leader_whose_disk_fails_halts_and_nothing_acknowledged_is_lost(broker_factory, client):
     cluster = broker_factory(brokers=3, control=True)

@@ -1,13 +1,16 @@
 """A failing disk under one broker, over raw TCP: the produce whose write fails partway is answered
 KAFKA_STORAGE_ERROR, a fetch parked on the partition answers at once with the same error, the
 broker halts without writing its clean-shutdown marker, and started again it serves everything it
-had acknowledged, with new appends going on at the right offsets."""
+had acknowledged, with new appends going on at the right offsets; while its disk still fails it
+does not start."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 from pathlib import Path
+
+import pytest
 
 from broker.server.cluster import Cluster
 from protocol.errors import ErrorCode
@@ -72,6 +75,44 @@ async def test_a_failed_write_answers_kafka_storage_error_and_halts_the_broker(t
             assert got, stored
             stored += got
         assert stored == [0, 1, 2]
+        await client.close()
+    finally:
+        await cluster.stop()
+
+
+async def test_a_broker_whose_disk_still_fails_does_not_start(tmp_path: Path):
+    """EIO leaves the torn bytes on disk; recovery cuts them at the next start and fsyncs the cut,
+    which a disk still failing fsyncs refuses: the broker does not start, and says why."""
+    cluster = Cluster(cluster_config(tmp_path / "data"), 1)
+    await cluster.start()
+    try:
+        broker = cluster.brokers[0]
+        await broker.metadata_cache.wait_for(lambda s: s.controller_id == 0, 30_000)
+        client = await RawClient.connect(broker.port)
+        await create_topic(client, "d")
+        assert (await produce(client, 0)).base_offset == 0
+        segment = tmp_path / "data" / "broker-0" / "d-0" / f"{0:020d}.log"
+        size = os.path.getsize(segment)
+        halted = asyncio.get_running_loop().create_future()
+        cluster.context.on_broker_halt = halted.set_result
+        cluster.add_disk_fault(0, "write", "EIO", after_bytes=20)
+        assert (await produce(client, 1)).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        await asyncio.wait_for(halted, 10)
+        await client.close()
+        assert os.path.getsize(segment) == size + 20  # EIO refused the truncation back too
+
+        cluster.add_disk_fault(0, "fsync", "EIO")
+        with pytest.raises(ValueError, match="broker 0 cannot start: Error while flushing log d-0"):
+            await cluster.start_broker(0)
+        assert not cluster.brokers[0].running
+        assert cluster.clear_disk_faults(broker_id=0) == 2
+        await cluster.start_broker(0)
+        assert os.path.getsize(segment) == size  # recovery cut the torn tail
+        broker = cluster.brokers[0]
+        await broker.metadata_cache.wait_for(
+            lambda s: (p := s.partitions.get(("d", 0))) is not None and p.leader == 0, 30_000)
+        client = await RawClient.connect(broker.port)
+        assert (await produce(client, 2)).base_offset == 1
         await client.close()
     finally:
         await cluster.stop()
