@@ -2,15 +2,18 @@
 nodes, conditional writes, one-shot watches); its method names follow kazoo's KazooClient.
 
 Invariants: every write is one transaction with one zxid; it is validated before anything changes,
-saved (persistent nodes only, atomically) and only then are the watches it triggered fired, each
-watch popped before any callback runs, so a callback that re-arms sees the next change, not this one.
+handed to the journal writer (the persistent nodes it changed, one record) and only then are the
+watches it triggered fired, each watch popped before any callback runs, so a callback that re-arms
+sees the next change, not this one. Reads see a write at once; `await flush()` waits until every
+write so far is fsynced (what a caller awaits before acknowledging a client).
 """
 
 from __future__ import annotations
 
-import base64
+import asyncio
+import contextlib
 import json
-import os
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
@@ -19,6 +22,7 @@ from typing import Any
 
 import structlog
 
+from broker.metadata.journal_writer import MIN_ROLL_BYTES, JournalWriter
 from broker.metadata.recipes import ChildrenWatch, DataWatch
 from broker.metadata.store import (
     BadVersionError,
@@ -34,10 +38,20 @@ from broker.metadata.store import (
     json_bytes,
 )
 from storage.checkpoint import fsync_dir
+from storage.metadata_image import (
+    JOURNAL,
+    SNAPSHOT,
+    CorruptMetadataError,
+    MetadataImage,
+    MetadataTxn,
+    PersistedNode,
+    load_image,
+    read_legacy_store,
+    write_snapshot,
+)
 
 log = structlog.get_logger("kafka_sim.metadata_store")
 
-FORMAT_VERSION = 1
 WriteOp = Callable[[int, list[WatchedEvent]], Any]  # (zxid, events) -> result; see _write
 
 
@@ -87,9 +101,14 @@ def _decode(data: bytes) -> Any:
 
 
 class EmbeddedMetadataStore:
-    """The tree, its sessions and watches; persistent nodes saved to `path` (JSON) when given."""
+    """The tree, its sessions and watches; persistent nodes kept in the folder `path` when given
+    (storage/metadata_image.py: a snapshot and a journal), written by one thread off the loop.
 
-    def __init__(self, path: Path | None = None) -> None:
+    `legacy_file`, a format-1 store (one JSON document), is converted into `path` and removed.
+    """
+
+    def __init__(self, path: Path | None = None, *, legacy_file: Path | None = None,
+                 min_roll_bytes: int = MIN_ROLL_BYTES) -> None:
         self.path = Path(path) if path is not None else None
         self._nodes: dict[str, _Node] = {"/": _Node(b"", 0, 0, 0)}
         self._zxid = 0
@@ -98,15 +117,24 @@ class EmbeddedMetadataStore:
         self._data_watches: dict[str, dict[Watcher, int]] = {}  # watcher -> registration seq
         self._child_watches: dict[str, dict[Watcher, int]] = {}
         self._watch_seq = 0
-        if self.path is not None and self.path.exists():
-            self._load(self.path)
+        self._dirty: set[str] = set()  # persistent paths the transaction being applied changed
+        # What the writer thread has made durable; the lock guards these and the waiters.
+        self._lock = threading.Lock()
+        self._submitted = self._durable = 0
+        self._write_error: BaseException | None = None
+        self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._writer: JournalWriter | None = None
+        self._closed = False
+        if self.path is not None:
+            self._open(self.path, legacy_file, min_roll_bytes)
 
     # --- sessions ---
 
     def create_session(self) -> int:
+        self._check_open()
         self._last_session += 1
         self._sessions[self._last_session] = set()
-        self._save()
+        self._journal(MetadataTxn(self._zxid, self._last_session))
         return self._last_session
 
     def close_session(self, session_id: int) -> None:
@@ -163,6 +191,37 @@ class EmbeddedMetadataStore:
 
     def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
         self._write(partial(self._delete, path, version, recursive))
+
+    # --- durability ---
+
+    async def flush(self) -> None:
+        """Wait until every write made so far is fsynced in the journal (at once without a path).
+        Raises MetadataStoreError when the journal could not be written."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._write_error is not None:
+                raise _journal_failed(self._write_error)
+            if self._durable >= self._submitted:
+                return
+            future: asyncio.Future[None] = loop.create_future()
+            self._waiters.append((self._submitted, loop, future))
+        await future
+
+    def close(self) -> None:
+        """Write everything queued and stop the writer thread; later writes raise."""
+        self._closed = True
+        if self._writer is not None:
+            self._writer.close()
+
+    def _on_durable(self, seq: int, error: BaseException | None) -> None:
+        """From the writer thread: records up to `seq` are fsynced (or `error` stopped it)."""
+        with self._lock:
+            self._durable, self._write_error = seq, error
+            ready = [w for w in self._waiters if w[0] <= seq or error is not None]
+            self._waiters = [w for w in self._waiters if w[0] > seq and error is None]
+        for _, loop, future in ready:
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(_resolve, future, error)
 
     # --- recipes: multi-op transactions, and the persistent watches of broker/metadata/recipes.py ---
 
@@ -245,6 +304,8 @@ class EmbeddedMetadataStore:
         self._nodes[path] = _Node(data, zxid, zxid, zxid, ephemeral_owner=owner)
         if owner:
             self._sessions[owner].add(path)
+        else:
+            self._dirty.add(path)
         self._link(path, True, zxid, events)
 
     def _set(self, path: str, data: bytes, version: int, zxid: int,
@@ -252,6 +313,8 @@ class EmbeddedMetadataStore:
         _check_bytes(data)
         node = self._check_version(path, version)
         node.data, node.version, node.mzxid = data, node.version + 1, zxid
+        if not node.ephemeral_owner:
+            self._dirty.add(path)
         events.append(WatchedEvent("CHANGED", path))
         return node.stat()
 
@@ -279,6 +342,8 @@ class EmbeddedMetadataStore:
         node = self._nodes.pop(path)
         if node.ephemeral_owner:
             self._sessions.get(node.ephemeral_owner, set()).discard(path)
+        else:
+            self._dirty.add(path)
         self._link(path, False, zxid, events)
 
     def _link(self, path: str, created: bool, zxid: int, events: list[WatchedEvent]) -> None:
@@ -287,6 +352,7 @@ class EmbeddedMetadataStore:
         parent = self._nodes[parent_path]
         (parent.children.add if created else parent.children.discard)(name)
         parent.cversion, parent.pzxid = parent.cversion + 1, zxid
+        self._dirty.add(parent_path)  # an ephemeral has no children: the parent is persistent
         events += [WatchedEvent("CREATED" if created else "DELETED", path),
                    WatchedEvent("CHILD", parent_path)]
 
@@ -294,7 +360,9 @@ class EmbeddedMetadataStore:
 
     def _write(self, *ops: WriteOp) -> list[Any]:
         """Run ops as one transaction: all applied with one zxid, or (on any error) none."""
+        self._check_open()
         zxid, events = self._zxid + 1, []
+        self._dirty.clear()
         saved = None
         if len(ops) > 1:  # a single op validates before it mutates; only multi-ops roll back
             saved = {p: n.copy() for p, n in self._nodes.items()}, {
@@ -304,6 +372,7 @@ class EmbeddedMetadataStore:
         except BaseException:
             if saved is not None:
                 self._nodes, self._sessions = saved
+            self._dirty.clear()
             raise
         self._commit(zxid, events)
         return results
@@ -315,7 +384,7 @@ class EmbeddedMetadataStore:
 
     def _commit(self, zxid: int, events: list[WatchedEvent]) -> None:
         self._zxid = zxid
-        self._save()
+        self._journal_changes(zxid)
         triggered: list[tuple[Watcher, WatchedEvent]] = []
         for event in events:  # pop every watch before running any callback
             watchers: dict[Watcher, int] = {}
@@ -332,40 +401,82 @@ class EmbeddedMetadataStore:
 
     # --- persistence ---
 
-    def _save(self) -> None:
-        if self.path is None:
-            return
-        nodes = {
-            path: {"data": base64.b64encode(n.data).decode(), "czxid": n.czxid, "mzxid": n.mzxid,
-                   "pzxid": n.pzxid, "version": n.version, "cversion": n.cversion}
-            for path, n in self._nodes.items() if not n.ephemeral_owner
-        }
-        doc = {"format": FORMAT_VERSION, "zxid": self._zxid, "last_session": self._last_session,
-               "nodes": nodes}
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(doc, f, separators=(",", ":"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fsync_dir(self.path.parent)
+    def _journal_changes(self, zxid: int) -> None:
+        """Hand the transaction's persistent nodes (written whole) and deletions to the writer."""
+        nodes, deleted = {}, []
+        for path in self._dirty:
+            node = self._nodes.get(path)
+            if node is None or node.ephemeral_owner:  # gone, or now an ephemeral (not persisted)
+                deleted.append(path)
+            else:
+                nodes[path] = PersistedNode(node.data, node.czxid, node.mzxid, node.pzxid,
+                                            node.version, node.cversion)
+        self._dirty.clear()
+        self._journal(MetadataTxn(zxid, self._last_session, nodes, tuple(sorted(deleted))))
 
-    def _load(self, path: Path) -> None:
+    def _check_open(self) -> None:
+        if self._closed:
+            raise MetadataStoreError("the metadata store is closed")
+
+    def _journal(self, txn: MetadataTxn) -> None:
+        if self._writer is not None:
+            self._submitted = self._writer.submit(txn)
+
+    def _open(self, directory: Path, legacy_file: Path | None, min_roll_bytes: int) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-            if doc.get("format") != FORMAT_VERSION:
-                raise ValueError(f"unknown format {doc.get('format')!r}")
-            self._zxid, self._last_session = int(doc["zxid"]), int(doc["last_session"])
-            for node_path in sorted(doc["nodes"]):  # a parent sorts before its children
-                n = doc["nodes"][node_path]
-                node = _Node(base64.b64decode(n["data"]), n["czxid"], n["mzxid"], n["pzxid"],
-                             n["version"], n["cversion"])
-                if node_path != "/":
-                    self._nodes[_parent(_validate(node_path))].children.add(
-                        node_path.rsplit("/", 1)[1])
-                self._nodes[node_path] = node
-        except (ValueError, KeyError, TypeError) as exc:
-            raise MetadataStoreError(f"corrupt metadata file {path}: {exc!r}") from exc
+            if legacy_file is not None and legacy_file.exists():
+                self._convert(legacy_file, directory)
+            loaded = load_image(directory, repair=True)
+        except CorruptMetadataError as exc:
+            raise MetadataStoreError(f"{exc} (restore {directory} from a backup, or move it "
+                                     "away to start an empty cluster)") from exc
+        if loaded.torn_bytes:
+            log.warning("metadata journal had a torn tail (a crash during a write): dropped it",
+                        path=str(directory / JOURNAL), bytes=loaded.torn_bytes)
+        self._install(loaded.image)
+        self._writer = JournalWriter(directory, loaded, self._on_durable,
+                                     min_roll_bytes=min_roll_bytes)
+
+    def _install(self, image: MetadataImage) -> None:
+        self._zxid, self._last_session = image.zxid, image.last_session
+        for node_path in sorted(image.nodes):  # a parent sorts before its children
+            n = image.nodes[node_path]
+            node = _Node(n.data, n.czxid, n.mzxid, n.pzxid, n.version, n.cversion)
+            if node_path != "/":
+                parent = self._nodes.get(_parent(_validate(node_path)))
+                if parent is None:
+                    raise MetadataStoreError(f"metadata node {node_path} has no parent on disk")
+                parent.children.add(node_path.rsplit("/", 1)[1])
+            self._nodes[node_path] = node
+
+    @staticmethod
+    def _convert(legacy_file: Path, directory: Path) -> None:
+        """Write a format-1 store as the snapshot, once (a crash before the file is removed leaves
+        a snapshot, and the file is then only removed)."""
+        if not (directory / SNAPSHOT).exists():
+            if (directory / JOURNAL).exists() and (directory / JOURNAL).stat().st_size:
+                raise MetadataStoreError(
+                    f"both {legacy_file} (format 1) and the journal in {directory} exist: "
+                    "move away the one that is not current")
+            write_snapshot(directory, read_legacy_store(legacy_file))
+            log.warning("metadata store converted to a snapshot and a journal",
+                        old=str(legacy_file), new=str(directory))
+        legacy_file.unlink()
+        fsync_dir(legacy_file.parent)
+
+
+def _journal_failed(error: BaseException) -> MetadataStoreError:
+    return MetadataStoreError(f"the metadata journal could not be written ({error!r}); changes "
+                              "since are in memory only: fix the disk and restart")
+
+
+def _resolve(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if not future.done():
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(_journal_failed(error))
 
 
 def _check_bytes(data: object) -> None:

@@ -97,6 +97,11 @@ class MetadataStore(Protocol):
 
     def delete(self, path: str, version: int = -1, recursive: bool = False) -> None: ...
 
+    async def flush(self) -> None:
+        """Return once every write made so far survives a crash. Writes are visible to reads at
+        once but may reach the disk later: whoever acknowledges a client after a write (topics
+        created, configs altered, a producer id block claimed) awaits this first."""
+
     def remove_watch(self, path: str, watch: Watcher) -> None: ...
 
     def add_session_listener(self, listener: Callable[[str], object]) -> None:

@@ -242,6 +242,10 @@ class ZooKeeperMetadataStore:
 
     # --- watches ---
 
+    async def flush(self) -> None:
+        """Nothing to wait for: ZooKeeper has logged a write to its quorum's disks when the call
+        returns."""
+
     def remove_watch(self, path: str, watch: Watcher) -> None:
         for kind in ("data", "child"):
             watcher = self._watchers.pop((kind, path, watch), None)

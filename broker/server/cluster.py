@@ -7,6 +7,7 @@ inject faults, and look at partitions and purgatories.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
     from broker.controller.controller import Controller
 
 log = structlog.get_logger("kafka_sim.cluster")
-STORE_FILE = "metadata-store.json"
+STORE_DIR = "metadata-store"  # a snapshot and a journal (storage/metadata_image.py)
+LEGACY_STORE_FILE = "metadata-store.json"  # format 1, converted into STORE_DIR on start
 
 
 def broker_config(base: BrokerConfig, index: int, num_brokers: int) -> BrokerConfig:
@@ -50,7 +52,8 @@ class Cluster:
             raise ValueError("a cluster needs at least one broker")
         config.data_dir.mkdir(parents=True, exist_ok=True)
         self.config = config
-        self.store = EmbeddedMetadataStore(config.data_dir / STORE_FILE)
+        self.store = EmbeddedMetadataStore(config.data_dir / STORE_DIR,
+                                           legacy_file=config.data_dir / LEGACY_STORE_FILE)
         self.context = ClusterContext(config, self.store, clock or MonotonicClock())
         self.configs = {c.broker_id: c for c in
                         (broker_config(config, i, num_brokers) for i in range(num_brokers))}
@@ -88,6 +91,7 @@ class Cluster:
             await broker.stop()
         await self.context.reaper.stop()
         self.context.timer.shutdown()
+        await asyncio.to_thread(self.store.close)  # writes what the brokers' stops queued
 
     async def __aenter__(self) -> Cluster:
         await self.start()

@@ -60,7 +60,7 @@ def test_valid_topic_names(name):
 
 
 def test_producer_ids_come_in_blocks_that_survive_a_restart(tmp_path):
-    store = EmbeddedMetadataStore(tmp_path / "store.json")
+    store = EmbeddedMetadataStore(tmp_path / "store")
     first, second = ProducerIdManager(store, 0), ProducerIdManager(store, 1)
     assert [first.generate_producer_id() for _ in range(3)] == [0, 1, 2]
     assert second.generate_producer_id() == BLOCK_SIZE  # its own block
@@ -68,7 +68,8 @@ def test_producer_ids_come_in_blocks_that_survive_a_restart(tmp_path):
     assert ids[-1] == BLOCK_SIZE - 1
     assert first.generate_producer_id() == 2 * BLOCK_SIZE  # block exhausted: the next free one
     # A restart reads the latest block from disk: ids are never handed out twice.
-    store = EmbeddedMetadataStore(tmp_path / "store.json")
+    store.close()
+    store = EmbeddedMetadataStore(tmp_path / "store")
     assert ProducerIdManager(store, 0).generate_producer_id() == 3 * BLOCK_SIZE
     assert ProducerIdManager(store, 1).generate_producer_id() == 4 * BLOCK_SIZE
 

@@ -494,7 +494,7 @@ def test_transaction_not_committed_when_the_block_raises(store):
 
 
 def test_persistence_round_trip(tmp_path):
-    path = tmp_path / "metadata.json"
+    path = tmp_path / "metadata"
     store = MetadataStore(path)
     store.create_json("/brokers/topics/t", {"partitions": {"0": [1, 2]}}, makepath=True)
     store.set_json("/brokers/topics/t", {"partitions": {"0": [2, 1]}})
@@ -504,6 +504,7 @@ def test_persistence_round_trip(tmp_path):
     store.create("/brokers/ids/1", ephemeral=True, session=session)
     store.create("/seq/n-", sequence=True, makepath=True)
     stat_before = store.exists("/brokers/topics/t")
+    store.close()
 
     reopened = MetadataStore(path)
     assert reopened.get_json("/brokers/topics/t") == ({"partitions": {"0": [2, 1]}}, stat_before)
@@ -516,49 +517,62 @@ def test_persistence_round_trip(tmp_path):
     assert reopened.create("/seq/n-", sequence=True) == "/seq/n-0000000001"
     with pytest.raises(SessionExpiredError):
         reopened.create("/e", ephemeral=True, session=session)
+    reopened.close()
 
 
 def test_ephemerals_are_never_written(tmp_path):
-    path = tmp_path / "metadata.json"
+    path = tmp_path / "metadata"
     store = MetadataStore(path)
     session = store.create_session()
     store.create("/controller", b"secret-ephemeral", ephemeral=True, session=session)
-    text = path.read_text()
-    assert "controller" not in text
-    assert json.loads(text)["last_session"] == session
+    store.create("/persistent", b"kept")
+    store.close()
+    written = (path / "journal").read_bytes()
+    assert b"kept" not in written  # base64 in the records
+    assert b"controller" not in written and b"secret" not in written
+    assert MetadataStore(path)._last_session == session
 
 
 def test_a_temp_file_left_by_a_crash_is_ignored(tmp_path):
-    path = tmp_path / "metadata.json"
-    MetadataStore(path).create("/kept", b"ok")
-    (tmp_path / "metadata.json.tmp").write_text('{"format": 1, "half a wri')
+    path = tmp_path / "metadata"
+    store = MetadataStore(path, min_roll_bytes=0)  # every write also rolls a snapshot
+    store.create("/kept", b"ok")
+    store.close()
+    (path / "snapshot.tmp").write_bytes(b"\x00\x00\x10\x00half a wri")
     store = MetadataStore(path)
     assert store.get("/kept")[0] == b"ok"
     store.create("/next")
+    store.close()
     assert MetadataStore(path).get_children("/") == ["kept", "next"]
 
 
-def test_a_failed_write_leaves_the_old_file(tmp_path, monkeypatch):
-    path = tmp_path / "metadata.json"
+async def test_a_failed_journal_write_fails_every_flush_after_it(tmp_path, monkeypatch):
+    path = tmp_path / "metadata"
     store = MetadataStore(path)
     store.create("/a", b"1")
-    before = path.read_bytes()
+    await store.flush()
 
     def crash(fd):
         raise OSError("disk gone")
 
     monkeypatch.setattr(os, "fsync", crash)
-    with pytest.raises(OSError):
-        store.set("/a", b"2")
+    store.set("/a", b"2")
+    assert store.get("/a")[0] == b"2"  # the loop's view is unaffected
+    with pytest.raises(MetadataStoreError, match="disk gone"):
+        await store.flush()
     monkeypatch.undo()
-    assert path.read_bytes() == before
-    assert MetadataStore(path).get("/a")[0] == b"1"
-
-
-def test_a_corrupt_file_is_reported(tmp_path):
-    path = tmp_path / "metadata.json"
-    path.write_text("{not json")
+    store.set("/a", b"3")  # nothing is appended after a record that may be torn
     with pytest.raises(MetadataStoreError):
+        await store.flush()
+    store.close()
+    assert MetadataStore(path).get("/a")[0] in (b"1", b"2")
+
+
+def test_a_corrupt_snapshot_is_reported(tmp_path):
+    path = tmp_path / "metadata"
+    path.mkdir()
+    (path / "snapshot").write_text("{not a snapshot")
+    with pytest.raises(MetadataStoreError, match="corrupt metadata snapshot .* move it away"):
         MetadataStore(path)
 
 
