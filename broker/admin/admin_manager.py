@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from broker.config import PROPERTIES, TOPIC_DEFAULT_FROM_BROKER, BrokerConfig
 from broker.metadata import zk_paths as paths
 from broker.metadata.metadata_cache import MetadataCache, TopicInfo
-from broker.metadata.store import MetadataStore, NodeExistsError, NoNodeError
+from broker.metadata.store import MetadataStore, MetadataStoreError, NodeExistsError, NoNodeError
 from broker.metadata.topic_names import validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
 
@@ -140,6 +140,14 @@ class AdminManager:
         self.store = store
         self.cache = cache
 
+    async def sync_store(self) -> None:
+        """Wait until the writes so far are durable: callers await this before acknowledging a
+        client, as Kafka answers only after ZooKeeper committed (KAFKA_STORAGE_ERROR if never)."""
+        try:
+            await self.store.flush()
+        except MetadataStoreError as exc:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
+
     def live_brokers(self) -> list[int]:
         return [int(b) for b in self.store.get_children(paths.BROKER_IDS)]
 
@@ -207,6 +215,8 @@ class AdminManager:
 
     async def create_topic(self, name: str, *args, timeout_ms: int = 30_000, **kwargs) -> TopicInfo:
         topic = self.create_topic_in_store(name, *args, **kwargs)
+        if not kwargs.get("validate_only"):
+            await self.sync_store()
         if (
             not kwargs.get("validate_only")
             and timeout_ms > 0
@@ -260,6 +270,7 @@ class AdminManager:
             return increment
         data["partitions"] = {str(p): r for p, r in {**current, **added}.items()}
         self.store.set_json(paths.topic(name), data, version=stat.version)
+        await self.sync_store()
         if timeout_ms > 0 and not await self.cache.wait_for(
             lambda s: (t := s.topics.get(name)) is not None and t.num_partitions == count
             and self.cache.has_leaders(name), timeout_ms
@@ -276,10 +287,12 @@ class AdminManager:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         with contextlib.suppress(NodeExistsError):  # already being deleted
             self.store.create(paths.delete_topic(name))
+        await self.sync_store()
         if timeout_ms > 0 and not await self.cache.wait_for(
             lambda snapshot: name not in snapshot.topics, timeout_ms
         ):
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"topic '{name}' is not deleted yet")
+        await self.sync_store()  # the controller's deletion of the topic's nodes too
         return topic
 
     # -- AlterConfigs / IncrementalAlterConfigs ---------------------------------------------

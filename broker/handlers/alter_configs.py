@@ -41,6 +41,17 @@ def alter_resource(
             "resource_type": resource.resource_type, "resource_name": name}
 
 
+async def answer_durably(ctx: RequestContext, responses: list[dict]) -> dict:
+    """The response once what was altered is durable in the store (else KAFKA_STORAGE_ERROR)."""
+    try:
+        await ctx.services.admin_manager.sync_store()
+    except KafkaError as exc:
+        for r in responses:
+            if r["error_code"] == ErrorCode.NONE:
+                r["error_code"], r["error_message"] = exc.code, exc.message
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
 @register(33, "AlterConfigs", 0, 2)
 async def handle(ctx: RequestContext, request) -> dict:
     responses = [
@@ -50,4 +61,4 @@ async def handle(ctx: RequestContext, request) -> dict:
                        request.validate_only)
         for resource in request.resources
     ]
-    return {"throttle_time_ms": 0, "responses": responses}
+    return await answer_durably(ctx, responses)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.handlers import RequestContext, register
-from broker.handlers.alter_configs import alter_resource
+from broker.handlers.alter_configs import alter_resource, answer_durably
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_config import TOPIC_CONFIG_DEFAULTS
 
@@ -56,4 +56,4 @@ def _incremental(ctx: RequestContext, resource):
 async def handle(ctx: RequestContext, request) -> dict:
     responses = [alter_resource(ctx, resource, _incremental(ctx, resource), request.validate_only)
                  for resource in request.resources]
-    return {"throttle_time_ms": 0, "responses": responses}
+    return await answer_durably(ctx, responses)

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.metadata.store import MetadataStoreError
 from protocol.errors import ErrorCode
 
 NO_PRODUCER_ID = -1
@@ -43,4 +44,9 @@ async def handle(ctx: RequestContext, request) -> dict:
     ids = ctx.services.producer_ids
     if producer_id >= 0 and epoch < MAX_EPOCH - 1 and ids.was_issued(producer_id):
         return _answer(ErrorCode.NONE, producer_id, epoch + 1)
-    return _answer(ErrorCode.NONE, ids.generate_producer_id(), 0)
+    producer_id = ids.generate_producer_id()
+    try:  # a new block claimed in the store must be durable before any of its ids is handed out
+        await ids.store.flush()
+    except MetadataStoreError:
+        return _answer(ErrorCode.KAFKA_STORAGE_ERROR)
+    return _answer(ErrorCode.NONE, producer_id, 0)
