@@ -2,17 +2,17 @@
 
 A broker directory is any folder holding `meta.properties`: the given path itself or its immediate
 subfolders (a whole cluster's directory holds one per broker). Its replica id is `node.id`. Topic
-configs come from the cluster's metadata store, `metadata-store.json` beside the broker folders.
+configs come from the cluster's metadata store, `metadata-store/` beside the broker folders.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from storage.checkpoint import OffsetCheckpointFile
+from storage.metadata_image import MetadataImage, load_image, read_legacy_store
 from storage.naming import (
     CLEANER_CHECKPOINT,
     HIGH_WATERMARK_CHECKPOINT,
@@ -23,7 +23,8 @@ from storage.naming import (
 )
 
 META_PROPERTIES = "meta.properties"
-METADATA_STORE = "metadata-store.json"  # the cluster's metadata (broker/cluster.py; read-only here)
+METADATA_STORE = "metadata-store"  # the cluster's metadata (broker/cluster.py; read-only here)
+LEGACY_METADATA_STORE = "metadata-store.json"  # its format 1, until a broker converts it
 TOPIC_CONFIGS = "/config/topics/"  # a node per topic with its config overrides (Kafka's ZK layout)
 
 
@@ -114,21 +115,26 @@ def find_replicas(data_dir: str | Path) -> list[PartitionReplica]:
     return replicas
 
 
+def _metadata_image(root: Path) -> MetadataImage | None:
+    for folder in (root, root.parent) if (root / META_PROPERTIES).is_file() else (root,):
+        if (folder / METADATA_STORE).is_dir():
+            return load_image(folder / METADATA_STORE, repair=False).image  # a torn tail stays
+        if (folder / LEGACY_METADATA_STORE).is_file():
+            return read_legacy_store(folder / LEGACY_METADATA_STORE)
+    return None
+
+
 def topic_configs(data_dir: str | Path) -> dict[str, dict[str, str]]:
     """Every topic's config overrides from the cluster's metadata store: the one in `data_dir` (a
     cluster's folder) or beside it (`data_dir` is one broker's folder); {} without a store."""
-    root = Path(data_dir)
-    store = root / METADATA_STORE
-    if not store.is_file() and (root / META_PROPERTIES).is_file():
-        store = root.parent / METADATA_STORE
-    if not store.is_file():
+    image = _metadata_image(Path(data_dir))
+    if image is None:
         return {}
-    nodes = json.loads(store.read_text(encoding="utf-8")).get("nodes", {})
     configs = {}
-    for path, node in nodes.items():
+    for path, node in image.nodes.items():
         name = path.removeprefix(TOPIC_CONFIGS)
         if path.startswith(TOPIC_CONFIGS) and "/" not in name:
-            data = json.loads(base64.b64decode(node["data"]) or b"{}")
+            data = json.loads(node.data or b"{}")
             configs[name] = {k: str(v) for k, v in (data.get("config") or {}).items()}
     return configs
 

@@ -176,3 +176,26 @@ def test_everything_flushed_survives_a_kill(tmp_path):
     assert len(children) >= 300
     assert children == [f"n{i:04d}" for i in range(len(children))]  # a prefix, in order
     store.close()
+
+
+def test_the_pipeline_reads_topic_configs_from_either_format(tmp_path):
+    from pipeline.layout import compacted_topics, topic_configs
+
+    broker_dir = tmp_path / "broker-0"
+    broker_dir.mkdir()
+    (broker_dir / "meta.properties").write_text("node.id=0\n")
+    config = {"version": 1, "config": {"cleanup.policy": "compact"}}
+    empty = {"data": "", "czxid": 1, "mzxid": 1, "pzxid": 1, "version": 0, "cversion": 1}
+    legacy = {"format": 1, "zxid": 1, "last_session": 0, "nodes": {
+        "/": empty, "/config": empty, "/config/topics": empty,
+        "/config/topics/old": {"data": base64.b64encode(json.dumps(config).encode()).decode(),
+                               "czxid": 1, "mzxid": 1, "pzxid": 1, "version": 0,
+                               "cversion": 0}}}
+    (tmp_path / "metadata-store.json").write_text(json.dumps(legacy))
+    assert compacted_topics(broker_dir) == {"old"}
+    store = EmbeddedMetadataStore(tmp_path / "metadata-store",
+                                  legacy_file=tmp_path / "metadata-store.json")
+    store.create_json("/config/topics/new", {"version": 1, "config": {"retention.ms": "5"}})
+    store.close()
+    assert topic_configs(tmp_path) == topic_configs(broker_dir) == {
+        "old": {"cleanup.policy": "compact"}, "new": {"retention.ms": "5"}}
