@@ -87,6 +87,7 @@ bench: $(VENV)/.installed-test
 	$(PY) tests/bench/bench_timer.py --quick
 	$(PY) tests/bench/bench_protocol.py
 	$(PY) tests/bench/bench_storage.py
+	$(PY) tests/bench/bench_metadata.py
 	$(PY) tests/bench/bench_broker.py
 	$(PY) tests/bench/bench_groups.py
 	$(PY) tests/bench/bench_idempotence.py
