@@ -38,21 +38,25 @@ class LoopLagProbe:
     def __init__(self) -> None:
         self.lags: list[float] = []
         self._task: asyncio.Task | None = None
+        self._slept_at = 0.0
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            start = loop.time()
+            self._slept_at = loop.time()
             await asyncio.sleep(PROBE_S)
-            self.lags.append(loop.time() - start - PROBE_S)
+            self.lags.append(loop.time() - self._slept_at - PROBE_S)
 
     def start(self) -> None:
         self.lags.clear()
+        self._slept_at = asyncio.get_running_loop().time()
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> tuple[float, float]:
         """The worst and the p99 stall, in ms."""
         assert self._task is not None
+        # The sleep in progress counts too: a run that never yields is one stall, not none.
+        self.lags.append(max(0.0, asyncio.get_running_loop().time() - self._slept_at - PROBE_S))
         self._task.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
         lags = sorted(self.lags) or [0.0]
