@@ -71,6 +71,10 @@ class JournalWriter:
                 if not batch:
                     return  # closing, and everything queued is written
                 self._persist(batch, seq)
+        except BaseException as exc:  # a bug: fail every flush rather than leave them waiting
+            log.exception("metadata journal writer stopped")
+            self.error = self.error or exc
+            self._on_durable(self._submitted, self.error)
         finally:
             self._journal.close()
 
