@@ -92,6 +92,15 @@ class Index:
             os.fsync(f.fileno())
         self._persisted = len(self._buf)
 
+    def write_appended(self) -> bool:
+        """flush() without the fsync (the caller has it done elsewhere); True when the file changed."""
+        if self._persisted == len(self._buf) and self.path.exists():
+            return False
+        with open(self.path, "ab") as f:
+            f.write(memoryview(self._buf)[self._persisted :])
+        self._persisted = len(self._buf)
+        return True
+
     def delete(self) -> None:
         self.path.unlink(missing_ok=True)
         self._buf = bytearray()

@@ -3,7 +3,9 @@ crash recovery are in storage/log_loader.py).
 
 Offsets: log start offset <= high watermark <= log end offset (the next offset to assign). Everything
 below the recovery point is known to be flushed; recovery scans only from the segment holding it.
-Single-threaded by design (the broker's event loop owns it), so there are no locks.
+Single-threaded by design (the broker's event loop owns it), so there are no locks; fsyncs (at roll,
+flush, truncation) and checkpoint writes go to the LogManager's flusher, a worker thread, and the
+recovery point moves only once such a flush has completed.
 The leader epoch cache mirrors the batches' partitionLeaderEpoch; every append, truncation and
 retention step keeps it so (see storage/leader_epoch_cache.py). Producer state checks idempotent
 leader appends, records follower appends, is snapshotted at roll and close and rebuilt after a
@@ -32,9 +34,11 @@ from protocol.records import (
     set_log_append_time,
     validate_produce_records,
 )
-from storage.checkpoint import fsync_dir
+from storage.checkpoint import fsync_dir, fsync_path
+from storage.file_handles import FileHandleCache
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_config import INT_MAX, LONG_MAX, LogConfig
+from storage.log_flusher import Job, LogFlusher
 from storage.log_info import FetchDataInfo, LogAppendInfo
 from storage.log_loader import load_segments, new_segment
 from storage.naming import log_file
@@ -66,10 +70,19 @@ class Log:
         log_start_offset: int,
         recovery_point: int,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        files: FileHandleCache | None = None,
+        flusher: LogFlusher | None = None,
     ) -> None:
         self.directory = directory
         self.config = config
         self._now_ms = now_ms
+        self._files = files or FileHandleCache()
+        self._flusher = flusher or LogFlusher(threaded=False)
+        self.deleted = False
+        # (truncations, offset) stored by the flusher's thread once everything below offset is
+        # durable; applied to the recovery point unless the log was truncated since.
+        self._truncations = 0
+        self._flushed = (0, -1)
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._log_end_offset = segments[-1].next_offset
@@ -80,6 +93,8 @@ class Log:
             max(recovery_point, self._log_start_offset), self._log_end_offset
         )
         self._high_watermark = self._log_start_offset
+        for segment in segments[:-1]:
+            segment.release_file()  # loading read them; idle inactive segments hold no descriptor
         self.leader_epoch_cache = self._load_leader_epoch_cache()
         self.producer_state = ProducerStateManager(
             directory, now_ms=now_ms, producer_id_expiration_ms=producer_id_expiration_ms
@@ -99,18 +114,22 @@ class Log:
         log_start_offset: int | None = None,
         clean_shutdown: bool = False,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        files: FileHandleCache | None = None,
+        flusher: LogFlusher | None = None,
     ) -> Log:
         """Load every segment; after an unclean shutdown scan those at/after the recovery point."""
         directory = Path(directory)
+        files = files or FileHandleCache()
         segments = load_segments(directory, config, recovery_point, clean_shutdown,
-                                 log_start_offset or 0)
+                                 log_start_offset or 0, files)
         log = cls(
             directory, config, now_ms, segments,
             segments[0].base_offset if log_start_offset is None else log_start_offset,
-            recovery_point, producer_id_expiration_ms,
+            recovery_point, producer_id_expiration_ms, files, flusher,
         )  # fmt: skip
         if not clean_shutdown:
-            log.flush()  # what recovery kept is now durable: the recovery point moves to the LEO
+            # What recovery kept is made durable; then the recovery point moves to the LEO.
+            log.flush_in_background()
         active = log.active_segment
         first = active.first_batch_header()
         if first is not None:
@@ -137,6 +156,9 @@ class Log:
 
     @property
     def recovery_point(self) -> int:
+        truncations, offset = self._flushed
+        if truncations == self._truncations and offset > self._recovery_point:
+            self._recovery_point = min(offset, self._log_end_offset)
         return self._recovery_point
 
     @property
@@ -292,16 +314,21 @@ class Log:
         )
 
     def roll(self) -> LogSegment:
-        """Start a new active segment at the log end offset (no-op when the active one is empty)."""
+        """Start a new active segment at the log end offset (no-op when the active one is empty).
+
+        As Kafka, the old segment is flushed by the flusher, and the recovery point moves to the
+        new segment's base once it has been; the producer snapshot is written after it."""
         active = self.active_segment
         if active.size == 0:
             return active
-        active.on_become_inactive()
-        segment = new_segment(self.directory, self.config, self._log_end_offset)
+        active.seal()
+        paths = active.prepare_flush()
+        active.release_file()  # an inactive segment holds no descriptor until it is read again
+        segment = new_segment(self.directory, self.config, self._log_end_offset, self._files)
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
-        fsync_dir(self.directory)
-        self.producer_state.take_snapshot(self._log_end_offset)
+        self._flush_paths([*paths, self.directory], segment.base_offset)
+        self.producer_state.take_snapshot(self._log_end_offset, self._submit)
         return segment
 
     def replace_segments(self, old: Sequence[LogSegment], swap: Path) -> LogSegment:
@@ -314,7 +341,7 @@ class Log:
             segment.delete()
         swap.replace(log_file(self.directory, base))
         fsync_dir(self.directory)
-        segment = new_segment(self.directory, self.config, base)
+        segment = new_segment(self.directory, self.config, base, self._files)
         segment.recover()  # indexes rebuilt from the cleaned batches
         segment.on_become_inactive()
         self._segments[i : i + len(old)] = [segment]
@@ -397,6 +424,7 @@ class Log:
         found = last.translate_offset(last.next_offset - 1) if last is not None else None
         return LeaderEpochFileCache.load(
             self.directory,
+            submit=self._submit,
             log_start_offset=self._log_start_offset,
             log_end_offset=self._log_end_offset,
             last_batch=found and (found[1].partition_leader_epoch, found[1].base_offset),
@@ -505,6 +533,7 @@ class Log:
         while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
             self._segments.pop().delete()
             self._bases.pop()
+        self._truncations += 1  # a flush in flight no longer speaks for the offsets it covered
         active = self.active_segment
         active.truncate_to(offset)
         self._log_end_offset = active.next_offset
@@ -519,9 +548,10 @@ class Log:
         """Drop every segment and restart the log empty at `offset`."""
         for segment in self._segments:
             segment.delete()
-        self._segments = [new_segment(self.directory, self.config, offset)]
+        self._segments = [new_segment(self.directory, self.config, offset, self._files)]
         self._bases = [offset]
-        fsync_dir(self.directory)
+        self._truncations += 1
+        self._submit(lambda: fsync_path(self.directory))
         self._log_start_offset = self._log_end_offset = offset
         self._high_watermark = self._recovery_point = offset
         self.leader_epoch_cache.clear()
@@ -530,10 +560,43 @@ class Log:
     # -- durability and lifecycle ---------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync every segment with unflushed data; the recovery point becomes the log end offset."""
+        """fsync every segment with unflushed data; the recovery point becomes the log end offset.
+        On the caller's thread: for shutdown and tools (the broker uses flush_in_background)."""
         for segment in self._segments:
             segment.flush()
         self._recovery_point = self._log_end_offset
+
+    def flush_in_background(self) -> None:
+        """flush() with the fsyncs run by the flusher; the recovery point moves once they ran."""
+        if self.recovery_point >= self._log_end_offset:
+            return
+        i = max(bisect.bisect_right(self._bases, self._recovery_point) - 1, 0)
+        paths = [path for segment in self._segments[i:] for path in segment.prepare_flush()]
+        self._flush_paths(paths, self._log_end_offset)
+
+    def _flush_paths(self, paths: list[Path], upto: int) -> None:
+        truncations = self._truncations
+
+        def job() -> None:
+            for path in paths:
+                fsync_path(path)
+            self._flushed = (truncations, upto)  # one assignment: read whole by the log's thread
+
+        self._submit(job)
+
+    def _submit(self, job: Job) -> None:
+        """Hand a durability job to the flusher; it does nothing once the log is deleted."""
+
+        def unless_deleted() -> None:
+            if self.deleted:
+                return
+            try:
+                job()
+            except FileNotFoundError:
+                if not self.deleted:  # else the folder went while the job ran
+                    raise
+
+        self._flusher.submit(unless_deleted)
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
@@ -541,11 +604,12 @@ class Log:
             segment.index_interval_bytes = config.index_interval_bytes
 
     def close(self) -> None:
-        self.producer_state.take_snapshot(self._log_end_offset)
+        self.producer_state.take_snapshot(self._log_end_offset)  # on this thread: shutdown
         for segment in self._segments:
             segment.close()
 
     def delete(self) -> None:
+        self.deleted = True  # the flusher skips this log's queued jobs
         for segment in self._segments:
             segment.delete()
         shutil.rmtree(self.directory, ignore_errors=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 from protocol.errors import KafkaError
 from protocol.records import iter_batches
 from storage.checkpoint import fsync_dir
+from storage.file_handles import FileHandleCache
 from storage.log_config import LogConfig
 from storage.naming import (
     CLEANED_SUFFIX,
@@ -26,18 +27,21 @@ from storage.naming import (
 from storage.segment import LogSegment
 
 
-def new_segment(directory: Path, config: LogConfig, base_offset: int) -> LogSegment:
+def new_segment(
+    directory: Path, config: LogConfig, base_offset: int, files: FileHandleCache | None = None
+) -> LogSegment:
     return LogSegment(
         directory,
         base_offset,
         index_interval_bytes=config.index_interval_bytes,
         max_index_size=config.segment_index_bytes,
+        files=files,
     )
 
 
 def load_segments(
     directory: Path, config: LogConfig, recovery_point: int, clean_shutdown: bool,
-    empty_log_start_offset: int = 0,
+    empty_log_start_offset: int = 0, files: FileHandleCache | None = None,
 ) -> list[LogSegment]:
     """The folder's segments in offset order (one empty segment for a new log)."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -59,9 +63,9 @@ def load_segments(
     for base, path in index_files:
         if base not in bases:
             path.unlink()  # an index whose segment is gone
-    segments = [new_segment(directory, config, base) for base in sorted(bases)]
+    segments = [new_segment(directory, config, base, files) for base in sorted(bases)]
     if not segments:
-        return [new_segment(directory, config, empty_log_start_offset)]
+        return [new_segment(directory, config, empty_log_start_offset, files)]
     recover_segments(segments, recovery_point, clean_shutdown)
     return segments
 

@@ -2,7 +2,8 @@
 compaction.
 
 Checkpoints (recovery point, log start offset, high watermark) sit at the top of the data directory;
-a `.kafka_cleanshutdown` marker written at shutdown lets the next start skip the deep scan.
+a `.kafka_cleanshutdown` marker written at shutdown lets the next start skip the deep scan. The logs
+share one bounded cache of segment descriptors and one flusher (the worker thread for their fsyncs).
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from collections.abc import Callable, Generator
 from pathlib import Path
 
 from protocol.errors import ErrorCode, KafkaError
-from storage.checkpoint import OffsetCheckpointFile, fsync_dir
+from storage.checkpoint import OffsetCheckpointFile, fsync_dir, fsync_path
+from storage.file_handles import DEFAULT_MAX_OPEN_FILES, FileHandleCache
 from storage.log import Log
 from storage.log_cleaner import LogCleaner
 from storage.log_config import LogConfig
+from storage.log_flusher import LogFlusher
 from storage.naming import (
     CLEAN_SHUTDOWN_FILE,
     HIGH_WATERMARK_CHECKPOINT,
@@ -37,8 +40,13 @@ class LogManager:
         *,
         now_ms: Callable[[], int],
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        max_open_files: int = DEFAULT_MAX_OPEN_FILES,
+        flusher: LogFlusher | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self.files = FileHandleCache(max_open_files)
+        # Without one given, durability work runs on the caller's thread (tools and unit tests).
+        self.flusher = flusher or LogFlusher(threaded=False)
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.default_config = default_config
         self._now_ms = now_ms
@@ -75,6 +83,8 @@ class LogManager:
                 log_start_offset=log_starts.get(key),
                 clean_shutdown=self.had_clean_shutdown,
                 producer_id_expiration_ms=self.producer_id_expiration_ms,
+                files=self.files,
+                flusher=self.flusher,
             )
             log.high_watermark = high_watermarks.get(key, 0)
             self._logs[key] = log
@@ -97,8 +107,14 @@ class LogManager:
             if parse_log_dir_name(directory.name) != (topic, partition):
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"bad topic name {topic!r}")
             log = Log.open(directory, self.config_for(topic), now_ms=self._now_ms,
-                           producer_id_expiration_ms=self.producer_id_expiration_ms)
-            fsync_dir(self.data_dir)
+                           producer_id_expiration_ms=self.producer_id_expiration_ms,
+                           files=self.files, flusher=self.flusher)
+
+            def make_durable() -> None:  # the new folder and its first segment file
+                fsync_path(directory)
+                fsync_path(self.data_dir)
+
+            self.flusher.submit(make_durable)
             self._logs[(topic, partition)] = log
         return log
 
@@ -161,16 +177,22 @@ class LogManager:
         return sum(len(log.producer_state.remove_expired_producers()) for log in self._logs.values())
 
     def flush_all(self) -> None:
+        """log.flush.interval.ms: every log's fsyncs to the flusher (recovery points follow)."""
         for log in self._logs.values():
-            log.flush()
+            log.flush_in_background()
 
     def shutdown(self) -> None:
-        """Flush, checkpoint, close, then leave the clean-shutdown marker for the next start."""
-        self.flush_all()
+        """Wait for the flusher, flush, checkpoint, close, then leave the clean-shutdown marker
+        for the next start."""
+        self.flusher.drain()
+        for log in self._logs.values():
+            log.flush()
         self.checkpoint()
         for log in self._logs.values():
             log.close()
         self._logs.clear()
+        self.flusher.close()
+        self.files.close_all()
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         marker.write_bytes(b"")
         fsync_dir(self.data_dir)
