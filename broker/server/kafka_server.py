@@ -43,6 +43,7 @@ from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
 from broker.server.worker_steps import run_steps_in_worker
 from protocol.errors import ErrorCode, KafkaError
+from storage.log_flusher import LogFlusher
 from storage.log_manager import LogManager
 from timer import FunctionTimerTask
 
@@ -71,7 +72,9 @@ class KafkaServer:
         config.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_manager = LogManager(
             config.data_dir, config.log_config(), now_ms=wall_clock_ms,
-            producer_id_expiration_ms=config["producer.id.expiration.ms"])
+            producer_id_expiration_ms=config["producer.id.expiration.ms"],
+            max_open_files=config["log.segment.open.files.max"],
+            flusher=LogFlusher(on_error=self._on_flush_error))
         self.metadata_cache = MetadataCache()
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, context.timer, context.clock,
@@ -189,6 +192,7 @@ class KafkaServer:
         self.group_coordinator.shutdown()
         await self.replica_manager.shutdown()
         await self._close_connections()
+        await asyncio.to_thread(self.log_manager.flusher.drain)  # the loop never waits on fsyncs
         self.log_manager.shutdown()
         log.info("broker stopped", broker_id=self.broker_id)
 
@@ -204,6 +208,10 @@ class KafkaServer:
         for server in self._servers:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), SHUTDOWN_GRACE_S)
+
+    def _on_flush_error(self, exc: BaseException) -> None:
+        """A fsync or checkpoint write failed in the flusher's thread."""
+        log.error("log flush failed", broker_id=self.broker_id, error=repr(exc))
 
     async def _checkpoint_in_background(self) -> None:
         """Checkpoint files are fsynced: write them in a thread so the loop never waits on disk."""
