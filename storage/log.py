@@ -76,7 +76,7 @@ class Log:
         self.directory = directory
         self.config = config
         self._now_ms = now_ms
-        self._files = files or FileHandleCache()
+        self._files = FileHandleCache() if files is None else files
         self._flusher = flusher or LogFlusher(threaded=False)
         self.deleted = False
         # (truncations, offset) stored by the flusher's thread once everything below offset is
@@ -119,7 +119,7 @@ class Log:
     ) -> Log:
         """Load every segment; after an unclean shutdown scan those at/after the recovery point."""
         directory = Path(directory)
-        files = files or FileHandleCache()
+        files = FileHandleCache() if files is None else files
         segments = load_segments(directory, config, recovery_point, clean_shutdown,
                                  log_start_offset or 0, files)
         log = cls(

@@ -57,7 +57,7 @@ class LogSegment:
         self.path = log_file(directory, base_offset)
         self.index_interval_bytes = index_interval_bytes
         # Without a shared cache the segment keeps its one descriptor open, as a cache of one.
-        self._file = (files or FileHandleCache(1)).file(
+        self._file = (FileHandleCache(1) if files is None else files).file(
             self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         self.closed = False
         self.size = os.fstat(self._file.fd()).st_size
