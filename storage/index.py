@@ -89,7 +89,8 @@ class Index:
         with open(self.path, "ab") as f:
             f.write(memoryview(self._buf)[self._persisted :])
             f.flush()
-            os.fsync(f.fileno())
+            if self._buf:  # an empty index lost in a crash is rebuilt on load: no fsync for it
+                os.fsync(f.fileno())
         self._persisted = len(self._buf)
 
     def write_appended(self) -> bool:

@@ -61,7 +61,7 @@ def start(data_dir: Path, port: int, zk_connect: str) -> subprocess.Popen:
         [sys.executable, "-m", "broker.server.cli", "run", "--listeners",
          f"PLAINTEXT://127.0.0.1:{port}", "--log-dirs", str(data_dir),
          "-o", f"zookeeper.connect={zk_connect}", "-o", "broker.id=0",
-         "-o", "zookeeper.session.timeout.ms=3000",
+         "-o", "zookeeper.session.timeout.ms=3000", "-o", "controlled.shutdown.enable=false",
          "-o", "log.level=warning", "-o", "control.listener="],
         cwd=ROOT, preexec_fn=limit_open_files,
     )
