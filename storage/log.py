@@ -604,9 +604,21 @@ class Log:
             segment.index_interval_bytes = config.index_interval_bytes
 
     def close(self) -> None:
-        self.producer_state.take_snapshot(self._log_end_offset)  # on this thread: shutdown
+        self.producer_state.take_snapshot(self._log_end_offset)
         for segment in self._segments:
             segment.close()
+
+    def close_in_background(self) -> None:
+        """close() with its fsyncs and producer snapshot run by the flusher; the recovery point
+        becomes the log end offset once they have run."""
+        paths = []
+        for segment in self._segments:
+            segment.seal()
+            paths += segment.prepare_flush()
+        self._flush_paths(paths, self._log_end_offset)
+        self.producer_state.take_snapshot(self._log_end_offset, self._submit)
+        for segment in self._segments:
+            segment.close()  # its data and indexes are written: this only closes the file
 
     def delete(self) -> None:
         self.deleted = True  # the flusher skips this log's queued jobs

@@ -182,14 +182,22 @@ class LogManager:
             log.flush_in_background()
 
     def shutdown(self) -> None:
-        """Wait for the flusher, flush, checkpoint, close, then leave the clean-shutdown marker
-        for the next start."""
+        """Flush, close, checkpoint, then leave the clean-shutdown marker for the next start, on
+        the caller's thread. The broker splits it to wait for the flusher off its event loop:
+        begin_shutdown, the flusher drained in a thread, finish_shutdown."""
+        self.begin_shutdown()
+        self.finish_shutdown()
+
+    def begin_shutdown(self) -> None:
+        """Every log's last fsyncs and producer snapshot handed to the flusher; its files closed."""
+        for log in self._logs.values():
+            log.close_in_background()
+
+    def finish_shutdown(self) -> None:
+        """Once the flusher has done what begin_shutdown gave it (drained here otherwise): the
+        checkpoints, with every recovery point at its log end, then the marker."""
         self.flusher.drain()
-        for log in self._logs.values():
-            log.flush()
         self.checkpoint()
-        for log in self._logs.values():
-            log.close()
         self._logs.clear()
         self.flusher.close()
         self.files.close_all()

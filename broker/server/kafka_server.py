@@ -192,8 +192,9 @@ class KafkaServer:
         self.group_coordinator.shutdown()
         await self.replica_manager.shutdown()
         await self._close_connections()
+        self.log_manager.begin_shutdown()
         await asyncio.to_thread(self.log_manager.flusher.drain)  # the loop never waits on fsyncs
-        self.log_manager.shutdown()
+        self.log_manager.finish_shutdown()
         log.info("broker stopped", broker_id=self.broker_id)
 
     async def _close_connections(self) -> None:

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 from protocol.records import encode_batch
+from storage.checkpoint import OffsetCheckpointFile
 from storage.log_config import LogConfig
 from storage.log_flusher import LogFlusher
 from storage.log_manager import LogManager
@@ -124,3 +125,7 @@ def test_shutdown_waits_for_queued_flushes(tmp_path: Path) -> None:
     assert gate.is_set()
     assert (tmp_path / "t-0" / "00000000000000000002.snapshot").exists()
     assert (tmp_path / ".kafka_cleanshutdown").exists() and not errors
+    # The last flush ran in the worker, and the checkpoint written after it says so.
+    recovery_points = OffsetCheckpointFile(tmp_path / "recovery-point-offset-checkpoint").read()
+    assert recovery_points == {("t", 0): 3}
+    assert (tmp_path / "t-0" / "00000000000000000003.snapshot").exists()
