@@ -4,6 +4,7 @@ that thousands of partitions fit in the process's descriptor limit (segments reo
 
 from __future__ import annotations
 
+import errno
 import os
 from collections import OrderedDict
 from pathlib import Path
@@ -66,7 +67,15 @@ class FileHandleCache:
         while len(self._open) >= self.max_open:
             _, evicted = self._open.popitem(last=False)
             os.close(evicted)
-        fd = os.open(file.path, file.flags, 0o644)
+        while True:
+            try:
+                fd = os.open(file.path, file.flags, 0o644)
+                break
+            except OSError as exc:
+                # Out of descriptors (sockets took them): give one of ours back and try again.
+                if exc.errno not in (errno.EMFILE, errno.ENFILE) or not self._open:
+                    raise
+                os.close(self._open.popitem(last=False)[1])
         self._open[file] = fd
         self.opens += 1
         self.peak = max(self.peak, len(self._open))

@@ -105,3 +105,21 @@ def test_a_cleaner_snapshot_reads_after_eviction_and_deletion(tmp_path: Path) ->
 def test_the_bound_must_allow_one_file() -> None:
     with pytest.raises(ValueError):
         FileHandleCache(0)
+
+
+def test_out_of_descriptors_the_cache_gives_one_back(tmp_path: Path) -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    files = FileHandleCache(1000)
+    paths = [tmp_path / f"{i}.log" for i in range(40)]
+    handles = [files.file(p, os.O_RDWR | os.O_CREAT) for p in paths]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (open_fds() + 10, hard))
+    try:
+        for handle in handles:  # more files than the process may open: the oldest are closed
+            os.write(handle.fd(), b"x")
+        assert len(files) < 20
+    finally:
+        files.close_all()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert all(p.read_bytes() == b"x" for p in paths)
