@@ -79,6 +79,9 @@ class Log:
         self._files = FileHandleCache() if files is None else files
         self._flusher = flusher or LogFlusher(threaded=False)
         self.deleted = False
+        # A failed flush job leaves data whose fsync was handed over but not done: the recovery
+        # point must not move past it again (the broker is told through the flusher's on_error).
+        self.flush_failed = False
         # (truncations, offset) stored by the flusher's thread once everything below offset is
         # durable; applied to the recovery point unless the log was truncated since.
         self._truncations = 0
@@ -580,7 +583,8 @@ class Log:
         def job() -> None:
             for path in paths:
                 fsync_path(path)
-            self._flushed = (truncations, upto)  # one assignment: read whole by the log's thread
+            if not self.flush_failed:
+                self._flushed = (truncations, upto)  # one assignment: read whole by the log's thread
 
         self._submit(job)
 
@@ -594,7 +598,11 @@ class Log:
                 job()
             except FileNotFoundError:
                 if not self.deleted:  # else the folder went while the job ran
+                    self.flush_failed = True
                     raise
+            except Exception:
+                self.flush_failed = True
+                raise
 
         self._flusher.submit(unless_deleted)
 

@@ -129,3 +129,26 @@ def test_shutdown_waits_for_queued_flushes(tmp_path: Path) -> None:
     recovery_points = OffsetCheckpointFile(tmp_path / "recovery-point-offset-checkpoint").read()
     assert recovery_points == {("t", 0): 3}
     assert (tmp_path / "t-0" / "00000000000000000003.snapshot").exists()
+
+
+def test_after_a_failed_fsync_the_recovery_point_stays(tmp_path: Path, monkeypatch) -> None:
+    import errno
+    import os
+
+    m, flusher, errors = manager(tmp_path)
+    log = m.create_log("t", 0)
+    fsync = os.fsync
+
+    def failing_fsync(fd: int) -> None:  # the disk fails every fsync from now on
+        raise OSError(errno.EIO, "injected")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    log.append_as_leader(batch(), 0)
+    log.append_as_leader(batch(), 0)  # a roll: its flush fails in the worker
+    flusher.drain()
+    assert errors and all(isinstance(e, OSError) for e in errors) and log.flush_failed
+    monkeypatch.setattr(os, "fsync", fsync)  # the disk works again, the lost fsync is not redone
+    log.append_as_leader(batch(), 0)  # a later roll's flush must not vouch for offset 0
+    flusher.drain()
+    assert log.recovery_point == 0
+    m.shutdown()
