@@ -90,6 +90,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("log.cleaner.backoff.ms", int, "15000", "how often the log cleaner looks for dirty logs"),
     Property("log.flush.interval.ms", int, "9223372036854775807",
              "fsync logs this often (Kafka's default: never; the OS and replication keep data)"),
+    Property("log.segment.open.files.max", int, "256",
+             "segment files a broker keeps open at once (least recently used closed first)"),
     Property("replica.high.watermark.checkpoint.interval.ms", int, "5000",
              "how often high watermarks, recovery points and log start offsets are checkpointed"),
     Property("log.message.timestamp.type", str, "CreateTime", "CreateTime or LogAppendTime"),

@@ -29,6 +29,18 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def fsync_path(path: Path) -> None:
+    """fsync a file or folder by name, from any thread; one deleted meanwhile needs nothing."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_checkpoint(path: Path, rows: Sequence[str]) -> None:
     """Kafka's checkpoint layout: a version line, a count line, then one line per entry."""
     write_text_atomically(path, "\n".join([str(CHECKPOINT_VERSION), str(len(rows)), *rows]) + "\n")

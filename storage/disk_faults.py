@@ -8,9 +8,13 @@ import enum
 import errno as errno_codes
 import itertools
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from storage.checkpoint import fsync_path
 
 
 class DiskOperation(enum.StrEnum):
@@ -55,6 +59,8 @@ class DiskFaults:
     def __init__(self, ids: Iterator[int] | None = None) -> None:
         self._faults: dict[int, DiskFault] = {}
         self._ids = ids if ids is not None else itertools.count(1)
+        # The log flusher's thread fsyncs too: a fault's counters move under this lock.
+        self._lock = threading.Lock()
 
     def add(
         self, operation: str, errno: int | str, *, after_bytes: int | None = None,
@@ -97,10 +103,19 @@ class DiskFaults:
         return os.write(fd, data)
 
     def fsync(self, fd: int) -> None:
-        for fault in self._faults.values():
-            if fault.operation is DiskOperation.FSYNC and self._allowance(fault, 1) < 1:
-                self._fail(fault)
+        self._check_fsync()
         os.fsync(fd)
+
+    def fsync_path(self, path: Path) -> None:
+        """fsync a segment file by name, as the log flusher's thread does."""
+        self._check_fsync()
+        fsync_path(path)
+
+    def _check_fsync(self) -> None:
+        with self._lock:
+            for fault in list(self._faults.values()):
+                if fault.operation is DiskOperation.FSYNC and self._allowance(fault, 1) < 1:
+                    self._fail(fault)
 
     def truncate(self, fd: int, size: int) -> None:
         """os.ftruncate, which a fired write fault fails too, except ENOSPC: shrinking a file on

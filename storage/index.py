@@ -89,8 +89,18 @@ class Index:
         with open(self.path, "ab") as f:
             f.write(memoryview(self._buf)[self._persisted :])
             f.flush()
-            os.fsync(f.fileno())
+            if self._buf:  # an empty index lost in a crash is rebuilt on load: no fsync for it
+                os.fsync(f.fileno())
         self._persisted = len(self._buf)
+
+    def write_appended(self) -> bool:
+        """flush() without the fsync (the caller has it done elsewhere); True when the file changed."""
+        if self._persisted == len(self._buf) and self.path.exists():
+            return False
+        with open(self.path, "ab") as f:
+            f.write(memoryview(self._buf)[self._persisted :])
+        self._persisted = len(self._buf)
+        return True
 
     def delete(self) -> None:
         self.path.unlink(missing_ok=True)

@@ -1,8 +1,10 @@
 """LeaderEpochFileCache: where each leader epoch starts in a partition's log (Kafka's KIP-101 cache).
 
 Invariant: entries are strictly increasing in both epoch and start offset, and mirror the log's
-batches (each batch's partitionLeaderEpoch). Every change is written at once, atomically, to
-`leader-epoch-checkpoint` in the partition folder ("0", a count, then "epoch start_offset" lines).
+batches (each batch's partitionLeaderEpoch). Every change is written atomically to
+`leader-epoch-checkpoint` in the partition folder ("0", a count, then "epoch start_offset" lines),
+through the log's flusher (a worker thread in the broker); a crash before the write lands leaves an
+older file, which loading repairs (see `load`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import NamedTuple
 
 from protocol.errors import KafkaError
 from storage.checkpoint import malformed_checkpoint, read_checkpoint, write_checkpoint
+from storage.log_flusher import Job, run_now
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -59,9 +62,12 @@ class LeaderEpochFileCache:
     """Epoch -> start offset for one partition; the log calls it on appends, truncation, retention."""
 
     def __init__(
-        self, checkpoint: LeaderEpochCheckpointFile, entries: Iterable[EpochEntry] = ()
+        self, checkpoint: LeaderEpochCheckpointFile, entries: Iterable[EpochEntry] = (),
+        submit: Callable[[Job], None] = run_now,
     ) -> None:
         self.checkpoint = checkpoint
+        self._submit = submit
+        self._writes = 0  # checkpoint writes asked for; a queued one that is not the last is skipped
         self._entries: list[EpochEntry] = []
         for epoch, start_offset in entries:
             self._assign(EpochEntry(epoch, start_offset))
@@ -78,18 +84,21 @@ class LeaderEpochFileCache:
         log_end_offset: int,
         last_batch: tuple[int, int] | None,
         scan: Callable[[], Iterable[tuple[int, int]]],
+        submit: Callable[[Job], None] = run_now,
     ) -> LeaderEpochFileCache:
         """Open a partition's cache: trust the checkpoint when it agrees with the log, else rebuild.
 
         `last_batch` is (partitionLeaderEpoch, base offset) of the log's last batch (None when
-        empty); `scan()` yields that pair for every batch, oldest first, for a rebuild.
+        empty); `scan()` yields that pair for every batch, oldest first, for a rebuild. Entries are
+        written before their batches, but the write may not have landed when the broker crashed:
+        a last batch of an epoch the file does not know makes a rebuild, as a damaged file does.
         """
         checkpoint = LeaderEpochCheckpointFile(Path(directory) / LEADER_EPOCH_CHECKPOINT)
         try:
             entries = checkpoint.read()
         except KafkaError:
             entries = None  # a damaged checkpoint is rebuilt like a missing one
-        cache = cls(checkpoint, entries or ())
+        cache = cls(checkpoint, entries or (), submit)
         if entries is not None:
             # Entries are written before their batches: a crash can leave some at/after the LEO.
             cache.truncate_from_end(log_end_offset)
@@ -148,7 +157,7 @@ class LeaderEpochFileCache:
         i = bisect.bisect_right(self._entries, offset, key=lambda e: e.start_offset)
         return self._entries[i - 1].epoch if i else UNDEFINED_EPOCH
 
-    # -- changes (each one persisted before returning) ------------------------------------------------
+    # -- changes (each one handed to the flusher before returning) -----------------------------------
 
     def assign(self, epoch: int, start_offset: int) -> bool:
         """Record that `epoch` starts at `start_offset`; True when the cache changed.
@@ -212,4 +221,11 @@ class LeaderEpochFileCache:
         self._flush()
 
     def _flush(self) -> None:
-        self.checkpoint.write(self._entries)
+        self._writes += 1
+        write, entries = self._writes, list(self._entries)
+
+        def job() -> None:
+            if write == self._writes:  # else a newer state is queued behind: write that one only
+                self.checkpoint.write(entries)
+
+        self._submit(job)

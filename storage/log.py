@@ -3,7 +3,9 @@ crash recovery are in storage/log_loader.py).
 
 Offsets: log start offset <= high watermark <= log end offset (the next offset to assign). Everything
 below the recovery point is known to be flushed; recovery scans only from the segment holding it.
-Single-threaded by design (the broker's event loop owns it), so there are no locks.
+Single-threaded by design (the broker's event loop owns it), so there are no locks; fsyncs (at roll,
+flush, truncation) and checkpoint writes go to the LogManager's flusher, a worker thread, and the
+recovery point moves only once such a flush has completed.
 The leader epoch cache mirrors the batches' partitionLeaderEpoch; every append, truncation and
 retention step keeps it so (see storage/leader_epoch_cache.py). Producer state checks idempotent
 leader appends, records follower appends, is snapshotted at roll and close and rebuilt after a
@@ -34,14 +36,16 @@ from protocol.records import (
     set_log_append_time,
     validate_produce_records,
 )
-from storage.checkpoint import fsync_dir
+from storage.checkpoint import fsync_dir, fsync_path
 from storage.disk_faults import DiskFaults
+from storage.file_handles import FileHandleCache
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_config import INT_MAX, LONG_MAX, LogConfig
 from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel
+from storage.log_flusher import Job, LogFlusher
 from storage.log_info import FetchDataInfo, LogAppendInfo
 from storage.log_loader import load_segments, new_segment
-from storage.naming import log_file
+from storage.naming import LOG_SUFFIX, log_file
 from storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
@@ -97,6 +101,8 @@ class Log:
         *,
         disk: DiskFaults | None = None,
         failure_channel: LogDirFailureChannel | None = None,
+        files: FileHandleCache | None = None,
+        flusher: LogFlusher | None = None,
     ) -> None:
         self.directory = directory
         # Kafka's maybeHandleIOException: an OSError here takes the whole log dir offline.
@@ -105,6 +111,16 @@ class Log:
         self.failure_channel = failure_channel or LogDirFailureChannel()
         self.config = config
         self._now_ms = now_ms
+        self._files = FileHandleCache() if files is None else files
+        self._flusher = flusher or LogFlusher(threaded=False)
+        self.deleted = False
+        # A failed flush job leaves data whose fsync was handed over but not done: the recovery
+        # point must not move past it again (the broker is told through the flusher's on_error).
+        self.flush_failed = False
+        # (truncations, offset) stored by the flusher's thread once everything below offset is
+        # durable; applied to the recovery point unless the log was truncated since.
+        self._truncations = 0
+        self._flushed = (0, -1)
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._log_end_offset = segments[-1].next_offset
@@ -115,6 +131,8 @@ class Log:
             max(recovery_point, self._log_start_offset), self._log_end_offset
         )
         self._high_watermark = self._log_start_offset
+        for segment in segments[:-1]:
+            segment.release_file()  # loading read them; idle inactive segments hold no descriptor
         self.leader_epoch_cache = self._load_leader_epoch_cache()
         self.producer_state = ProducerStateManager(
             directory, now_ms=now_ms, producer_id_expiration_ms=producer_id_expiration_ms
@@ -136,18 +154,23 @@ class Log:
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         disk: DiskFaults | None = None,
         failure_channel: LogDirFailureChannel | None = None,
+        files: FileHandleCache | None = None,
+        flusher: LogFlusher | None = None,
     ) -> Log:
         """Load every segment; after an unclean shutdown scan those at/after the recovery point."""
         directory = Path(directory)
+        files = FileHandleCache() if files is None else files
         segments = load_segments(directory, config, recovery_point, clean_shutdown,
-                                 log_start_offset or 0, disk)
+                                 log_start_offset or 0, disk, files)
         log = cls(
             directory, config, now_ms, segments,
             segments[0].base_offset if log_start_offset is None else log_start_offset,
             recovery_point, producer_id_expiration_ms, disk=disk, failure_channel=failure_channel,
+            files=files, flusher=flusher,
         )  # fmt: skip
         if not clean_shutdown:
-            log.flush()  # what recovery kept is now durable: the recovery point moves to the LEO
+            # What recovery kept is made durable; then the recovery point moves to the LEO.
+            log.flush_in_background()
         active = log.active_segment
         first = active.first_batch_header()
         if first is not None:
@@ -174,6 +197,9 @@ class Log:
 
     @property
     def recovery_point(self) -> int:
+        truncations, offset = self._flushed
+        if truncations == self._truncations and offset > self._recovery_point:
+            self._recovery_point = min(offset, self._log_end_offset)
         return self._recovery_point
 
     @property
@@ -332,16 +358,22 @@ class Log:
 
     @_handling_io_errors("rolling log")
     def roll(self) -> LogSegment:
-        """Start a new active segment at the log end offset (no-op when the active one is empty)."""
+        """Start a new active segment at the log end offset (no-op when the active one is empty).
+
+        As Kafka, the old segment is flushed by the flusher, and the recovery point moves to the
+        new segment's base once it has been; the producer snapshot is written after it."""
         active = self.active_segment
         if active.size == 0:
             return active
-        active.on_become_inactive()
-        segment = new_segment(self.directory, self.config, self._log_end_offset, self.disk)
+        active.seal()
+        paths = active.prepare_flush()
+        active.release_file()  # an inactive segment holds no descriptor until it is read again
+        segment = new_segment(self.directory, self.config, self._log_end_offset, self.disk,
+                              self._files)
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
-        fsync_dir(self.directory)
-        self.producer_state.take_snapshot(self._log_end_offset)
+        self._flush_paths([*paths, self.directory], segment.base_offset)
+        self.producer_state.take_snapshot(self._log_end_offset, self._submit)
         return segment
 
     def replace_segments(self, old: Sequence[LogSegment], swap: Path) -> LogSegment:
@@ -354,7 +386,7 @@ class Log:
             segment.delete()
         swap.replace(log_file(self.directory, base))
         fsync_dir(self.directory)
-        segment = new_segment(self.directory, self.config, base, self.disk)
+        segment = new_segment(self.directory, self.config, base, self.disk, self._files)
         segment.recover()  # indexes rebuilt from the cleaned batches
         segment.on_become_inactive()
         self._segments[i : i + len(old)] = [segment]
@@ -438,6 +470,7 @@ class Log:
         found = last.translate_offset(last.next_offset - 1) if last is not None else None
         return LeaderEpochFileCache.load(
             self.directory,
+            submit=self._submit,
             log_start_offset=self._log_start_offset,
             log_end_offset=self._log_end_offset,
             last_batch=found and (found[1].partition_leader_epoch, found[1].base_offset),
@@ -549,6 +582,7 @@ class Log:
         while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
             self._segments.pop().delete()
             self._bases.pop()
+        self._truncations += 1  # a flush in flight no longer speaks for the offsets it covered
         active = self.active_segment
         active.truncate_to(offset)
         self._log_end_offset = active.next_offset
@@ -564,9 +598,11 @@ class Log:
         """Drop every segment and restart the log empty at `offset`."""
         for segment in self._segments:
             segment.delete()
-        self._segments = [new_segment(self.directory, self.config, offset, self.disk)]
+        self._segments = [new_segment(self.directory, self.config, offset, self.disk,
+                                      self._files)]
         self._bases = [offset]
-        fsync_dir(self.directory)
+        self._truncations += 1
+        self._submit(lambda: fsync_path(self.directory))
         self._log_start_offset = self._log_end_offset = offset
         self._high_watermark = self._recovery_point = offset
         self.leader_epoch_cache.clear()
@@ -576,10 +612,56 @@ class Log:
 
     @_handling_io_errors("flushing log")
     def flush(self) -> None:
-        """fsync every segment with unflushed data; the recovery point becomes the log end offset."""
+        """fsync every segment with unflushed data; the recovery point becomes the log end offset.
+        On the caller's thread: for shutdown and tools (the broker uses flush_in_background)."""
         for segment in self._segments:
             segment.flush()
         self._recovery_point = self._log_end_offset
+
+    def flush_in_background(self) -> None:
+        """flush() with the fsyncs run by the flusher; the recovery point moves once they ran."""
+        if self.recovery_point >= self._log_end_offset:
+            return
+        i = max(bisect.bisect_right(self._bases, self._recovery_point) - 1, 0)
+        paths = [path for segment in self._segments[i:] for path in segment.prepare_flush()]
+        self._flush_paths(paths, self._log_end_offset)
+
+    def _flush_paths(self, paths: list[Path], upto: int) -> None:
+        truncations = self._truncations
+
+        def job() -> None:
+            for path in paths:
+                if self.disk is not None and path.suffix == LOG_SUFFIX:
+                    self.disk.fsync_path(path)  # where an armed fsync fault fires
+                else:
+                    fsync_path(path)
+            if not self.flush_failed:
+                self._flushed = (truncations, upto)  # one assignment: read whole by the log's thread
+
+        self._submit(job)
+
+    def _submit(self, job: Job) -> None:
+        """Hand a durability job to the flusher; it does nothing once the log is deleted."""
+
+        def unless_deleted() -> None:
+            if self.deleted:
+                return
+            try:
+                job()
+            except FileNotFoundError as exc:
+                if not self.deleted:  # else the folder went while the job ran
+                    self.flush_failed = True
+                    raise self.failure_channel.storage_error(
+                        self.log_dir, f"flushing log {self.directory.name}", exc) from exc
+            except OSError as exc:  # Kafka's flush: an I/O error takes the log dir offline
+                self.flush_failed = True
+                raise self.failure_channel.storage_error(
+                    self.log_dir, f"flushing log {self.directory.name}", exc) from exc
+            except Exception:
+                self.flush_failed = True
+                raise
+
+        self._flusher.submit(unless_deleted)
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
@@ -596,7 +678,20 @@ class Log:
         for segment in self._segments:
             segment.close()
 
+    def close_in_background(self) -> None:
+        """close() with its fsyncs and producer snapshot run by the flusher; the recovery point
+        becomes the log end offset once they have run."""
+        paths = []
+        for segment in self._segments:
+            segment.seal()
+            paths += segment.prepare_flush()
+        self._flush_paths(paths, self._log_end_offset)
+        self.producer_state.take_snapshot(self._log_end_offset, self._submit)
+        for segment in self._segments:
+            segment.close()  # its data and indexes are written: this only closes the file
+
     def delete(self) -> None:
+        self.deleted = True  # the flusher skips this log's queued jobs
         for segment in self._segments:
             segment.delete()
         shutil.rmtree(self.directory, ignore_errors=True)

@@ -16,6 +16,7 @@ from protocol.errors import KafkaError
 from protocol.records import iter_batches
 from storage.checkpoint import fsync_dir
 from storage.disk_faults import DiskFaults
+from storage.file_handles import FileHandleCache
 from storage.log_config import LogConfig
 from storage.naming import (
     CLEANED_SUFFIX,
@@ -28,7 +29,8 @@ from storage.segment import LogSegment
 
 
 def new_segment(
-    directory: Path, config: LogConfig, base_offset: int, disk: DiskFaults | None = None
+    directory: Path, config: LogConfig, base_offset: int, disk: DiskFaults | None = None,
+    files: FileHandleCache | None = None,
 ) -> LogSegment:
     return LogSegment(
         directory,
@@ -36,12 +38,14 @@ def new_segment(
         index_interval_bytes=config.index_interval_bytes,
         max_index_size=config.segment_index_bytes,
         disk=disk,
+        files=files,
     )
 
 
 def load_segments(
     directory: Path, config: LogConfig, recovery_point: int, clean_shutdown: bool,
     empty_log_start_offset: int = 0, disk: DiskFaults | None = None,
+    files: FileHandleCache | None = None,
 ) -> list[LogSegment]:
     """The folder's segments in offset order (one empty segment for a new log)."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -63,9 +67,9 @@ def load_segments(
     for base, path in index_files:
         if base not in bases:
             path.unlink()  # an index whose segment is gone
-    segments = [new_segment(directory, config, base, disk) for base in sorted(bases)]
+    segments = [new_segment(directory, config, base, disk, files) for base in sorted(bases)]
     if not segments:
-        return [new_segment(directory, config, empty_log_start_offset, disk)]
+        return [new_segment(directory, config, empty_log_start_offset, disk, files)]
     recover_segments(segments, recovery_point, clean_shutdown)
     return segments
 

@@ -2,7 +2,8 @@
 compaction.
 
 Checkpoints (recovery point, log start offset, high watermark) sit at the top of the data directory;
-a `.kafka_cleanshutdown` marker written at shutdown lets the next start skip the deep scan.
+a `.kafka_cleanshutdown` marker written at shutdown lets the next start skip the deep scan. The logs
+share one bounded cache of segment descriptors and one flusher (the worker thread for their fsyncs).
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from collections.abc import Callable, Generator
 from pathlib import Path
 
 from protocol.errors import ErrorCode, KafkaError
-from storage.checkpoint import OffsetCheckpointFile, fsync_dir
+from storage.checkpoint import OffsetCheckpointFile, fsync_dir, fsync_path
 from storage.disk_faults import DiskFaults
+from storage.file_handles import DEFAULT_MAX_OPEN_FILES, FileHandleCache
 from storage.log import Log
 from storage.log_cleaner import LogCleaner
 from storage.log_config import LogConfig
 from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel
+from storage.log_flusher import LogFlusher
 from storage.naming import (
     CLEAN_SHUTDOWN_FILE,
     HIGH_WATERMARK_CHECKPOINT,
@@ -41,10 +44,15 @@ class LogManager:
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         disk: DiskFaults | None = None,
         failure_channel: LogDirFailureChannel | None = None,
+        max_open_files: int = DEFAULT_MAX_OPEN_FILES,
+        flusher: LogFlusher | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.disk = disk  # what this dir's segments write, fsync and truncate through
         self.failure_channel = failure_channel or LogDirFailureChannel()
+        self.files = FileHandleCache(max_open_files)
+        # Without one given, durability work runs on the caller's thread (tools and unit tests).
+        self.flusher = flusher or LogFlusher(threaded=False)
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.default_config = default_config
         self._now_ms = now_ms
@@ -83,6 +91,8 @@ class LogManager:
                 producer_id_expiration_ms=self.producer_id_expiration_ms,
                 disk=self.disk,
                 failure_channel=self.failure_channel,
+                files=self.files,
+                flusher=self.flusher,
             )
             log.high_watermark = high_watermarks.get(key, 0)
             self._logs[key] = log
@@ -107,8 +117,18 @@ class LogManager:
             self.failure_channel.check_online(str(self.data_dir), f"creating log {directory.name}")
             log = Log.open(directory, self.config_for(topic), now_ms=self._now_ms,
                            producer_id_expiration_ms=self.producer_id_expiration_ms,
-                           disk=self.disk, failure_channel=self.failure_channel)
-            fsync_dir(self.data_dir)
+                           disk=self.disk, failure_channel=self.failure_channel,
+                           files=self.files, flusher=self.flusher)
+
+            def make_durable() -> None:  # the new folder and its first segment file
+                try:
+                    fsync_path(directory)
+                    fsync_path(self.data_dir)
+                except OSError as exc:
+                    raise self.failure_channel.storage_error(
+                        str(self.data_dir), f"creating log {directory.name}", exc) from exc
+
+            self.flusher.submit(make_durable)
             self._logs[(topic, partition)] = log
         return log
 
@@ -177,8 +197,9 @@ class LogManager:
         return sum(len(log.producer_state.remove_expired_producers()) for log in self._logs.values())
 
     def flush_all(self) -> None:
+        """log.flush.interval.ms: every log's fsyncs to the flusher (recovery points follow)."""
         for log in self._logs.values():
-            log.flush()
+            log.flush_in_background()
 
     def handle_log_dir_failure(self, log_dir: str) -> list[TopicPartition]:
         """Forget the logs of an offline dir without writing another byte there (Kafka's
@@ -193,18 +214,42 @@ class LogManager:
         return gone
 
     def shutdown(self) -> None:
-        """Flush, checkpoint, close, then leave the clean-shutdown marker for the next start."""
-        if self.failure_channel.is_offline(str(self.data_dir)):
+        """Flush, close, checkpoint, then leave the clean-shutdown marker for the next start, on
+        the caller's thread. The broker splits it to wait for the flusher off its event loop:
+        begin_shutdown, the flusher drained in a thread, finish_shutdown."""
+        self.begin_shutdown()
+        self.finish_shutdown()
+
+    def _offline(self) -> bool:
+        return self.failure_channel.is_offline(str(self.data_dir))
+
+    def begin_shutdown(self) -> None:
+        """Every log's last fsyncs and producer snapshot handed to the flusher; its files closed."""
+        if self._offline():
             return  # not clean: handle_log_dir_failure closed the logs, the next start recovers
         try:
-            self.flush_all()
-            self.checkpoint()
-        except KafkaStorageError:  # the dir failed now: stop as after any failure there
+            for log in self._logs.values():
+                log.close_in_background()
+        except KafkaStorageError:  # the dir failed now (an inline flusher): stop as after any failure
             self.handle_log_dir_failure(str(self.data_dir))
-            return
-        for log in self._logs.values():
-            log.close()
+
+    def finish_shutdown(self) -> None:
+        """Once the flusher has done what begin_shutdown gave it (drained here otherwise): the
+        checkpoints, with every recovery point at its log end, then the marker. None of that
+        when the log dir failed meanwhile: the next start recovers."""
+        try:
+            self.flusher.drain()
+            if not self._offline():
+                self.checkpoint()
+        except KafkaStorageError:
+            pass  # the failure channel has the dir offline now
+        if self._offline():
+            self.handle_log_dir_failure(str(self.data_dir))
         self._logs.clear()
+        self.flusher.close()
+        self.files.close_all()
+        if self._offline():
+            return
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         marker.write_bytes(b"")
         fsync_dir(self.data_dir)

@@ -15,7 +15,7 @@ timestamp is `producer.id.expiration.ms` old is forgotten.
 
 Snapshot file `<offset, 20 digits>.snapshot`, beside the segments: the state after every batch
 below `offset` (always a log end offset). Written at roll and at close, atomically (temp, fsync,
-rename). All integers big-endian:
+rename); at roll through the log's flusher (a worker thread in the broker), the bytes taken at once. All integers big-endian:
 
     Snapshot =>
       magic          bytes[4]  b"KSPS"
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ from crc32c import crc32c
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import BatchHeader
 from storage.checkpoint import fsync_dir
+from storage.log_flusher import Job, run_now
 from storage.log_info import LogAppendInfo
 from storage.naming import TEMP_SUFFIX, parse_snapshot_file, producer_snapshot_file
 
@@ -154,6 +156,10 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self._last_snapshot_offset = -1
         self._dirty = False  # changed since the last snapshot
+        # A snapshot written in a worker must not land after a truncation deleted the snapshots
+        # above the new log end: the truncation bumps the generation, the rename checks it.
+        self._generation = 0
+        self._files_lock = threading.Lock()
 
     # -- leader appends (origin: client) ---------------------------------------------------------
 
@@ -278,8 +284,9 @@ class ProducerStateManager:
                 offsets.append(offset)
         return sorted(offsets)
 
-    def take_snapshot(self, offset: int) -> bool:
-        """Write the state as of log end offset `offset`; False when that file is already current."""
+    def take_snapshot(self, offset: int, submit: Callable[[Job], None] = run_now) -> bool:
+        """Write the state as of log end offset `offset`; False when that file is already current.
+        The bytes are taken now; `submit` runs the write (at once by default)."""
         if offset == self._last_snapshot_offset and not self._dirty:
             return False
         body = bytearray(_BODY_HEAD.pack(offset, len(self.producers)))
@@ -289,16 +296,28 @@ class ProducerStateManager:
             for b in entry.batches:
                 body += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset,
                                     b.timestamp)
-        path = producer_snapshot_file(self.directory, offset)
+        data = _HEAD.pack(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, crc32c(body)) + body
+        path, generation = producer_snapshot_file(self.directory, offset), self._generation
+        self._last_snapshot_offset, self._dirty = offset, False
+        submit(lambda: self._write_snapshot(path, data, generation))
+        return True
+
+    def _write_snapshot(self, path: Path, data: bytes, generation: int) -> None:
         tmp = path.with_name(path.name + TEMP_SUFFIX)
         with open(tmp, "wb") as f:
-            f.write(_HEAD.pack(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, crc32c(body)) + body)
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        with self._files_lock:
+            if generation != self._generation:  # truncated meanwhile: this state is gone
+                tmp.unlink(missing_ok=True)
+                return
+            os.replace(tmp, path)
         fsync_dir(self.directory)
-        self._last_snapshot_offset, self._dirty = offset, False
-        return True
+
+    def _new_generation(self) -> None:
+        with self._files_lock:
+            self._generation += 1
 
     @staticmethod
     def read_snapshot(path: Path) -> dict[int, ProducerStateEntry]:
@@ -340,6 +359,7 @@ class ProducerStateManager:
         self.producers = {}
         start = log_start_offset
         self._last_snapshot_offset = -1
+        self._new_generation()
         for offset in reversed(self.snapshot_offsets()):
             path = producer_snapshot_file(self.directory, offset)
             if offset > log_end_offset:
@@ -366,6 +386,7 @@ class ProducerStateManager:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """The log restarted empty at `offset`: every producer and snapshot goes."""
         self.producers = {}
+        self._new_generation()
         for old in self.snapshot_offsets():
             producer_snapshot_file(self.directory, old).unlink(missing_ok=True)
         self._last_snapshot_offset, self._dirty = -1, True

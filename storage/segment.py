@@ -1,6 +1,8 @@
 """LogSegment: one `.log` file of back-to-back batches with its offset and time indexes.
 
 Reads go through os.pread on a file descriptor (never the whole file); appends use O_APPEND writes.
+The descriptor comes from the LogManager's bounded FileHandleCache (storage/file_handles.py): a segment
+holds none while idle and reopens its file on next use.
 Invariant: the file holds only complete batches from `base_offset` on, except after a crash, which
 `recover()` repairs by truncating at the first torn or corrupt batch.
 """
@@ -8,8 +10,9 @@ Invariant: the file holds only complete batches from `base_offset` on, except af
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from protocol.records import (
@@ -25,6 +28,7 @@ from protocol.records import (
     decode_batch,
 )
 from storage.disk_faults import DiskFaults
+from storage.file_handles import FileHandleCache
 from storage.naming import log_file, offset_index_file, time_index_file
 from storage.offset_index import OffsetIndex
 from storage.time_index import TimeIndex
@@ -49,14 +53,17 @@ def first_record_at_or_after(
 class LogSegment:
     def __init__(
         self, directory: Path, base_offset: int, *, index_interval_bytes: int, max_index_size: int,
-        disk: DiskFaults | None = None,
+        disk: DiskFaults | None = None, files: FileHandleCache | None = None,
     ) -> None:
         self.base_offset = base_offset
         self.disk = disk if disk is not None else DiskFaults()  # writes, fsyncs, truncations go here
         self.path = log_file(directory, base_offset)
         self.index_interval_bytes = index_interval_bytes
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self.size = os.fstat(self._fd).st_size
+        # Without a shared cache the segment keeps its one descriptor open, as a cache of one.
+        self._file = (FileHandleCache(1) if files is None else files).file(
+            self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        self.closed = False
+        self.size = os.fstat(self._file.fd()).st_size
         self.offset_index = OffsetIndex(
             offset_index_file(directory, base_offset), base_offset, max_index_size
         )
@@ -87,10 +94,16 @@ class LogSegment:
         Stops silently at a torn tail or at bytes that cannot be a v2 batch; callers compare the end
         of the last batch with `size` to tell. The memoryview is only valid until the next step.
         """
-        return _batches(self._fd, self.size, start, chunk_size)
+        return _batches(self._pread, self.size, start, chunk_size)
+
+    def _pread(self, n: int, pos: int) -> bytes:
+        # The descriptor is looked up for every read: a scan may be suspended between two reads
+        # while other segments are opened and this one's descriptor is evicted.
+        return os.pread(self._file.fd(), n, pos)
 
     def snapshot(self) -> SegmentSnapshot:
-        """A read-only view of this segment as it is now, on its own file descriptor."""
+        """A read-only view of this segment as it is now, on a file descriptor of its own (outside
+        the cache: the caller closes it)."""
         return SegmentSnapshot(self)
 
     def translate_offset(self, offset: int) -> tuple[int, BatchHeader] | None:
@@ -175,7 +188,7 @@ class LogSegment:
             self.next_offset, valid_end = header.next_offset, pos + header.size
         truncated = self.size - valid_end
         if truncated:
-            os.ftruncate(self._fd, valid_end)
+            os.ftruncate(self._file.fd(), valid_end)
             self.size = valid_end
             self._dirty = True
         self.offset_index.flush()
@@ -185,7 +198,7 @@ class LogSegment:
     def first_batch_header(self) -> BatchHeader | None:
         if self.size < HEADER_SIZE:
             return None
-        return BatchHeader(*HEADER_STRUCT.unpack(os.pread(self._fd, HEADER_SIZE, 0)))
+        return BatchHeader(*HEADER_STRUCT.unpack(self._pread(HEADER_SIZE, 0)))
 
     # -- appends and reads -------------------------------------------------------------------------
 
@@ -196,15 +209,16 @@ class LogSegment:
         start = self.size
         view = memoryview(buf)
         written = 0
+        fd = self._file.fd()
         try:
             while written < len(view):
-                written += self.disk.write(self._fd, view[written:])
+                written += self.disk.write(fd, view[written:])
         except OSError:
             # A partial write (disk full, EIO) must not leave bytes `size` does not know about: the
             # next append would land after them and every position indexed from there be off. If
             # the truncation fails too, the log dir goes offline anyway and recover() cuts the tail.
             with contextlib.suppress(OSError):
-                self.disk.truncate(self._fd, start)
+                self.disk.truncate(fd, start)
             raise
         for rel, header in batches:
             self._index_batch(start + rel, header)
@@ -228,8 +242,8 @@ class LogSegment:
         if max_offset is not None and first.base_offset >= max_offset:
             return b"", pos
         if first.size > max_bytes:
-            return (os.pread(self._fd, first.size, pos), pos) if min_one_message else (b"", pos)
-        data = os.pread(self._fd, min(max_bytes, self.size - pos), pos)
+            return (self._pread(first.size, pos), pos) if min_one_message else (b"", pos)
+        data = self._pread(min(max_bytes, self.size - pos), pos)
         view, n = memoryview(data), len(data)
         # Batches before an indexed one that starts inside the data (and below max_offset) are all
         # whole and wanted: walk batch headers only from there, not from the first batch.
@@ -270,7 +284,7 @@ class LogSegment:
         """Max record timestamp, or the file's mtime when no batch carries one (Kafka's rule)."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        return int(os.fstat(self._fd).st_mtime * 1000)
+        return int(os.fstat(self._file.fd()).st_mtime * 1000)
 
     # -- truncation and lifecycle --------------------------------------------------------------------
 
@@ -282,7 +296,7 @@ class LogSegment:
         pos, header = found
         removed = self.size - pos
         self._recent.clear()
-        os.ftruncate(self._fd, pos)
+        os.ftruncate(self._file.fd(), pos)
         self.size = pos
         self._dirty = True
         self.offset_index.truncate_to(header.base_offset)
@@ -293,50 +307,64 @@ class LogSegment:
         return removed
 
     def on_become_inactive(self) -> None:
+        self.seal()
+        self.flush()
+
+    def seal(self) -> None:
         """Record the final max timestamp so that a reload finds it in the time index (as Kafka)."""
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(
                 self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
             )
-        self.flush()
 
     def flush(self) -> None:
         if self._dirty:
-            self.disk.fsync(self._fd)
+            self.disk.fsync(self._file.fd())
             self._dirty = False
         self.offset_index.flush()
         self.time_index.flush()
 
+    def prepare_flush(self) -> list[Path]:
+        """flush() in two halves: here the index entries are written (no fsync), and the files
+        to fsync are returned, for storage.checkpoint.fsync_path in any thread. Data written through
+        this segment's descriptor is made durable by an fsync on any descriptor of the file."""
+        paths = [self.path] if self._dirty else []
+        self._dirty = False
+        paths += [index.path for index in (self.offset_index, self.time_index) if index.write_appended()]
+        return paths
+
+    def release_file(self) -> None:
+        """Close the descriptor now (an inactive segment holds none while idle)."""
+        self._file.close()
+
     def close(self) -> None:
-        if self._fd >= 0:
+        if not self.closed:
             self.on_become_inactive()
-            os.close(self._fd)
-            self._fd = -1
+            self._file.close()
+            self.closed = True
 
     def close_unflushed(self) -> None:
         """Close without writing anything more (its log dir failed): recovery at restart decides
         what of the file stands."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._file.close()
+        self.closed = True
 
     def delete(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._file.close()
+        self.closed = True
         self.path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
 
 
 def _batches(
-    fd: int, size: int, start: int, chunk_size: int
+    pread: Callable[[int, int], bytes], size: int, start: int, chunk_size: int
 ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
-    """LogSegment.batches over any descriptor of a segment file, up to `size`."""
+    """LogSegment.batches over any reader of a segment file (pread(n, pos)), up to `size`."""
     pos, end, need = start, size, 0
     while pos < end:
         wanted = min(max(chunk_size, need), end - pos)
-        data = os.pread(fd, wanted, pos)
+        data = pread(wanted, pos)
         view, n, off = memoryview(data), len(data), 0
         while True:
             if n - off < HEADER_SIZE:
@@ -364,7 +392,7 @@ def _batches(
 
 class SegmentSnapshot:
     """An inactive segment as it was when taken, readable from another thread (the log cleaner's
-    worker) on a duplicate file descriptor: if the log deletes or replaces the segment meanwhile,
+    worker) on a file descriptor of its own: if the log deletes or replaces the segment meanwhile,
     the file stays readable (POSIX keeps an unlinked file for its open descriptors), and
     `is_current()` tells the owner the snapshot no longer stands for the log."""
 
@@ -376,7 +404,9 @@ class SegmentSnapshot:
         self.next_offset = segment.next_offset
         self.size = segment.size
         self._largest_timestamp = segment.largest_timestamp()
-        self._fd = os.dup(segment._fd)
+        # Opened now, not at the first read: the file stays readable if the segment goes meanwhile.
+        # The cleaner holds one per segment of the range it cleans, one log at a time.
+        self._fd = os.open(segment.path, os.O_RDONLY)
 
     def __repr__(self) -> str:
         return f"SegmentSnapshot(base={self.base_offset}, next={self.next_offset}, size={self.size})"
@@ -387,11 +417,11 @@ class SegmentSnapshot:
     def batches(
         self, start: int = 0, *, chunk_size: int = READ_CHUNK
     ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
-        return _batches(self._fd, self.size, start, chunk_size)
+        return _batches(functools.partial(os.pread, self._fd), self.size, start, chunk_size)
 
     def is_current(self) -> bool:
         """The segment is still open and as large as when the snapshot was taken."""
-        return self.segment._fd >= 0 and self.segment.size == self.size
+        return not self.segment.closed and self.segment.size == self.size
 
     def close(self) -> None:
         if self._fd >= 0:

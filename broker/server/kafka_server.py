@@ -44,6 +44,7 @@ from broker.replication.replica_manager import ReplicaManager, ReplicationSettin
 from broker.server.worker_steps import run_steps_in_worker
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel, OfflineLogDir
+from storage.log_flusher import LogFlusher
 from storage.log_manager import LogManager
 from timer import FunctionTimerTask
 
@@ -81,7 +82,9 @@ class KafkaServer:
             config.data_dir, config.log_config(), now_ms=wall_clock_ms,
             producer_id_expiration_ms=config["producer.id.expiration.ms"],
             disk=context.disk_faults_for(self.broker_id),
-            failure_channel=self.log_dir_failure_channel)
+            failure_channel=self.log_dir_failure_channel,
+            max_open_files=config["log.segment.open.files.max"],
+            flusher=LogFlusher(on_error=self._on_flush_error))
         self.metadata_cache = MetadataCache()
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, context.timer, context.clock,
@@ -148,10 +151,15 @@ class KafkaServer:
         self._loop = asyncio.get_running_loop()
         try:
             self.log_manager.load()
+            # What recovery kept is fsynced by the flusher: wait for it off the loop, so that a
+            # disk failing those fsyncs keeps the broker from starting, as a failed load does.
+            await asyncio.to_thread(self.log_manager.flusher.drain)
+            self.log_dir_failure_channel.check_online(str(self.config.data_dir), "loading logs")
         except KafkaStorageError as exc:
             self.log_manager.handle_log_dir_failure(str(self.config.data_dir))
-            raise LogDirFailedAtStart(f"broker {self.broker_id} cannot start: {exc.message}") \
-                from exc
+            offline = self.log_dir_failure_channel.offline_log_dirs()
+            reason = offline[0].reason if offline else exc.message
+            raise LogDirFailedAtStart(f"broker {self.broker_id} cannot start: {reason}") from exc
         for problem in self.log_manager.load_problems:
             log.warning("checkpoint row skipped", broker_id=self.broker_id, problem=problem)
         for topic, partition in list(self.log_manager.all_logs()):
@@ -207,7 +215,9 @@ class KafkaServer:
         self.group_coordinator.shutdown()
         await self.replica_manager.shutdown()
         await self._close_connections()
-        self.log_manager.shutdown()
+        self.log_manager.begin_shutdown()
+        await asyncio.to_thread(self.log_manager.flusher.drain)  # the loop never waits on fsyncs
+        self.log_manager.finish_shutdown()
         log.info("broker stopped", broker_id=self.broker_id)
 
     # -- a failed log dir (Kafka's ReplicaManager.handleLogDirFailure) ---------------------------
@@ -250,6 +260,11 @@ class KafkaServer:
         for server in self._servers:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), SHUTDOWN_GRACE_S)
+
+    def _on_flush_error(self, exc: BaseException) -> None:
+        """A fsync or checkpoint write failed in the flusher's thread (an I/O error has taken the
+        log dir offline already: the failure channel's listener handles that)."""
+        log.error("log flush failed", broker_id=self.broker_id, error=repr(exc))
 
     async def _checkpoint_in_background(self) -> None:
         """Checkpoint files are fsynced: write them in a thread so the loop never waits on disk."""

@@ -1,0 +1,73 @@
+"""The event loop never waits on fsync: segment rolls, periodic flushes, leader-epoch checkpoints,
+producer snapshots and a truncation's folder sync all run in the LogManager's flusher thread."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+
+import pytest
+
+from protocol.errors import ErrorCode
+from protocol.records import encode_batch
+from tests.integration.raw_client import RawClient
+from tests.integration.test_hostile_input import (
+    PRODUCE,
+    create_topic,
+    partition_errors,
+    served_promptly,
+)
+from tests.integration.test_protocol_edges import produce_body
+
+
+@pytest.mark.broker_config({"log.flush.interval.ms": "20"})
+async def test_rolls_and_flushes_never_fsync_on_the_event_loop(async_broker, monkeypatch):
+    loop_thread = threading.get_ident()
+    fsync_threads: list[int] = []
+    fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:  # observes the real fsync, which still runs
+        fsync_threads.append(threading.get_ident())
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+
+    lags: list[float] = []
+    probing = True
+
+    async def probe() -> None:  # how late a 1 ms sleep wakes up: the loop's longest stall
+        while probing:
+            started = time.monotonic()
+            await asyncio.sleep(0.001)
+            lags.append(time.monotonic() - started - 0.001)
+
+    probe_task = asyncio.ensure_future(probe())
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "rolling", 2, {"segment.bytes": "4096"})
+    fsync_threads.clear()  # the metadata store's own writes are not this test's business
+    batch = encode_batch([(b"k", b"v" * 1000, [], int(time.time() * 1000))])
+    for _ in range(200):  # about four batches per segment: some fifty rolls per partition
+        response = await client.request(PRODUCE, 9, produce_body(
+            {("rolling", 0): batch, ("rolling", 1): batch}))
+        assert set(partition_errors(response).values()) == {ErrorCode.NONE}
+    log = async_broker.log_manager.get_log("rolling", 0)
+    assert len(log.segments) >= 40
+    # A follower-style truncation and a full one: their folder syncs go to the flusher too.
+    log.truncate_to(100)
+    async_broker.log_manager.get_log("rolling", 1).truncate_fully_and_start_at(300)
+    await served_promptly(async_broker.port)
+    await asyncio.to_thread(async_broker.log_manager.flusher.drain)
+    probing = False
+    await probe_task
+    await client.close()
+
+    # Every roll's segment, index and folder fsyncs, the snapshots and the checkpoints happened...
+    assert len(fsync_threads) > 4 * 2 * 40
+    # ...none of them on the loop's thread.
+    assert loop_thread not in fsync_threads
+    # Everything below the last roll before the truncation is durable: the recovery point moved.
+    assert log.recovery_point == log.log_end_offset == 100
+    print(f"fsyncs: {len(fsync_threads)}, longest loop stall: {max(lags) * 1000:.1f} ms")
+    assert max(lags) < 1.0
