@@ -76,12 +76,19 @@ _MODULES = (
     "delete_records",
     "create_partitions",
     "init_producer_id",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "write_txn_markers",
+    "txn_offset_commit",
     "offset_for_leader_epoch",
     "describe_configs",
     "alter_configs",
     "delete_groups",
     "incremental_alter_configs",
     "offset_delete",
+    "describe_transactions",
+    "list_transactions",
 )
 
 

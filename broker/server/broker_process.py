@@ -19,6 +19,7 @@ from broker.coordinator.group.view import group_view
 from broker.interbroker.controlled_shutdown import controlled_shutdown
 from broker.interbroker.tcp_controller_channel import TcpControllerChannel
 from broker.interbroker.tcp_leader_endpoint import TcpLeaderEndpoint
+from broker.interbroker.tcp_txn_marker_transport import TcpTxnMarkerTransport
 from broker.metadata import zk_paths as paths
 from broker.metadata.broker_registration import registered_address
 from broker.metadata.store import MetadataStore, NoNodeError
@@ -33,8 +34,8 @@ log = structlog.get_logger("kafka_sim.broker_process")
 
 
 class ZooKeeperContext(ClusterContext):
-    """A cluster context whose brokers are other processes: TCP for the controller's requests and
-    for followers' fetches."""
+    """A cluster context whose brokers are other processes: TCP for the controller's requests,
+    followers' fetches and transaction markers."""
 
     def __init__(self, config: BrokerConfig, store: MetadataStore, clock: Clock) -> None:
         super().__init__(config, store, clock)
@@ -47,6 +48,10 @@ class ZooKeeperContext(ClusterContext):
     def leader_endpoint(self, follower: RunningBroker, leader_id: int) -> LeaderEndpoint:
         return TcpLeaderEndpoint(follower.broker_id, leader_id,
                                  lambda: follower.metadata_cache.brokers.get(leader_id))
+
+    def marker_transport(self, coordinator: RunningBroker) -> TcpTxnMarkerTransport:
+        return TcpTxnMarkerTransport(coordinator.broker_id,
+                                     lambda b: coordinator.metadata_cache.brokers.get(b))
 
 
 class BrokerProcess:

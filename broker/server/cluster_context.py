@@ -9,6 +9,10 @@ from typing import TYPE_CHECKING, Protocol
 
 from broker.config import BrokerConfig
 from broker.control.faults import FaultInjector
+from broker.coordinator.transaction import MarkerTransport, TxnMarker
+from broker.coordinator.transaction.transaction_marker_channel import marker_results
+from broker.handlers.services import BrokerServices
+from broker.handlers.write_txn_markers import write_txn_markers
 from broker.metadata import zk_paths as paths
 from broker.metadata.store import MetadataStore, NodeExistsError
 from broker.replication.leader_endpoint import InProcessLeaderEndpoint, LeaderEndpoint
@@ -18,8 +22,9 @@ if TYPE_CHECKING:
     from broker.metadata.metadata_cache import MetadataCache, MetadataSnapshot
     from broker.metadata.partition_state import LeaderAndIsr
     from broker.replication.replica_manager import ReplicaManager
-    from protocol.errors import ErrorCode
     from storage.log_config import LogConfig
+
+from protocol.errors import ErrorCode
 
 
 class RunningBroker(Protocol):
@@ -29,6 +34,7 @@ class RunningBroker(Protocol):
     running: bool
     replica_manager: ReplicaManager
     metadata_cache: MetadataCache
+    services: BrokerServices
 
     def apply_leader_and_isr(self, controller_epoch: int, states: list[LeaderAndIsr],
                              configs: dict[str, LogConfig]) -> dict[tuple[str, int], ErrorCode]: ...
@@ -80,6 +86,26 @@ class ClusterContext:
             return leader.replica_manager if leader is not None and follower.running else None
 
         return InProcessLeaderEndpoint(lookup)
+
+    def marker_transport(self, coordinator: RunningBroker) -> MarkerTransport:
+        """How `coordinator`'s transaction coordinator reaches partition leaders: direct calls."""
+        return InProcessMarkerTransport(self, coordinator)
+
+
+class InProcessMarkerTransport:
+    """WriteTxnMarkers as a direct call into the leader's handler, as the in-process controller
+    channel calls brokers; a broker that is not running is unreachable."""
+
+    def __init__(self, context: ClusterContext, coordinator: RunningBroker) -> None:
+        self._context = context
+        self._coordinator = coordinator
+
+    async def write_txn_markers(self, broker_id: int,
+                                marker: TxnMarker) -> dict[tuple[str, int], ErrorCode]:
+        leader = self._context.running(broker_id)
+        if leader is None or not leader.running or not self._coordinator.running:
+            raise ConnectionError(f"broker {broker_id} is not running")
+        return marker_results(await write_txn_markers(leader.services, [marker.to_wire()]))
 
 
 class InProcessControllerChannel:
