@@ -330,12 +330,15 @@ class Log:
         a crash in between is finished on load (storage/log_loader.py finish_swap)."""
         i = self._segments.index(old[0])
         base = old[0].base_offset
+        aborted = [txn for segment in old for txn in segment.txn_index]
         for segment in old:
             segment.delete()
         swap.replace(log_file(self.directory, base))
         fsync_dir(self.directory)
         segment = new_segment(self.directory, self.config, base)
         segment.recover()  # indexes rebuilt from the cleaned batches
+        for txn in aborted:  # the cleaner keeps markers: read_committed still needs the aborts
+            segment.txn_index.append(txn)
         segment.on_become_inactive()
         self._segments[i : i + len(old)] = [segment]
         self._bases[i : i + len(old)] = [base]
