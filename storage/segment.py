@@ -23,9 +23,10 @@ from protocol.records import (
     batch_crc_ok,
     decode_batch,
 )
-from storage.naming import log_file, offset_index_file, time_index_file
+from storage.naming import log_file, offset_index_file, time_index_file, transaction_index_file
 from storage.offset_index import OffsetIndex
 from storage.time_index import TimeIndex
+from storage.transaction_index import TransactionIndex
 
 READ_CHUNK = 64 * 1024  # forward scans from an index entry: an interval plus a few batches
 RECOVERY_CHUNK = 1024 * 1024  # whole-file scans read in bigger pieces
@@ -59,6 +60,7 @@ class LogSegment:
         self.time_index = TimeIndex(
             time_index_file(directory, base_offset), base_offset, max_index_size
         )
+        self.txn_index = TransactionIndex(transaction_index_file(directory, base_offset), base_offset)
         # Offset after the last batch; set by load_tail(), recover() and append().
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -174,6 +176,7 @@ class LogSegment:
             os.ftruncate(self._fd, valid_end)
             self.size = valid_end
             self._dirty = True
+        self.txn_index.truncate_to(self.next_offset)
         self.offset_index.flush()
         self.time_index.flush()
         return truncated
@@ -275,6 +278,7 @@ class LogSegment:
         self._dirty = True
         self.offset_index.truncate_to(header.base_offset)
         self.time_index.truncate_to(header.base_offset)
+        self.txn_index.truncate_to(header.base_offset)
         self.load_tail()  # recompute next offset and max timestamp from what is left
         if self.size == 0:
             self.rolling_base_ms = None
@@ -294,6 +298,7 @@ class LogSegment:
             self._dirty = False
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -308,6 +313,7 @@ class LogSegment:
         self.path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
 
 
 def _batches(

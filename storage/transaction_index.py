@@ -70,6 +70,10 @@ class TransactionIndex(Index):
                 return found, True
         return found, False
 
+    def flush(self) -> None:
+        if self.entries or self.path.exists():  # most segments never see an abort: no file
+            super().flush()
+
     def well_formed(self) -> bool:
         if not super().well_formed():
             return False

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.metadata.partition_state import LeaderAndIsr
-from storage.log import Log, LogAppendInfo
+from storage.log import Log
+from storage.log_info import AppendOrigin, LogAppendInfo
 
 
 @dataclass(slots=True)
@@ -101,9 +102,11 @@ class Partition:
     # -- leader side ------------------------------------------------------------------------
 
     def append_records_as_leader(
-        self, records: bytes | memoryview, *, keys_checked: bool = False
+        self, records: bytes | memoryview, *, keys_checked: bool = False,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
-        info = self.log.append_as_leader(records, self.leader_epoch, keys_checked=keys_checked)
+        info = self.log.append_as_leader(records, self.leader_epoch, keys_checked=keys_checked,
+                                         origin=origin)
         self.maybe_increment_high_watermark()  # with the leader alone in the ISR, HW = LEO now
         return info
 
