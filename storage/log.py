@@ -195,7 +195,7 @@ class Log:
         pos = 0
         self._check_timestamps(headers, now)
         pending = self.producer_state.validate(headers, first_offset, now if append_time else None,
-                                               markers)
+                                               markers, origin == AppendOrigin.CLIENT)
         if isinstance(pending, BatchMetadata):  # a retry of a batch already here: write nothing
             return duplicate_append_info(pending, append_time)
         for header in headers:

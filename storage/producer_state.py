@@ -230,7 +230,7 @@ class ProducerStateManager:
 
     def validate(
         self, headers: Iterable[BatchHeader], first_offset: int, append_time: int | None,
-        markers: Sequence[EndTxnMarker | None] | None = None,
+        markers: Sequence[EndTxnMarker | None] | None = None, check_sequences: bool = True,
     ) -> PendingBatches | BatchMetadata | None:
         """Check a client's batches, which will land from `first_offset` on.
 
@@ -238,7 +238,9 @@ class ProducerStateManager:
         batch carries a producer id, else the pending changes for commit(). Raises KafkaError.
         `append_time` is the broker's time with LogAppendTime (it becomes the batches' timestamp).
         `markers` (the transaction coordinator's appends only) holds, per header, the marker of a
-        control batch.
+        control batch. `check_sequences` False (a coordinator's own append, as Kafka's
+        AppendOrigin.Coordinator): batches without a sequence, such as the group coordinator's
+        transactional offset commits, are checked for their epoch only.
         """
         pending: PendingBatches | None = None
         offset = first_offset
@@ -267,12 +269,18 @@ class ProducerStateManager:
                 pending.append(PendingAppend(pid, epoch, BatchMetadata(
                     NO_SEQUENCE, NO_SEQUENCE, base, offset - 1, timestamp), marker=marker))
                 continue
-            last_seq = increment_sequence(first_seq, header.last_offset_delta)
-            if current is not None and current.producer_epoch == epoch:
-                for batch in current.batches:
-                    if batch.first_seq == first_seq and batch.last_seq == last_seq:
-                        return batch  # a duplicate
-            self._check(known.epoch, known.last_seq, header)
+            if not check_sequences and first_seq < 0:
+                if epoch < known.epoch:
+                    raise _error(ErrorCode.INVALID_PRODUCER_EPOCH, header,
+                                 f"older than the current epoch {known.epoch}")
+                last_seq = NO_SEQUENCE
+            else:
+                last_seq = increment_sequence(first_seq, header.last_offset_delta)
+                if current is not None and current.producer_epoch == epoch:
+                    for batch in current.batches:
+                        if batch.first_seq == first_seq and batch.last_seq == last_seq:
+                            return batch  # a duplicate
+                self._check(known.epoch, known.last_seq, header)
             txn_first_offset = -1
             if header.is_transactional:
                 if not known.in_txn:

@@ -16,6 +16,7 @@ from broker.handlers.services import BrokerServices
 from broker.metadata.topic_names import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
 from protocol.transaction_records import ControlType, marker_batch
+from storage.log_info import AppendOrigin
 
 MARKER_TIMEOUT_MS = 30000  # Kafka's request.timeout.ms for the marker's replication
 
@@ -39,7 +40,8 @@ async def write_txn_markers(services: BrokerServices, markers) -> list[dict]:
                   if services.metadata_cache.partition_state(*tp) is None}
         entries = {tp: batch for tp in keys if tp not in errors}
         if entries:
-            results = await services.replica_manager.produce(-1, MARKER_TIMEOUT_MS, entries)
+            results = await services.replica_manager.produce(-1, MARKER_TIMEOUT_MS, entries,
+                                                             origin=AppendOrigin.COORDINATOR)
             errors.update({tp: r.error for tp, r in results.items()})
         for (topic, partition), error in errors.items():
             if topic == OFFSETS_TOPIC and error == ErrorCode.NONE:

@@ -26,6 +26,7 @@ from protocol import group_records as gr
 from protocol.errors import ErrorCode
 from protocol.records import decode_batch, encode_batch, iter_batches
 from protocol.transaction_records import ControlType, read_control_type
+from storage.log_info import AppendOrigin
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -292,7 +293,8 @@ class GroupMetadataManager:
                                  producer_epoch=producer[1], is_transactional=True)
         key = (OFFSETS_TOPIC, self.partition_for(group_id))
         results = await self.replica_manager.produce(
-            -1, self.config["offsets.commit.timeout.ms"], {key: batch})
+            -1, self.config["offsets.commit.timeout.ms"], {key: batch},
+            origin=AppendOrigin.COORDINATOR)
         error = results[key].error
         return APPEND_ERRORS.get(error, error)
 
