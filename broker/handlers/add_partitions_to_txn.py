@@ -12,6 +12,7 @@ write to, before its first batch to each.
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.txn_errors import for_version
 from protocol.errors import ErrorCode
 
 
@@ -33,7 +34,8 @@ async def _one(ctx: RequestContext, transactional_id: str, producer_id: int, epo
     by_topic: dict[str, list[dict]] = {}
     for topic, partition in keys:
         by_topic.setdefault(topic, []).append(
-            {"partition_index": partition, "partition_error_code": errors[(topic, partition)]})
+            {"partition_index": partition, "partition_error_code": for_version(
+                24, ctx.api_version, errors[(topic, partition)])})
     return [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]
 
 

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.txn_errors import for_version
 from protocol.errors import ErrorCode
 
 NO_PRODUCER_ID = -1
@@ -42,8 +43,9 @@ async def handle(ctx: RequestContext, request) -> dict:
         return _answer(ErrorCode.INVALID_REQUEST)
     if request.transactional_id is not None:
         expected = None if producer_id == NO_PRODUCER_ID else (producer_id, epoch)
-        return _answer(*await ctx.services.transaction_coordinator.handle_init_producer_id(
-            request.transactional_id, request.transaction_timeout_ms, expected))
+        error, pid, epoch = await ctx.services.transaction_coordinator.handle_init_producer_id(
+            request.transactional_id, request.transaction_timeout_ms, expected)
+        return _answer(for_version(22, ctx.api_version, error), pid, epoch)
     ids = ctx.services.producer_ids
     if producer_id >= 0 and epoch < MAX_EPOCH - 1 and ids.was_issued(producer_id):
         return _answer(ErrorCode.NONE, producer_id, epoch + 1)
