@@ -3,12 +3,13 @@ channel that delivers the controller's requests to them by direct calls."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import uuid
 from typing import TYPE_CHECKING, Protocol
 
 from broker.config import BrokerConfig
-from broker.control.faults import FaultInjector
+from broker.control.faults import FaultAction, FaultInjector
 from broker.coordinator.transaction import MarkerTransport, TxnMarker
 from broker.coordinator.transaction.transaction_marker_channel import marker_results
 from broker.handlers.services import BrokerServices
@@ -92,9 +93,14 @@ class ClusterContext:
         return InProcessMarkerTransport(self, coordinator)
 
 
+WRITE_TXN_MARKERS = 27
+
+
 class InProcessMarkerTransport:
     """WriteTxnMarkers as a direct call into the leader's handler, as the in-process controller
-    channel calls brokers; a broker that is not running is unreachable."""
+    channel calls brokers; a broker that is not running is unreachable. The leader's faults for
+    WriteTxnMarkers apply as they would to the request over TCP (disconnect, dropped response,
+    delay, error), so tests can hold a transaction between its prepare and its markers."""
 
     def __init__(self, context: ClusterContext, coordinator: RunningBroker) -> None:
         self._context = context
@@ -105,7 +111,19 @@ class InProcessMarkerTransport:
         leader = self._context.running(broker_id)
         if leader is None or not leader.running or not self._coordinator.running:
             raise ConnectionError(f"broker {broker_id} is not running")
-        return marker_results(await write_txn_markers(leader.services, [marker.to_wire()]))
+        request = {"markers": [marker.to_wire()]}
+        fault = self._context.faults.match(broker_id, WRITE_TXN_MARKERS, request)
+        if fault is not None:
+            if fault.action is FaultAction.DISCONNECT:
+                raise ConnectionError(f"fault {fault.id}: broker {broker_id} disconnected")
+            if fault.action is FaultAction.ERROR:
+                return dict.fromkeys(marker.partitions, ErrorCode(fault.error_code))
+            if fault.action is FaultAction.DELAY:
+                await asyncio.sleep((fault.delay_ms or 0) / 1000)
+        results = marker_results(await write_txn_markers(leader.services, request["markers"]))
+        if fault is not None and fault.action is FaultAction.DROP_RESPONSE:
+            raise ConnectionError(f"fault {fault.id}: broker {broker_id} dropped the response")
+        return results
 
 
 class InProcessControllerChannel:
