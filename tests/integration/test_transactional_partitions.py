@@ -85,6 +85,8 @@ async def test_read_committed_sees_committed_records_only(async_broker):
         await produce(client, data(1, 2, b"open"))  # 6: producer 1's next, still open
         assert await list_offset(client, 0) == 7  # read_uncommitted: the high watermark
         assert await list_offset(client, 1) == 6  # read_committed: the last stable offset
+        [leader] = async_broker.replica_manager.partitions[(TOPIC, 0)].replica_states()
+        assert leader["last_stable_offset"] == 6  # what `ctl partitions` shows
 
         assert await consume_all(port, "read_committed", 3) == [b"c1", b"c2", b"plain"]
         assert await consume_all(port, "read_uncommitted", 5) == \
