@@ -163,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
         "id", type=int)
     leaf(broker, "start", cmd_broker_start, "start a stopped broker").add_argument("id", type=int)
     leaf(commands, "partitions", cmd_partitions,
-         "partitions as JSON: leader, epoch, ISR, replicas with LEO/HW/lag, producers").add_argument(
+         "partitions as JSON: leader, epoch, ISR, replicas with LEO/HW/LSO/lag, producers").add_argument(
         "topic", nargs="?")
     replication = commands.add_parser(
         "replication", help="pause or resume a broker's followers").add_subparsers(

@@ -54,6 +54,7 @@ HANDLERS: dict[int, ApiHandler] = {}
 # Handler modules, in API key order; importing one registers it.
 _MODULES = (
     "produce",
+    "describe_producers",
     "fetch",
     "list_offsets",
     "metadata",

@@ -210,10 +210,11 @@ class Partition:
         self.log.increment_log_start_offset(min(leader_log_start_offset, self.log.high_watermark))
 
     def replica_states(self) -> list[dict]:
-        """Per replica LEO, HW and lag, for the control API."""
+        """Per replica LEO, HW and lag (and this replica's last stable offset), for the control API."""
         leo = self.log.log_end_offset
         out = [{"broker": self.local_broker_id, "log_end_offset": leo,
-                "high_watermark": self.log.high_watermark, "lag": 0}]
+                "high_watermark": self.log.high_watermark,
+                "last_stable_offset": self.log.last_stable_offset, "lag": 0}]
         for r, state in sorted(self.remote_replicas.items()):
             out.append({"broker": r, "log_end_offset": state.log_end_offset,
                         "high_watermark": None,

@@ -1,4 +1,4 @@
-"""read_committed consumers against transactional data: real clients (aiokafka, confluent-kafka)
+"""Transactional data on partitions: read_committed consumers against it: real clients (aiokafka, confluent-kafka)
 see committed records only, stop at the last stable offset while a transaction is open, and
 ListOffsets answers the LSO. Data goes in over TCP as a transactional producer writes it; the
 markers are appended the way the transaction coordinator appends them (origin COORDINATOR)."""
@@ -18,7 +18,7 @@ from storage.log_info import AppendOrigin
 from tests.integration.raw_client import RawClient
 from tests.integration.test_protocol_edges import produce_body
 
-PRODUCE, LIST_OFFSETS, FETCH = 0, 2, 1
+PRODUCE, LIST_OFFSETS, FETCH, DESCRIBE_PRODUCERS = 0, 2, 1, 61
 TOPIC = "tx-topic"
 
 
@@ -85,6 +85,8 @@ async def test_read_committed_sees_committed_records_only(async_broker):
         await produce(client, data(1, 2, b"open"))  # 6: producer 1's next, still open
         assert await list_offset(client, 0) == 7  # read_uncommitted: the high watermark
         assert await list_offset(client, 1) == 6  # read_committed: the last stable offset
+        [leader] = async_broker.replica_manager.partitions[(TOPIC, 0)].replica_states()
+        assert leader["last_stable_offset"] == 6  # what `ctl partitions` shows
 
         assert await consume_all(port, "read_committed", 3) == [b"c1", b"c2", b"plain"]
         assert await consume_all(port, "read_uncommitted", 5) == \
@@ -152,3 +154,24 @@ async def test_confluent_kafka_read_committed(async_broker):
     finally:
         await client.close()
     assert await asyncio.to_thread(confluent_values, port, 2) == [b"c1", b"after"]
+
+
+async def test_describe_producers_shows_open_transactions(async_broker):
+    await create_topic(async_broker.port)
+    client = await RawClient.connect(async_broker.port)
+    try:
+        await produce(client, data(7, 0, b"x", b"y"))  # 0-1: producer 7 opens at 0
+        await produce(client, encode_batch([(None, b"i", [], 123)], producer_id=8,
+                                           producer_epoch=3, base_sequence=0))
+        response = await client.request(DESCRIBE_PRODUCERS, 0, {"topics": [
+            {"name": TOPIC, "partition_indexes": [0, 5]}, {"name": "nope", "partition_indexes": [0]}]})
+        ours, missing = response.topics
+        p0, p5 = ours.partitions
+        assert p0.error_code == ErrorCode.NONE
+        assert [(p.producer_id, p.producer_epoch, p.last_sequence, p.current_txn_start_offset)
+                for p in p0.active_producers] == [(7, 0, 1, 0), (8, 3, 0, -1)]
+        assert p0.active_producers[1].last_timestamp == 123
+        assert p5.error_code == missing.partitions[0].error_code == \
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    finally:
+        await client.close()
