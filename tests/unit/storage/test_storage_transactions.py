@@ -195,3 +195,25 @@ def test_v1_snapshots_are_still_read(tmp_path, clock):
     [entry] = ProducerStateManager.read_snapshot(path).values()
     assert (entry.producer_id, entry.producer_epoch, entry.last_seq) == (7, 2, 4)
     assert (entry.current_txn_first_offset, entry.coordinator_epoch) == (-1, -1)
+
+
+def test_the_coordinators_transactional_writes_carry_no_sequence(tmp_path, clock):
+    """The group coordinator writes a TxnOffsetCommit as the producer's transactional batch without
+    a sequence (Kafka's AppendOrigin.Coordinator): accepted from the coordinator, epoch-checked,
+    and it opens the producer's transaction; a client must still send sequences."""
+    log = open_log(tmp_path / "__consumer_offsets-0", clock)
+
+    def offsets(epoch: int) -> bytes:
+        return encode_batch([(b"key", b"offset", [], T0)], producer_id=7, producer_epoch=epoch,
+                            is_transactional=True)
+
+    assert error_of(lambda: log.append_as_leader(offsets(1), 0)) == ErrorCode.INVALID_RECORD
+    log.append_as_leader(offsets(1), 0, origin=COORDINATOR)  # offset 0
+    log.append_as_leader(offsets(1), 0, origin=COORDINATOR)  # 1: the same transaction goes on
+    assert error_of(lambda: log.append_as_leader(offsets(0), 0, origin=COORDINATOR)) \
+        == ErrorCode.INVALID_PRODUCER_EPOCH
+    log.high_watermark = log.log_end_offset
+    assert log.last_stable_offset == 0  # open from its first batch
+    end(log, 7, ControlType.COMMIT, epoch=1)
+    log.high_watermark = log.log_end_offset
+    assert log.last_stable_offset == 3
