@@ -16,6 +16,7 @@ import structlog
 from broker.config import BrokerConfig
 from broker.control.faults import FaultInjector
 from broker.coordinator.group.view import group_view
+from broker.coordinator.transaction.view import transaction_view
 from broker.interbroker.controlled_shutdown import controlled_shutdown
 from broker.interbroker.tcp_controller_channel import TcpControllerChannel
 from broker.interbroker.tcp_leader_endpoint import TcpLeaderEndpoint
@@ -213,3 +214,14 @@ class BrokerProcess:
         if group is not None and not out:
             raise KeyError(f"no group {group!r} on this broker's coordinator")
         return sorted(out, key=lambda g: g["group"])
+
+    def transactions(self, transactional_id: str | None = None) -> list[dict]:
+        broker = self.broker
+        if broker is None or not broker.running:
+            return []
+        out = [transaction_view(t, broker.broker_id)
+               for t in broker.transaction_coordinator.manager.owned_transactions()
+               if transactional_id is None or t.transactional_id == transactional_id]
+        if transactional_id is not None and not out:
+            raise KeyError(f"no transactional id {transactional_id!r} on this broker's coordinator")
+        return sorted(out, key=lambda t: t["transactional_id"])

@@ -215,3 +215,28 @@ async def test_aiokafka_commit_abort_and_fencing(broker):
     finally:
         await consumer.stop()
     assert got == [b"one", b"two"]
+
+
+def test_ctl_transactions_shows_the_open_transaction(broker_factory, capsys):
+    from broker.control import ctl
+    from broker.control.control_client import ControlClient, ControlError
+
+    broker = broker_factory(OVERRIDES, control=True)
+    create(broker.bootstrap, "ctl-tx", partitions=2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "ctl-1",
+                         "transaction.timeout.ms": "30000"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("ctl-tx", b"x", partition=1)
+    producer.flush(30)
+    client = ControlClient(broker.control.url)
+    [view] = client.transactions("ctl-1")
+    assert (view["state"], view["producer_epoch"], view["timeout_ms"], view["coordinator"]) == (
+        "Ongoing", 0, 30000, 0)
+    assert view["partitions"] == [{"topic": "ctl-tx", "partition": 1}]
+    assert ctl.main(["--url", broker.control.url, "transactions"]) == 0
+    out = capsys.readouterr().out
+    assert "ctl-1" in out and "Ongoing" in out and "ctl-tx:1" in out
+    with pytest.raises(ControlError):
+        client.transactions("nobody")
+    producer.commit_transaction(30)
