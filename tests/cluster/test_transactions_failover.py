@@ -72,3 +72,38 @@ def test_a_new_coordinator_completes_a_prepared_commit(broker_factory):
     producer.produce("fo", b"after", partition=0)
     producer.commit_transaction(30)
     assert b"after" in read_committed(bootstrap, "fo", 7)
+
+
+@pytest.mark.slow
+def test_markers_follow_a_partition_leader_that_moves(broker_factory):
+    cluster = broker_factory(OVERRIDES, brokers=3)
+    bootstrap = cluster.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("fo", 2, 3)])["fo"].result(10)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "fo-leader"})
+    producer.init_transactions(30)
+    brokers = cluster.cluster.brokers
+    [coordinator_id] = [b.broker_id for b in brokers.values()
+                        if 0 in b.transaction_coordinator.manager.owned]
+    leaders = {p: brokers[0].metadata_cache.partition_state("fo", p).leader for p in (0, 1)}
+    partition = next(p for p, leader in leaders.items() if leader != coordinator_id)
+    old_leader = leaders[partition]
+    cluster.cluster.faults.add(old_leader, "WriteTxnMarkers", disconnect=True)
+    producer.begin_transaction()
+    for i in range(6):
+        producer.produce("fo", b"v%d" % i, partition=i % 2)
+    producer.commit_transaction(30)
+    coordinator = brokers[coordinator_id].transaction_coordinator
+    assert coordinator.describe("fo-leader")[1].state.kafka_name == "PrepareCommit"
+
+    cluster.call(lambda: cluster.cluster.stop_broker(old_leader))
+
+    async def completed() -> None:
+        while coordinator.describe("fo-leader")[1].state.kafka_name != "CompleteCommit":
+            await asyncio.sleep(0.02)  # election on real time here
+
+    cluster.call(lambda: asyncio.wait_for(completed(), 30))
+    new_leader = brokers[coordinator_id].metadata_cache.partition_state("fo", partition).leader
+    assert new_leader not in (-1, old_leader)
+    assert read_committed(bootstrap, "fo", 6) == [b"v%d" % i for i in range(6)]
+    cluster.cluster.faults.clear()
