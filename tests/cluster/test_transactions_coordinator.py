@@ -227,3 +227,28 @@ async def test_txn_offsets_become_visible_on_commit_only(cluster):
     client = await connect(cluster)
     assert await offsets(client, "g", True) == (5, 0)
     await client.close()
+
+
+async def test_exhausted_epochs_rotate_the_producer_id_and_verify_only_checks(cluster):
+    client = await connect(cluster)
+    pid = (await init(client, "x")).producer_id
+    txn = cluster.brokers[0].transaction_coordinator.manager.transactions["x"]
+    txn.producer_epoch = 32766  # exhausted, as after ~32k restarts of the producer
+    rotated = await init(client, "x", expected=(pid, 32766))
+    assert rotated.error_code == 0 and rotated.producer_id != pid and rotated.producer_epoch == 0
+    retried = await init(client, "x", expected=(pid, 32766))  # the same answer to its retry
+    assert (retried.error_code, retried.producer_id, retried.producer_epoch) == (
+        0, rotated.producer_id, 0)
+    new = rotated.producer_id
+    assert await add(client, "x", new, 0, [("t", 0)]) == {("t", 0): 0}
+    verify = await client.request(ADD_PARTITIONS, 4, {"transactions": [{
+        "transactional_id": "x", "producer_id": new, "producer_epoch": 0, "verify_only": True,
+        "topics": [{"name": "t", "partitions": [0, 1]}]}]})
+    [result] = verify.results_by_transaction
+    assert {p.partition_index: p.partition_error_code
+            for t in result.topic_results for p in t.results_by_partition} == {
+        0: 0, 1: E.INVALID_TXN_STATE}
+    listed = await client.request(LIST_TXNS, 1, {"state_filters": [], "producer_id_filters": [new],
+                                                 "duration_filter": -1})
+    assert [t.transactional_id for t in listed.transaction_states] == ["x"]
+    await client.close()
