@@ -62,6 +62,7 @@ class TransactionStateManager:
         self.transactions: dict[str, TransactionMetadata] = {}
         self.owned: dict[int, int] = {}  # loaded partition -> coordinator epoch
         self.loading: dict[int, asyncio.Task | None] = {}
+        self._loading_epochs: dict[int, int] = {}
         self._on_loaded = on_loaded
 
     # -- partitions -------------------------------------------------------------------------
@@ -91,9 +92,10 @@ class TransactionStateManager:
                 if self.partition_for(t.transactional_id) in self.owned]
 
     def on_elected(self, partition: int, coordinator_epoch: int) -> None:
-        if self.owned.get(partition) == coordinator_epoch or partition in self.loading:
+        if coordinator_epoch in (self.owned.get(partition), self._loading_epochs.get(partition)):
             return
-        self._unload(partition)
+        self.on_resigned(partition)  # a newer election: load again under the new epoch
+        self._loading_epochs[partition] = coordinator_epoch
         try:
             task = asyncio.get_running_loop().create_task(self._load(partition, coordinator_epoch))
         except RuntimeError:  # no loop (unit tests calling in directly): load at once
@@ -104,6 +106,7 @@ class TransactionStateManager:
 
     def on_resigned(self, partition: int) -> None:
         task = self.loading.pop(partition, None)
+        self._loading_epochs.pop(partition, None)
         if task is not None:
             task.cancel()
         self._unload(partition)
@@ -135,6 +138,7 @@ class TransactionStateManager:
             log.exception("loading transaction state partition failed",
                           broker_id=self.broker_id, partition=partition)
             self.loading.pop(partition, None)
+            self._loading_epochs.pop(partition, None)
 
     def _replay_all(self, partition: int) -> dict[str, tr.TransactionLogValue | None]:
         latest: dict[str, tr.TransactionLogValue | None] = {}
@@ -173,6 +177,7 @@ class TransactionStateManager:
         loaded = [TransactionMetadata.from_log(tid, value) for tid, value in latest.items()
                   if value is not None and value.state != tr.TransactionState.DEAD]
         self.loading.pop(partition, None)
+        self._loading_epochs.pop(partition, None)
         self.owned[partition] = coordinator_epoch
         for txn in loaded:
             self.transactions[txn.transactional_id] = txn
