@@ -22,9 +22,10 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kafka_sim.txn_markers")
 RETRY_BACKOFF_S = 0.05  # between rounds while some leader has not taken its marker
 
-# Answers after which the marker is retried (to the leader the metadata cache then names).
+# Answers after which the marker is retried (to the leader the metadata cache then names); a
+# partition whose topic the coordinator's cache no longer has is dropped before the next round.
 RETRIABLE = frozenset({
-    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_ENOUGH_REPLICAS,
     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT,
     ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.CORRUPT_MESSAGE,
     ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
@@ -96,7 +97,7 @@ class TransactionMarkerChannel:
             for answer in answers:
                 for tp, error in answer.items():
                     if error == ErrorCode.NONE or error not in RETRIABLE:
-                        if error not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                        if error != ErrorCode.NONE:
                             log.warning("marker refused", topic=tp[0], partition=tp[1],
                                         producer_id=marker.producer_id, error=error.name)
                         pending.discard(tp)
