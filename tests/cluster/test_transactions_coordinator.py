@@ -8,6 +8,7 @@ import pytest
 
 from broker.server.cluster import Cluster
 from protocol.errors import ErrorCode
+from protocol.records import iter_batches
 from tests.harness import cluster_config, until
 from tests.integration.raw_client import RawClient
 from tests.integration.test_protocol_edges import create_topic
@@ -251,4 +252,28 @@ async def test_exhausted_epochs_rotate_the_producer_id_and_verify_only_checks(cl
     listed = await client.request(LIST_TXNS, 1, {"state_filters": [], "producer_id_filters": [new],
                                                  "duration_filter": -1})
     assert [t.transactional_id for t in listed.transaction_states] == ["x"]
+    await client.close()
+
+
+async def test_a_prepared_commit_is_completed_after_a_restart(cluster):
+    """The broker stops between PrepareCommit and the markers (the marker path is cut by a fault);
+    started again, it reloads the prepared transaction and sends the markers."""
+    client = await connect(cluster)
+    pid = (await init(client, "p")).producer_id
+    await add(client, "p", pid, 0, [("t", 0), ("t", 1)])
+    cluster.faults.add(0, "WriteTxnMarkers", disconnect=True)
+    assert await end(client, "p", pid, 0, True) == 0
+    assert (await describe(client, "p")).transaction_state == "PrepareCommit"
+    await client.close()
+    await cluster.stop_broker(0)
+    cluster.faults.clear()
+    await cluster.start_broker(0)
+    broker = cluster.brokers[0]
+    await until(lambda: 0 in broker.transaction_coordinator.manager.owned, steps=1_000_000)
+    client = await connect(cluster)
+    await state_becomes(client, "p", "CompleteCommit")
+    for p in (0, 1):  # one commit marker each (no data was written), appended after the restart
+        log = broker.replica_manager.partitions[("t", p)].log
+        [(_, header)] = list(iter_batches(log.read(0, 1 << 20).records))
+        assert header.is_control and header.producer_id == pid
     await client.close()
