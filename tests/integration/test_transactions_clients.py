@@ -240,3 +240,59 @@ def test_ctl_transactions_shows_the_open_transaction(broker_factory, capsys):
     with pytest.raises(ControlError):
         client.transactions("nobody")
     producer.commit_transaction(30)
+
+
+def committed_offset(bootstrap: str, group: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    [tp] = consumer.committed([TopicPartition(topic, 0)], timeout=10)
+    consumer.close()
+    return tp.offset
+
+
+def test_kafka_python_send_offsets_and_fencing(broker):
+    from kafka.errors import KafkaError as KPError
+    from kafka.structs import OffsetAndMetadata
+    from kafka.structs import TopicPartition as KPPartition
+
+    create(broker.bootstrap, "kp-in")
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kp-2")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("kp-in", b"a")
+    producer.send_offsets_to_transaction({KPPartition("kp-in", 0): OffsetAndMetadata(3, "", -1)},
+                                         "kp-group")
+    producer.commit_transaction()
+    assert committed_offset(broker.bootstrap, "kp-group", "kp-in") == 3
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction({KPPartition("kp-in", 0): OffsetAndMetadata(9, "", -1)},
+                                         "kp-group")
+    producer.abort_transaction()
+    assert committed_offset(broker.bootstrap, "kp-group", "kp-in") == 3
+
+    rival = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kp-2")
+    rival.init_transactions()
+    with pytest.raises(KPError) as exc:  # ProducerFencedError, or the epoch error before KIP-588
+        producer.begin_transaction()
+        producer.send("kp-in", b"zombie").get(30)
+        producer.commit_transaction()
+    assert "Fenced" in type(exc.value).__name__ or "Epoch" in type(exc.value).__name__, exc.value
+    rival.close()
+    producer.close(timeout=5)
+
+
+async def test_aiokafka_send_offsets_moves_the_group_on_commit(broker):
+    create(broker.bootstrap, "aio-in")
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="aio-2")
+    await producer.start()
+    try:
+        from aiokafka.structs import TopicPartition as AioPartition
+
+        async with producer.transaction():
+            await producer.send_and_wait("aio-in", b"x")
+            await producer.send_offsets_to_transaction({AioPartition("aio-in", 0): 5}, "aio-group")
+        await producer.begin_transaction()
+        await producer.send_offsets_to_transaction({AioPartition("aio-in", 0): 8}, "aio-group")
+        await producer.abort_transaction()
+    finally:
+        await producer.stop()
+    assert committed_offset(broker.bootstrap, "aio-group", "aio-in") == 5
