@@ -1,6 +1,7 @@
 """Transactions across three broker processes (real ZooKeeper): the coordinator reaches the
 partition leaders with WriteTxnMarkers over TCP; a confluent-kafka transactional producer commits
-and aborts, and a read_committed consumer sees exactly the committed records."""
+and aborts, and a read_committed consumer sees exactly the committed records; the coordinating
+process's control API shows the id."""
 
 from __future__ import annotations
 
@@ -48,5 +49,11 @@ def test_commit_and_abort_across_processes(zk_connect, tmp_path):
                 break
         consumer.close()
         assert sorted(got) == sorted([b"kept-%d" % i for i in range(9)] + [b"last"])
+        # Exactly one process coordinates the id; its control API shows it (ctl transactions).
+        def views() -> list[tuple]:
+            return [(v["transactional_id"], v["state"], v["producer_epoch"])
+                    for i in cluster.ids for v in cluster.control(i, "/transactions")]
+
+        wait_until(lambda: views() == [("mp", "CompleteCommit", 0)], "the id's completed state")
     finally:
         cluster.stop()
