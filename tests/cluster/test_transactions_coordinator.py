@@ -277,3 +277,26 @@ async def test_a_prepared_commit_is_completed_after_a_restart(cluster):
         [(_, header)] = list(iter_batches(log.read(0, 1 << 20).records))
         assert header.is_control and header.producer_id == pid
     await client.close()
+
+
+async def test_txn_offset_commit_checks_the_member_of_kip_447(cluster):
+    client = await connect(cluster)
+    await client.request(FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+    await until(lambda: cluster.brokers[0].group_coordinator.manager.owned == {0})
+    pid = (await init(client, "m")).producer_id
+    await client.request(ADD_OFFSETS, 3, {
+        "transactional_id": "m", "producer_id": pid, "producer_epoch": 0, "group_id": "g"})
+
+    async def commit(member: str, generation: int, group: str = "g") -> int:
+        response = await client.request(TXN_OFFSET_COMMIT, 3, {
+            "transactional_id": "m", "group_id": group, "producer_id": pid, "producer_epoch": 0,
+            "generation_id": generation, "member_id": member, "group_instance_id": None,
+            "topics": [{"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                 "committed_metadata": ""}]}]})
+        return response.topics[0].partitions[0].error_code
+
+    assert await commit("someone", 3) == E.UNKNOWN_MEMBER_ID  # the group has no such member
+    assert await commit("", -1, group="") == E.INVALID_GROUP_ID
+    assert await commit("", -1) == 0  # a producer outside any group generation (v0-2 semantics)
+    await client.close()

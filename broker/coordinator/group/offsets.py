@@ -56,8 +56,9 @@ class GroupOffsets(GroupCoordinatorBase):
         self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
         instance_id: str | None, generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata],
     ) -> dict[TopicPartition, ErrorCode]:
-        """Offsets committed inside a transaction: written now, visible on its commit marker."""
-        error = self.validate_group_status(group_id, allow_empty=True)
+        """Offsets committed inside a transaction: written now, visible on its commit marker. An
+        empty group id is INVALID_GROUP_ID here (Kafka allows it for OffsetCommit only)."""
+        error = self.validate_group_status(group_id)
         if error is not None:
             return dict.fromkeys(offsets, error)
         group = self.group(group_id)
