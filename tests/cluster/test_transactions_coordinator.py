@@ -4,6 +4,8 @@ timeouts on the timer, DescribeTransactions/ListTransactions, TxnOffsetCommit, r
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from broker.server.cluster import Cluster
@@ -299,4 +301,29 @@ async def test_txn_offset_commit_checks_the_member_of_kip_447(cluster):
     assert await commit("someone", 3) == E.UNKNOWN_MEMBER_ID  # the group has no such member
     assert await commit("", -1, group="") == E.INVALID_GROUP_ID
     assert await commit("", -1) == 0  # a producer outside any group generation (v0-2 semantics)
+    await client.close()
+
+
+async def test_a_marker_arriving_while_the_offsets_partition_loads_is_not_lost(cluster):
+    from broker.handlers.write_txn_markers import write_txn_markers
+
+    client = await connect(cluster)
+    await client.request(FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+    groups = cluster.brokers[0].group_coordinator
+    await until(lambda: groups.manager.owned == {0})
+    pid = (await init(client, "l")).producer_id
+    await client.request(ADD_OFFSETS, 3, {
+        "transactional_id": "l", "producer_id": pid, "producer_epoch": 0, "group_id": "g"})
+    assert await txn_commit(client, "l", pid, 4) == 0
+    groups.on_leadership(0, False)
+    groups.on_leadership(0, True)
+    for _ in range(3):  # the load has read where the log ends and decodes in a worker thread
+        await asyncio.sleep(0)
+    assert groups.manager.loading  # ... when the marker comes in
+    await write_txn_markers(cluster.brokers[0].services, [{
+        "producer_id": pid, "producer_epoch": 0, "transaction_result": True,
+        "topics": [{"name": "__consumer_offsets", "partition_indexes": [0]}],
+        "coordinator_epoch": 0}])
+    await until(lambda: groups.manager.owned == {0})
+    assert await offsets(client, "g", True) == (4, 0)
     await client.close()

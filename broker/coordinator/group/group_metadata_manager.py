@@ -82,6 +82,9 @@ class GroupMetadataManager:
         self.owned: set[int] = set()  # loaded partitions
         self.loading: dict[int, asyncio.Task | None] = {}
         self.failed: set[int] = set()  # partitions whose load failed: NOT_COORDINATOR
+        # Markers that reached a partition while it loads (its load may have read the log before
+        # them): (producer id, commit), applied once its groups are built.
+        self._markers_during_load: dict[int, list[tuple[int, bool]]] = {}
         self._on_group_loaded = on_group_loaded
         self._on_group_unloaded = on_group_unloaded
 
@@ -114,6 +117,7 @@ class GroupMetadataManager:
         self.loading[partition] = task
 
     def on_resigned(self, partition: int) -> None:
+        self._markers_during_load.pop(partition, None)
         task = self.loading.pop(partition, None)
         if task is not None:
             task.cancel()
@@ -230,6 +234,8 @@ class GroupMetadataManager:
             if group is not None:
                 self.groups[group.group_id] = group
                 self._on_group_loaded(group)
+        for producer_id, commit in self._markers_during_load.pop(partition, []):
+            self.complete_pending_txn_offsets(partition, producer_id, commit)
         log.info("loaded offsets partition", broker_id=self.broker_id, partition=partition,
                  groups=len(groups), offsets=sum(len(o) for o in offsets.values()))
 
@@ -362,6 +368,9 @@ class GroupMetadataManager:
     def complete_pending_txn_offsets(self, partition: int, producer_id: int, commit: bool) -> None:
         """The producer's marker reached this offsets partition: its groups there apply (commit)
         or drop (abort) what the producer committed in the transaction."""
+        if partition in self.loading:
+            self._markers_during_load.setdefault(partition, []).append((producer_id, commit))
+            return
         for group in list(self.groups.values()):
             if producer_id in group.pending_txn_offsets \
                     and self.partition_for(group.group_id) == partition:
