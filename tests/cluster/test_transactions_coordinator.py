@@ -327,3 +327,28 @@ async def test_a_marker_arriving_while_the_offsets_partition_loads_is_not_lost(c
     await until(lambda: groups.manager.owned == {0})
     assert await offsets(client, "g", True) == (4, 0)
     await client.close()
+
+
+async def test_a_later_plain_commit_wins_over_an_earlier_transactional_one(cluster):
+    client = await connect(cluster)
+    await client.request(FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+    groups = cluster.brokers[0].group_coordinator
+    await until(lambda: groups.manager.owned == {0})
+    pid = (await init(client, "w")).producer_id
+    await client.request(ADD_OFFSETS, 3, {
+        "transactional_id": "w", "producer_id": pid, "producer_epoch": 0, "group_id": "g"})
+    assert await txn_commit(client, "w", pid, 5) == 0  # in the log first
+    plain = await client.request(8, 8, {
+        "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
+        "group_instance_id": None, "topics": [{"name": "t", "partitions": [
+            {"partition_index": 0, "committed_offset": 7, "committed_leader_epoch": -1,
+             "committed_metadata": ""}]}]})
+    assert plain.topics[0].partitions[0].error_code == 0
+    assert await end(client, "w", pid, 0, True) == 0
+    await state_becomes(client, "w", "CompleteCommit")
+    assert await offsets(client, "g", True) == (7, 0)  # Kafka orders them by their log offsets
+    groups.on_leadership(0, False)
+    groups.on_leadership(0, True)
+    await until(lambda: groups.manager.owned == {0})
+    assert await offsets(client, "g", True) == (7, 0)  # and so does the replay
+    await client.close()

@@ -52,6 +52,7 @@ class OffsetAndMetadata:
     metadata: str = ""
     commit_timestamp: int = 0
     expire_timestamp: int | None = None  # only for commits that asked for a retention (v2-4)
+    append_offset: int = -1  # where its record is in __consumer_offsets (-1: not known)
 
 
 @dataclass(slots=True)
@@ -248,10 +249,15 @@ class GroupMetadata:
         return any(tp in pending for pending in self.pending_txn_offsets.values())
 
     def complete_pending_txn_offsets(self, producer_id: int, commit: bool) -> int:
-        """The producer's transaction ended: its offsets become the group's (commit) or vanish."""
+        """The producer's transaction ended: its offsets become the group's (commit) or vanish. A
+        committed offset whose record is later in the log than the transaction's stays, as Kafka
+        orders them by their place in the log."""
         pending = self.pending_txn_offsets.pop(producer_id, {})
         if commit:
-            self.offsets.update(pending)
+            for tp, om in pending.items():
+                current = self.offsets.get(tp)
+                if current is None or current.append_offset < om.append_offset:
+                    self.offsets[tp] = om
         return len(pending)
 
     def expired_offsets(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:

@@ -202,7 +202,9 @@ class GroupMetadataManager:
                     if control is None:
                         continue
                     for (group, tp), om in pending.pop(header.producer_id, {}).items():
-                        if control == ControlType.COMMIT:
+                        current = offsets.get(group, {}).get(tp)
+                        if control == ControlType.COMMIT and (
+                                current is None or current.append_offset < om.append_offset):
                             offsets.setdefault(group, {})[tp] = om
                 continue
             if header.is_transactional:
@@ -211,7 +213,7 @@ class GroupMetadataManager:
                     if isinstance(decoded, gr.OffsetCommitRecord) and decoded.value is not None:
                         pending.setdefault(header.producer_id, {})[
                             (decoded.group, (decoded.topic, decoded.partition))] = \
-                            cls._offset(decoded.value)
+                            cls._offset(decoded.value, record.offset)
                 continue
             for record in records:
                 cls._replay(record, groups, offsets)
@@ -247,15 +249,16 @@ class GroupMetadataManager:
         if isinstance(decoded, gr.OffsetCommitRecord):
             v = decoded.value
             offsets.setdefault(decoded.group, {})[(decoded.topic, decoded.partition)] = None if v is None \
-                else GroupMetadataManager._offset(v)
+                else GroupMetadataManager._offset(v, record.offset)
         elif isinstance(decoded, gr.GroupMetadataRecord):
             groups[decoded.group] = decoded
 
     @staticmethod
-    def _offset(v) -> OffsetAndMetadata:
+    def _offset(v, append_offset: int) -> OffsetAndMetadata:
         return OffsetAndMetadata(v.offset, v.get("leader_epoch", -1), v.metadata,
                                  v.commit_timestamp,
-                                 v.expire_timestamp if v.get("expire_timestamp", -1) >= 0 else None)
+                                 v.expire_timestamp if v.get("expire_timestamp", -1) >= 0 else None,
+                                 append_offset)
 
     def _build_group(self, group_id: str, record: gr.GroupMetadataRecord | None,
                      offsets: dict[tuple[str, int], OffsetAndMetadata | None],
@@ -289,8 +292,12 @@ class GroupMetadataManager:
 
     async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
                       producer: tuple[int, int] | None = None) -> ErrorCode:
-        """Append with acks=-1; `producer` (id, epoch) makes it a transactional batch, as Kafka
-        writes a TxnOffsetCommit."""
+        return (await self._append_at(group_id, records, producer))[0]
+
+    async def _append_at(self, group_id: str, records: list[tuple[bytes, bytes | None]],
+                         producer: tuple[int, int] | None = None) -> tuple[ErrorCode, int]:
+        """Append with acks=-1; the error and the offset of the first record. `producer` (id,
+        epoch) makes it a transactional batch, as Kafka writes a TxnOffsetCommit."""
         now = self.time_ms()
         if producer is None:
             batch = encode_batch([(k, v, [], now) for k, v in records])
@@ -302,7 +309,7 @@ class GroupMetadataManager:
             -1, self.config["offsets.commit.timeout.ms"], {key: batch},
             origin=AppendOrigin.COORDINATOR)
         error = results[key].error
-        return APPEND_ERRORS.get(error, error)
+        return APPEND_ERRORS.get(error, error), results[key].base_offset
 
     def group_value(self, group: GroupMetadata, assignment: dict[str, bytes]) -> bytes:
         return gr.group_metadata_value({
@@ -333,13 +340,15 @@ class GroupMetadataManager:
                   if om.metadata is not None and len(om.metadata.encode()) > max_metadata}
         valid = {tp: om for tp, om in offsets.items() if tp not in errors}
         if valid:
-            error = await self._append(group.group_id, [
+            error, base = await self._append_at(group.group_id, [
                 (gr.offset_commit_key(group.group_id, t, p),
                  gr.offset_commit_value(om.offset, om.leader_epoch, om.metadata or "",
                                         om.commit_timestamp,
                                         -1 if om.expire_timestamp is None else om.expire_timestamp))
                 for (t, p), om in valid.items()])
             if error == ErrorCode.NONE:
+                for i, om in enumerate(valid.values()):
+                    om.append_offset = base + i
                 group.offsets.update(valid)
             errors.update(dict.fromkeys(valid, error))
         return errors
@@ -355,12 +364,14 @@ class GroupMetadataManager:
                   if om.metadata is not None and len(om.metadata.encode()) > max_metadata}
         valid = {tp: om for tp, om in offsets.items() if tp not in errors}
         if valid:
-            error = await self._append(group.group_id, [
+            error, base = await self._append_at(group.group_id, [
                 (gr.offset_commit_key(group.group_id, t, p),
                  gr.offset_commit_value(om.offset, om.leader_epoch, om.metadata or "",
                                         om.commit_timestamp, -1))
                 for (t, p), om in valid.items()], (producer_id, producer_epoch))
             if error == ErrorCode.NONE:
+                for i, om in enumerate(valid.values()):
+                    om.append_offset = base + i
                 group.pending_txn_offsets.setdefault(producer_id, {}).update(valid)
             errors.update(dict.fromkeys(valid, error))
         return errors
