@@ -352,3 +352,16 @@ async def test_a_later_plain_commit_wins_over_an_earlier_transactional_one(clust
     await until(lambda: groups.manager.owned == {0})
     assert await offsets(client, "g", True) == (7, 0)  # and so does the replay
     await client.close()
+
+
+async def test_load_in_progress_then_not_coordinator(cluster):
+    coordinator = cluster.brokers[0].transaction_coordinator
+    coordinator.on_leadership(0, False, -1)
+    assert (await coordinator.handle_init_producer_id("n", 1000, None))[0] == E.NOT_COORDINATOR
+    coordinator.on_leadership(0, True, 1)  # loads in a task: nothing answered until it ran
+    assert (await coordinator.handle_init_producer_id("n", 1000, None))[0] \
+        == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert await coordinator.handle_end_txn("n", 0, 0, True) == E.COORDINATOR_LOAD_IN_PROGRESS
+    await until(lambda: coordinator.manager.owned == {0: 1})
+    error, _, epoch = await coordinator.handle_init_producer_id("n", 1000, None)
+    assert (error, epoch) == (0, 0)
