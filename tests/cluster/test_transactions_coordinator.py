@@ -365,3 +365,19 @@ async def test_load_in_progress_then_not_coordinator(cluster):
     await until(lambda: coordinator.manager.owned == {0: 1})
     error, _, epoch = await coordinator.handle_init_producer_id("n", 1000, None)
     assert (error, epoch) == (0, 0)
+
+
+async def test_clients_before_kip_588_are_told_invalid_producer_epoch(cluster):
+    client = await connect(cluster)
+    pid = (await init(client, "k")).producer_id
+    await init(client, "k")  # epoch 1: epoch 0 is fenced
+    for version, expected in ((1, E.INVALID_PRODUCER_EPOCH), (2, E.PRODUCER_FENCED)):
+        response = await client.request(END_TXN, version, {
+            "transactional_id": "k", "producer_id": pid, "producer_epoch": 0, "committed": True})
+        assert response.error_code == expected, version
+    for version, expected in ((3, E.INVALID_PRODUCER_EPOCH), (4, E.PRODUCER_FENCED)):
+        response = await client.request(INIT_PRODUCER_ID, version, {
+            "transactional_id": "k", "transaction_timeout_ms": 1000, "producer_id": pid,
+            "producer_epoch": 5})
+        assert response.error_code == expected, version
+    await client.close()
