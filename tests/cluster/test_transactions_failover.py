@@ -107,3 +107,33 @@ def test_markers_follow_a_partition_leader_that_moves(broker_factory):
     assert new_leader not in (-1, old_leader)
     assert read_committed(bootstrap, "fo", 6) == [b"v%d" % i for i in range(6)]
     cluster.cluster.faults.clear()
+
+
+@pytest.mark.slow
+def test_the_whole_cluster_restarts_with_an_open_and_a_prepared_transaction(broker_factory):
+    cluster = broker_factory(OVERRIDES, brokers=3)
+    bootstrap = cluster.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("fo", 2, 3)])["fo"].result(10)
+    prepared = Producer({"bootstrap.servers": bootstrap, "transactional.id": "fo-prepared"})
+    still_open = Producer({"bootstrap.servers": bootstrap, "transactional.id": "fo-open"})
+    for producer in (prepared, still_open):
+        producer.init_transactions(30)
+        producer.begin_transaction()
+    for i in range(4):
+        prepared.produce("fo", b"p%d" % i, partition=i % 2)
+    prepared.flush(30)
+    for i in range(4):  # after the prepared ones: the open transaction holds back only itself
+        still_open.produce("fo", b"o%d" % i, partition=i % 2)
+    still_open.flush(30)
+    for broker_id in range(3):
+        cluster.cluster.faults.add(broker_id, "WriteTxnMarkers", disconnect=True)
+    prepared.commit_transaction(30)  # PrepareCommit written, no marker anywhere
+    assert read_committed(bootstrap, "fo", 1, rounds=8) == []
+
+    cluster.restart()  # every broker stops and starts again (the faults do not survive)
+
+    assert read_committed(bootstrap, "fo", 4) == [b"p0", b"p1", b"p2", b"p3"]
+    still_open.commit_transaction(60)  # the open one goes on against the restarted cluster
+    assert read_committed(bootstrap, "fo", 8) == sorted(
+        [b"p%d" % i for i in range(4)] + [b"o%d" % i for i in range(4)])
