@@ -381,3 +381,19 @@ async def test_clients_before_kip_588_are_told_invalid_producer_epoch(cluster):
             "producer_epoch": 5})
         assert response.error_code == expected, version
     await client.close()
+
+
+async def test_a_lost_marker_response_is_retried(cluster):
+    """The leader appends the marker but its answer is lost: the coordinator sends it again, the
+    leader appends a second marker (as Kafka's would), and the transaction completes."""
+    client = await connect(cluster)
+    pid = (await init(client, "d")).producer_id
+    await add(client, "d", pid, 0, [("t", 0)])
+    fault = cluster.faults.add(0, "WriteTxnMarkers", drop_response=True, count=1)
+    assert await end(client, "d", pid, 0, True) == 0
+    await state_becomes(client, "d", "CompleteCommit")
+    assert fault.hits == 1
+    log = cluster.brokers[0].replica_manager.partitions[("t", 0)].log
+    headers = [h for _, h in iter_batches(log.read(0, 1 << 20).records)]
+    assert [(h.is_control, h.producer_id) for h in headers] == [(True, pid), (True, pid)]
+    await client.close()
