@@ -35,10 +35,10 @@ class TcpTxnMarkerTransport:
         return client
 
     async def write_txn_markers(self, broker_id: int,
-                                marker: TxnMarker) -> dict[tuple[str, int], ErrorCode]:
+                                markers: list[TxnMarker]) -> list[dict[tuple[str, int], ErrorCode]]:
         response = await self._client(broker_id).request(
-            WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION, {"markers": [marker.to_wire()]},
-            timeout_s=REQUEST_TIMEOUT_S)
+            WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION,
+            {"markers": [marker.to_wire() for marker in markers]}, timeout_s=REQUEST_TIMEOUT_S)
         return marker_results(response.markers)
 
     def close(self) -> None:

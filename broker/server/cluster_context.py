@@ -107,17 +107,17 @@ class InProcessMarkerTransport:
         self._coordinator = coordinator
 
     async def write_txn_markers(self, broker_id: int,
-                                marker: TxnMarker) -> dict[tuple[str, int], ErrorCode]:
+                                markers: list[TxnMarker]) -> list[dict[tuple[str, int], ErrorCode]]:
         leader = self._context.running(broker_id)
         if leader is None or not leader.running or not self._coordinator.running:
             raise ConnectionError(f"broker {broker_id} is not running")
-        request = {"markers": [marker.to_wire()]}
+        request = {"markers": [marker.to_wire() for marker in markers]}
         fault = self._context.faults.match(broker_id, WRITE_TXN_MARKERS, request)
         if fault is not None:
             if fault.action is FaultAction.DISCONNECT:
                 raise ConnectionError(f"fault {fault.id}: broker {broker_id} disconnected")
             if fault.action is FaultAction.ERROR:
-                return dict.fromkeys(marker.partitions, ErrorCode(fault.error_code))
+                return [dict.fromkeys(m.partitions, ErrorCode(fault.error_code)) for m in markers]
             if fault.action is FaultAction.DELAY:
                 await asyncio.sleep((fault.delay_ms or 0) / 1000)
         results = marker_results(await write_txn_markers(leader.services, request["markers"]))

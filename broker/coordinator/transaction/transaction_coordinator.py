@@ -85,6 +85,7 @@ class TransactionCoordinator:
         for task in self._timer_tasks.values():
             task.cancel()
         self.manager.shutdown()
+        self.channel.close()
         for task in self._tasks:
             task.cancel()
 

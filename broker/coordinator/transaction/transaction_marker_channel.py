@@ -1,7 +1,8 @@
 """TransactionMarkerChannel: delivers a transaction's commit or abort marker to the leader of each
-of its partitions (WriteTxnMarkers, grouped per broker), retrying until every leader has it —
-Kafka's TransactionMarkerChannelManager. How a request reaches a broker is the transport's
-business: a direct call in the embedded cluster, a TCP request between processes.
+of its partitions, retrying until every leader has it — Kafka's TransactionMarkerChannelManager.
+Markers wait in a queue per broker; one sender per broker takes everything queued into one
+WriteTxnMarkers request, so transactions ending together share requests. How a request reaches a
+broker is the transport's business: a direct call in the embedded cluster, TCP between processes.
 """
 
 from __future__ import annotations
@@ -53,26 +54,42 @@ class TxnMarker:
                 "coordinator_epoch": self.coordinator_epoch}
 
 
+Answers = dict[tuple[str, int], ErrorCode]
+
+
 class MarkerTransport(Protocol):
     async def write_txn_markers(self, broker_id: int,
-                                marker: TxnMarker) -> dict[tuple[str, int], ErrorCode]:
-        """The leader's answer per partition; raises ConnectionError when it cannot be reached."""
+                                markers: list[TxnMarker]) -> list[Answers]:
+        """One request: the leader's answer per partition of each marker, in order; raises
+        ConnectionError when the leader cannot be reached."""
         ...
 
 
-def marker_results(markers) -> dict[tuple[str, int], ErrorCode]:
-    """A WriteTxnMarkers response's per-partition errors (decoded objects or plain dicts)."""
+def marker_results(markers) -> list[Answers]:
+    """A WriteTxnMarkers response's per-partition errors, per marker in the request's order
+    (decoded objects or plain dicts)."""
     def get(obj, name):
         return obj[name] if isinstance(obj, dict) else getattr(obj, name)
 
-    return {(get(t, "name"), get(p, "partition_index")): ErrorCode(get(p, "error_code"))
-            for m in markers for t in get(m, "topics") for p in get(t, "partitions")}
+    return [{(get(t, "name"), get(p, "partition_index")): ErrorCode(get(p, "error_code"))
+             for t in get(m, "topics") for p in get(t, "partitions")} for m in markers]
 
 
 class TransactionMarkerChannel:
     def __init__(self, transport: MarkerTransport, cache: MetadataCache) -> None:
         self.transport = transport
         self.cache = cache
+        self._queues: dict[int, list[tuple[TxnMarker, asyncio.Future]]] = {}
+        self._senders: dict[int, asyncio.Task] = {}
+
+    def close(self) -> None:
+        for task in self._senders.values():
+            task.cancel()
+        self._senders.clear()
+        for queue in self._queues.values():
+            for _, future in queue:
+                future.cancel()
+        self._queues.clear()
 
     async def send(self, marker: TxnMarker, still_valid: Callable[[], bool]) -> bool:
         """Until every partition's leader has the marker (True), or `still_valid()` turns false
@@ -107,11 +124,33 @@ class TransactionMarkerChannel:
         return False
 
     async def _send_to(self, broker_id: int, marker: TxnMarker,
-                       partitions: set[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+                       partitions: set[tuple[str, int]]) -> Answers:
+        """Queue the marker for `partitions` on the broker's queue; its answer ({} when the
+        broker could not be reached)."""
         subset = TxnMarker(marker.producer_id, marker.producer_epoch, marker.result,
                            marker.coordinator_epoch, frozenset(partitions))
-        try:
-            return await self.transport.write_txn_markers(broker_id, subset)
-        except (ConnectionError, OSError) as exc:
-            log.debug("marker not delivered", broker_id=broker_id, reason=str(exc))
-            return {}
+        future = asyncio.get_running_loop().create_future()
+        self._queues.setdefault(broker_id, []).append((subset, future))
+        sender = self._senders.get(broker_id)
+        if sender is None or sender.done():
+            self._senders[broker_id] = asyncio.ensure_future(self._drain(broker_id))
+        return await future
+
+    async def _drain(self, broker_id: int) -> None:
+        """The broker's sender: everything queued goes out in one request, until none is left."""
+        while self._queues.get(broker_id):
+            batch = self._queues.pop(broker_id)
+            try:
+                answers = await self.transport.write_txn_markers(broker_id, [m for m, _ in batch])
+            except (ConnectionError, OSError) as exc:
+                log.debug("markers not delivered", broker_id=broker_id, reason=str(exc))
+                answers = [{} for _ in batch]
+            except Exception:
+                log.exception("markers not delivered", broker_id=broker_id)
+                answers = [{} for _ in batch]
+            for (_, future), answer in zip(batch, answers, strict=False):
+                if not future.done():
+                    future.set_result(answer)
+            for _, future in batch[len(answers):]:  # a short answer: those go again
+                if not future.done():
+                    future.set_result({})

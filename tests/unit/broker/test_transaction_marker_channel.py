@@ -32,20 +32,25 @@ class ScriptedLeaders:
     def __init__(self, script: dict[tuple[int, tuple[str, int]], list[ErrorCode | None]]):
         self.script = script
         self.calls: list[tuple[int, frozenset]] = []
+        self.requests: list[tuple[int, int]] = []  # (broker, markers in the request)
         self.on_call = None
 
-    async def write_txn_markers(self, broker_id: int, marker: TxnMarker):
-        self.calls.append((broker_id, marker.partitions))
-        if self.on_call is not None:
-            self.on_call(len(self.calls))
-        answers = {}
-        for tp in marker.partitions:
-            queue = self.script.get((broker_id, tp), [])
-            answer = queue.pop(0) if queue else ErrorCode.NONE
-            if answer is None:
-                raise ConnectionError(f"broker {broker_id} unreachable")
-            answers[tp] = answer
-        return answers
+    async def write_txn_markers(self, broker_id: int, markers: list[TxnMarker]):
+        self.requests.append((broker_id, len(markers)))
+        out = []
+        for marker in markers:
+            self.calls.append((broker_id, marker.partitions))
+            if self.on_call is not None:
+                self.on_call(len(self.calls))
+            answers = {}
+            for tp in marker.partitions:
+                queue = self.script.get((broker_id, tp), [])
+                answer = queue.pop(0) if queue else ErrorCode.NONE
+                if answer is None:
+                    raise ConnectionError(f"broker {broker_id} unreachable")
+                answers[tp] = answer
+            out.append(answers)
+        return out
 
 
 def marker(*partitions: tuple[str, int]) -> TxnMarker:
@@ -99,3 +104,15 @@ async def test_a_refusal_is_not_retried():
     leaders = ScriptedLeaders({(0, ("a", 0)): [ErrorCode.TRANSACTION_COORDINATOR_FENCED]})
     assert await TransactionMarkerChannel(leaders, cache).send(marker(("a", 0)), lambda: True)
     assert len(leaders.calls) == 1
+
+
+async def test_transactions_ending_together_share_one_request_per_broker():
+    import asyncio
+
+    cache = cache_with({("a", 0): 0, ("a", 1): 1})
+    leaders = ScriptedLeaders({})
+    channel = TransactionMarkerChannel(leaders, cache)
+    other = TxnMarker(8, 0, ControlType.ABORT, 3, frozenset({("a", 0), ("a", 1)}))
+    assert await asyncio.gather(channel.send(marker(("a", 0), ("a", 1)), lambda: True),
+                                channel.send(other, lambda: True)) == [True, True]
+    assert sorted(leaders.requests) == [(0, 2), (1, 2)]
