@@ -12,7 +12,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import ProducerFenced
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer
 
 OVERRIDES = {"transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3",
              "group.initial.rebalance.delay.ms": "0"}
@@ -181,6 +181,11 @@ def test_kafka_python_commit_and_abort(broker):
     assert [v for _, _, v in read(broker.bootstrap, "kp-tx", "read_committed", 1)] == [b"kept"]
     assert [v for _, _, v in read(broker.bootstrap, "kp-tx", "read_uncommitted", 2)] == [
         b"kept", b"dropped"]
+    consumer = KafkaConsumer("kp-tx", bootstrap_servers=broker.bootstrap,
+                             isolation_level="read_committed", auto_offset_reset="earliest",
+                             consumer_timeout_ms=1000)
+    assert [m.value for m in consumer] == [b"kept"]  # kafka-python's own read_committed
+    consumer.close()
 
 
 async def test_aiokafka_commit_abort_and_fencing(broker):
