@@ -91,6 +91,7 @@ bench: $(VENV)/.installed-test
 	$(PY) tests/bench/bench_broker.py
 	$(PY) tests/bench/bench_groups.py
 	$(PY) tests/bench/bench_idempotence.py
+	$(PY) tests/bench/bench_transactions.py --quick
 	$(PY) tests/bench/bench_pipeline.py --quick
 
 lint: $(VENV)/.installed-test

@@ -4,7 +4,10 @@ Checks, per topic-partition and replica: every batch's CRC-32C holds; offsets ru
 the log start to the log end (retention only moves the log start; compacted topics may have gaps);
 the log reaches the checkpointed high watermark; replicas are byte-identical batch by batch below
 each replica's high watermark (above what the log cleaner rewrote: each replica compacts its own
-log); no (producer id, epoch, sequence) appears twice.
+log); no (producer id, epoch, sequence) appears twice; transactions are well formed: no producer
+writes a non-transactional batch while its transaction is open, and no marker carries an older
+producer epoch than the transaction it closes (both refused by the leader, so only damage or a
+broker bug puts them in a log).
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from pipeline.layout import compacted_topics, find_replicas
 from pipeline.source import FORMAT
 
 KINDS = ("crc", "offset-gap", "offset-overlap", "missing-below-high-watermark",
-         "replica-divergence", "duplicate-sequence")  # fmt: skip
+         "replica-divergence", "duplicate-sequence", "plain-write-in-transaction",
+         "stale-transaction-marker")  # fmt: skip
 _BATCH_COLUMNS = ("broker_id,topic,partition,segment,position,base_offset,last_offset,"
-                  "record_count,crc_valid,digest,producer_id,producer_epoch,base_sequence,is_control")  # fmt: skip
+                  "record_count,crc_valid,digest,producer_id,producer_epoch,base_sequence,"
+                  "is_transactional,is_control")  # fmt: skip
 _V = ("topic", "partition", "replica", "offset", "kind", "detail")
 
 
@@ -67,6 +72,7 @@ def run_audit(spark: SparkSession, data_dir: str | Path) -> AuditResult:
             .unionByName(_below_high_watermark(batches, meta))
             .unionByName(_divergence(batches, meta))
             .unionByName(_duplicates(batches))
+            .unionByName(_transactions(batches))
         )
         violations = sorted(Violation(*row) for row in found.collect())
     finally:
@@ -194,6 +200,43 @@ def _duplicates(batches: DataFrame) -> DataFrame:
         F.col("producer_id"), F.col("producer_epoch"), F.col("lo"), F.col("hi"), F.col("first_offset"),
     )  # fmt: skip
     return _violations(dups.withColumn("offset", F.col("base_offset")), "duplicate-sequence", detail)
+
+
+def _transactions(batches: DataFrame) -> DataFrame:
+    """Per producer, in offset order: a transaction is its transactional batches up to the next
+    control batch (its marker). A plain batch inside one, or a marker older than its data, is a
+    violation."""
+    producer = Window.partitionBy("broker_id", "topic", "partition", "producer_id").orderBy("base_offset")
+    since_marker = producer.rowsBetween(Window.unboundedPreceding, -1)
+    df = batches.where((F.col("producer_id") >= 0) & F.col("crc_valid")).withColumn(
+        # the producer's previous transactional or control batch: is its transaction open?
+        "prev_txn", F.last(F.when(F.col("is_control"), F.lit("marker"))
+                           .when(F.col("is_transactional"), F.lit("data")), ignorenulls=True)
+        .over(since_marker),
+    ).withColumn(  # markers seen so far: a transaction is the data between two of them
+        "txn_no", F.sum(F.col("is_control").cast("int")).over(since_marker),
+    ).withColumn("txn_no", F.coalesce("txn_no", F.lit(0)))
+    outside = df.where(~F.col("is_transactional") & ~F.col("is_control")
+                       & (F.col("prev_txn") == "data"))
+    outside_detail = F.format_string(
+        "producer %d wrote a non-transactional batch while its transaction was open",
+        F.col("producer_id"))
+    # a marker closes the data before it: that data carries the previous txn_no
+    data_epochs = df.where(F.col("is_transactional") & ~F.col("is_control")).groupBy(
+        "broker_id", "topic", "partition", "producer_id", "txn_no").agg(
+        F.max("producer_epoch").alias("data_epoch"))
+    markers = df.where(F.col("is_control")).withColumn("closes", F.col("txn_no"))
+    stale = markers.join(
+        data_epochs.withColumnRenamed("txn_no", "closes"),
+        ["broker_id", "topic", "partition", "producer_id", "closes"],
+    ).where(F.col("producer_epoch") < F.col("data_epoch"))
+    stale_detail = F.format_string(
+        "producer %d's marker has epoch %d, its transaction's data epoch %d",
+        F.col("producer_id"), F.col("producer_epoch"), F.col("data_epoch"))
+    return _violations(outside.withColumn("offset", F.col("base_offset")),
+                       "plain-write-in-transaction", outside_detail).unionByName(
+        _violations(stale.withColumn("offset", F.col("base_offset")),
+                    "stale-transaction-marker", stale_detail))
 
 
 def write_audit_json(result: AuditResult, data_dir: str | Path, out_dir: str | Path) -> Path:

@@ -43,16 +43,20 @@ from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_config import INT_MAX, LONG_MAX, LogConfig
 from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel
 from storage.log_flusher import Job, LogFlusher
-from storage.log_info import FetchDataInfo, LogAppendInfo
+from storage.log_info import AppendOrigin, FetchDataInfo, LogAppendInfo
 from storage.log_loader import load_segments, new_segment
 from storage.naming import LOG_SUFFIX, log_file
 from storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
+    CompletedTxn,
+    EndTxnMarker,
     ProducerStateManager,
     duplicate_append_info,
+    end_txn_marker,
 )
 from storage.segment import RECOVERY_CHUNK, LogSegment, first_record_at_or_after
+from storage.transaction_index import AbortedTxn
 
 
 class UnexpectedAppendOffsetError(KafkaError):
@@ -99,6 +103,7 @@ class Log:
         recovery_point: int,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         *,
+        clean_shutdown: bool = True,
         disk: DiskFaults | None = None,
         failure_channel: LogDirFailureChannel | None = None,
         files: FileHandleCache | None = None,
@@ -137,7 +142,7 @@ class Log:
         self.producer_state = ProducerStateManager(
             directory, now_ms=now_ms, producer_id_expiration_ms=producer_id_expiration_ms
         )
-        self._reload_producer_state()
+        self._reload_producer_state(None if clean_shutdown else self._recovery_point)
 
     # -- opening and recovery ----------------------------------------------------------------------
 
@@ -165,8 +170,8 @@ class Log:
         log = cls(
             directory, config, now_ms, segments,
             segments[0].base_offset if log_start_offset is None else log_start_offset,
-            recovery_point, producer_id_expiration_ms, disk=disk, failure_channel=failure_channel,
-            files=files, flusher=flusher,
+            recovery_point, producer_id_expiration_ms, clean_shutdown=clean_shutdown, disk=disk,
+            failure_channel=failure_channel, files=files, flusher=flusher,
         )  # fmt: skip
         if not clean_shutdown:
             # What recovery kept is made durable; then the recovery point moves to the LEO.
@@ -194,6 +199,16 @@ class Log:
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
         self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed consumers stop: the first offset of the oldest undecided
+        transaction, or the high watermark when that is lower (Kafka's LSO)."""
+        unstable = self.producer_state.first_unstable_offset()
+        if unstable is not None and unstable < self._high_watermark:
+            return unstable
+        return self._high_watermark
 
     @property
     def recovery_point(self) -> int:
@@ -222,14 +237,16 @@ class Log:
 
     @_handling_io_errors("appending to log")
     def append_as_leader(
-        self, records: bytes | memoryview, leader_epoch: int, *, keys_checked: bool = False
+        self, records: bytes | memoryview, leader_epoch: int, *, keys_checked: bool = False,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
         """Validate a producer's batches, assign offsets from the LEO, stamp the epoch, append.
 
         `keys_checked`: the caller already ran check_compacted_records on these very bytes (in a
         worker thread: decoding a compressed batch can take long), so the records are not decoded
-        again here."""
+        again here. Control batches (transaction markers) come only from the coordinator."""
         headers = validate_produce_records(records, self.config.max_message_bytes)
+        markers = _markers(records, headers, origin)
         if self.is_compacted and not keys_checked:
             _check_keys(records, headers, decompression_limit(self.config.max_message_bytes))
         buf = bytearray(records)
@@ -241,7 +258,8 @@ class Log:
         batches: list[tuple[int, BatchHeader]] = []
         pos = 0
         self._check_timestamps(headers, now)
-        pending = self.producer_state.validate(headers, first_offset, now if append_time else None)
+        pending = self.producer_state.validate(headers, first_offset, now if append_time else None,
+                                               markers, origin == AppendOrigin.CLIENT)
         if isinstance(pending, BatchMetadata):  # a retry of a batch already here: write nothing
             return duplicate_append_info(pending, append_time)
         for header in headers:
@@ -263,7 +281,7 @@ class Log:
         if leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
         self._append(buf, batches, now)
-        self.producer_state.commit(pending)
+        self._on_transactions_completed(self.producer_state.commit(pending))
         return LogAppendInfo(
             first_offset=first_offset,
             last_offset=offset - 1,
@@ -300,7 +318,9 @@ class Log:
             if header.partition_leader_epoch >= 0:
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
         self._append(buf, batches, now)
-        self.producer_state.update(h for _, h in batches)
+        view = memoryview(buf)
+        self._on_transactions_completed(self.producer_state.update(
+            (h, view[pos : pos + h.size]) for pos, h in batches))
         max_header = max((h for _, h in batches), key=lambda h: h.max_timestamp)
         return LogAppendInfo(
             first_offset=batches[0][1].base_offset,
@@ -382,12 +402,15 @@ class Log:
         a crash in between is finished on load (storage/log_loader.py finish_swap)."""
         i = self._segments.index(old[0])
         base = old[0].base_offset
+        aborted = [txn for segment in old for txn in segment.txn_index]
         for segment in old:
             segment.delete()
         swap.replace(log_file(self.directory, base))
         fsync_dir(self.directory)
         segment = new_segment(self.directory, self.config, base, self.disk, self._files)
         segment.recover()  # indexes rebuilt from the cleaned batches
+        for txn in aborted:  # the cleaner keeps markers: read_committed still needs the aborts
+            segment.txn_index.append(txn)
         segment.on_become_inactive()
         self._segments[i : i + len(old)] = [segment]
         self._bases[i : i + len(old)] = [base]
@@ -483,17 +506,46 @@ class Log:
 
     # -- producer state ------------------------------------------------------------------------------
 
-    def _reload_producer_state(self) -> None:
-        self.producer_state.truncate_and_reload(
-            self._log_start_offset, self._log_end_offset, self._batch_headers_from
-        )
+    def _reload_producer_state(self, max_snapshot_offset: int | None = None) -> None:
+        self._on_transactions_completed(self.producer_state.truncate_and_reload(
+            self._log_start_offset, self._log_end_offset, self._batches_from, max_snapshot_offset
+        ))
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
 
-    def _batch_headers_from(self, offset: int) -> Iterator[BatchHeader]:
+    def _batches_from(self, offset: int) -> Iterator[tuple[BatchHeader, memoryview]]:
         i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
         for segment in self._segments[i:]:
             start = segment.offset_index.lookup(offset)[1] if segment.base_offset <= offset else 0
-            for _, header, _ in segment.batches(start, chunk_size=RECOVERY_CHUNK):
-                yield header
+            for _, header, view in segment.batches(start, chunk_size=RECOVERY_CHUNK):
+                yield header, view
+
+    # -- transactions --------------------------------------------------------------------------------
+
+    def _on_transactions_completed(self, completed: list[CompletedTxn]) -> None:
+        """An aborted transaction goes into the index of the segment holding its marker (again
+        after a crash lost the entry: a replayed marker already indexed is skipped)."""
+        for txn in completed:
+            if not txn.is_aborted:
+                continue
+            segment = self._segments[max(bisect.bisect_right(self._bases, txn.last_offset) - 1, 0)]
+            last = segment.txn_index.last_offset
+            if last is None or txn.last_offset > last:
+                segment.txn_index.append(AbortedTxn(
+                    txn.producer_id, txn.first_offset, txn.last_offset,
+                    self.producer_state.last_stable_offset_of(txn)))
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
+                                     ) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start_offset, upper_bound_offset), for a
+        read_committed Fetch (the client drops their records)."""
+        found: list[AbortedTxn] = []
+        i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
+        for segment in self._segments[i:]:
+            txns, complete = segment.txn_index.collect_aborted(start_offset, upper_bound_offset)
+            found += txns
+            if complete or segment.base_offset >= upper_bound_offset:
+                break
+        return found
 
     # -- retention and truncation -------------------------------------------------------------------
 
@@ -716,6 +768,22 @@ def decode_off_loop(records: bytes | memoryview) -> bool:
             break
         pos += header.size
     return False
+
+
+def _markers(records: bytes | memoryview, headers: list[BatchHeader], origin: AppendOrigin
+             ) -> list[EndTxnMarker | None] | None:
+    """Per batch, the transaction marker a control batch carries; clients may not send any."""
+    if not any(h.is_control for h in headers):
+        return None
+    if origin != AppendOrigin.COORDINATOR:
+        raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not write control records")
+    markers: list[EndTxnMarker | None] = []
+    pos = 0
+    for header in headers:
+        markers.append(end_txn_marker(header, memoryview(records)[pos : pos + header.size])
+                       if header.is_control else None)
+        pos += header.size
+    return markers
 
 
 def check_compacted_records(records: bytes, max_message_bytes: int) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+TXN_INDEX_SUFFIX = ".txnindex"  # aborted transactions (storage/transaction_index.py)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 TEMP_SUFFIX = ".tmp"
 CLEANED_SUFFIX = ".cleaned"  # a log cleaner's output being written (discarded on load)
 SWAP_SUFFIX = ".swap"  # a complete cleaned segment about to replace its sources (finished on load)
@@ -37,6 +38,10 @@ def offset_index_file(directory: Path, base_offset: int) -> Path:
 
 def time_index_file(directory: Path, base_offset: int) -> Path:
     return directory / (filename_prefix(base_offset) + TIME_INDEX_SUFFIX)
+
+
+def transaction_index_file(directory: Path, base_offset: int) -> Path:
+    return directory / (filename_prefix(base_offset) + TXN_INDEX_SUFFIX)
 
 
 def producer_snapshot_file(directory: Path, offset: int) -> Path:

@@ -29,9 +29,10 @@ from protocol.records import (
 )
 from storage.disk_faults import DiskFaults
 from storage.file_handles import FileHandleCache
-from storage.naming import log_file, offset_index_file, time_index_file
+from storage.naming import log_file, offset_index_file, time_index_file, transaction_index_file
 from storage.offset_index import OffsetIndex
 from storage.time_index import TimeIndex
+from storage.transaction_index import TransactionIndex
 
 READ_CHUNK = 64 * 1024  # forward scans from an index entry: an interval plus a few batches
 RECOVERY_CHUNK = 1024 * 1024  # whole-file scans read in bigger pieces
@@ -70,6 +71,7 @@ class LogSegment:
         self.time_index = TimeIndex(
             time_index_file(directory, base_offset), base_offset, max_index_size
         )
+        self.txn_index = TransactionIndex(transaction_index_file(directory, base_offset), base_offset)
         # Offset after the last batch; set by load_tail(), recover() and append().
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -191,6 +193,7 @@ class LogSegment:
             os.ftruncate(self._file.fd(), valid_end)
             self.size = valid_end
             self._dirty = True
+        self.txn_index.truncate_to(self.next_offset)
         self.offset_index.flush()
         self.time_index.flush()
         return truncated
@@ -301,6 +304,7 @@ class LogSegment:
         self._dirty = True
         self.offset_index.truncate_to(header.base_offset)
         self.time_index.truncate_to(header.base_offset)
+        self.txn_index.truncate_to(header.base_offset)
         self.load_tail()  # recompute next offset and max timestamp from what is left
         if self.size == 0:
             self.rolling_base_ms = None
@@ -323,6 +327,7 @@ class LogSegment:
             self._dirty = False
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def prepare_flush(self) -> list[Path]:
         """flush() in two halves: here the index entries are written (no fsync), and the files
@@ -330,7 +335,8 @@ class LogSegment:
         this segment's descriptor is made durable by an fsync on any descriptor of the file."""
         paths = [self.path] if self._dirty else []
         self._dirty = False
-        paths += [index.path for index in (self.offset_index, self.time_index) if index.write_appended()]
+        paths += [index.path for index in (self.offset_index, self.time_index, self.txn_index)
+                  if index.write_appended()]
         return paths
 
     def release_file(self) -> None:
@@ -355,6 +361,7 @@ class LogSegment:
         self.path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
 
 
 def _batches(

@@ -1,6 +1,7 @@
 """Topics created on a client's behalf, as Kafka's AutoTopicCreationManager does: a topic named in
-Metadata (when `auto.create.topics.enable`) and the internal `__consumer_offsets`, created with its
-own partition count, replication factor and compacted configs the first time a group needs it."""
+Metadata (when `auto.create.topics.enable`) and the internal `__consumer_offsets` and
+`__transaction_state`, created with their own partition count, replication factor and compacted
+configs the first time a group or a transactional id needs them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import structlog
 from broker.admin.admin_manager import AdminManager
 from broker.config import BrokerConfig
 from broker.metadata.metadata_cache import MetadataCache
-from broker.metadata.topic_names import OFFSETS_TOPIC
+from broker.metadata.topic_names import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from protocol.errors import KafkaError
 
 log = structlog.get_logger("kafka_sim.auto_topic_creation")
@@ -28,6 +29,8 @@ class AutoTopicCreationManager:
         whose creation a client only triggers)."""
         if name == OFFSETS_TOPIC:
             self.ensure_offsets_topic()
+        elif name == TRANSACTION_STATE_TOPIC:
+            self.ensure_transaction_state_topic()
         else:
             self.admin.create_topic_in_store(name)
 
@@ -48,3 +51,24 @@ class AutoTopicCreationManager:
         self.admin.create_topic_in_store(OFFSETS_TOPIC, partitions, rf, OFFSETS_TOPIC_CONFIGS,
                                          internal=True)
         log.info("created the offsets topic", partitions=partitions, replication_factor=rf)
+
+    def ensure_transaction_state_topic(self) -> None:
+        """Create `__transaction_state` (internal, compacted, its own min.insync.replicas) if it
+        does not exist yet; capped at the live brokers as the offsets topic is."""
+        if self.cache.topic(TRANSACTION_STATE_TOPIC) is not None:
+            return
+        live = len(self.admin.live_brokers())
+        rf = max(1, min(self.config["transaction.state.log.replication.factor"], live))
+        partitions = self.config["transaction.state.log.num.partitions"]
+        configs = {"cleanup.policy": "compact",
+                   "segment.bytes": str(self.config["transaction.state.log.segment.bytes"]),
+                   "min.insync.replicas": str(max(1, min(
+                       self.config["transaction.state.log.min.isr"], rf)))}
+        try:
+            self.admin.create_topic_in_store(TRANSACTION_STATE_TOPIC, partitions, rf, configs,
+                                             internal=True)
+        except KafkaError as exc:  # TOPIC_ALREADY_EXISTS: someone else was first
+            log.debug("transaction state topic not created", reason=str(exc))
+            return
+        log.info("created the transaction state topic", partitions=partitions,
+                 replication_factor=rf)

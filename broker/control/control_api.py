@@ -71,6 +71,12 @@ class ClusterControl(Protocol):
         partition, committed_offset, high_watermark, lag). KeyError for an unknown group."""
         ...
 
+    def transactions(self, transactional_id: str | None) -> list[dict]:
+        """Per transactional id: transactional_id, coordinator, state, pending_state,
+        producer_id, producer_epoch, timeout_ms, start_timestamp, last_update_timestamp,
+        partitions (topic, partition). KeyError for an unknown id."""
+        ...
+
 
 class RemoteBindRefused(ValueError):
     """The control API was asked to listen beyond loopback without allow_remote."""
@@ -296,6 +302,14 @@ async def get_groups(request: web.Request) -> web.Response:
     return _ok(await _guarded(lambda: control.groups(group), "group"))
 
 
+async def get_transactions(request: web.Request) -> web.Response:
+    transactional_id = request.query.get("id")
+    if transactional_id == "":
+        raise ApiError(400, "id must not be empty")
+    control = _control(request)
+    return _ok(await _guarded(lambda: control.transactions(transactional_id), "transactional id"))
+
+
 ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/", get_index),
     ("GET", "/brokers", get_brokers),
@@ -313,6 +327,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("DELETE", "/disk-faults", clear_disk_faults),
     ("GET", "/purgatory", get_purgatory),
     ("GET", "/groups", get_groups),
+    ("GET", "/transactions", get_transactions),
 ]
 
 

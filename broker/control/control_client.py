@@ -99,6 +99,9 @@ class ControlClient:
     def groups(self, group: str | None = None) -> list[dict]:
         return self._call("GET", "/groups", query={"group": group})
 
+    def transactions(self, transactional_id: str | None = None) -> list[dict]:
+        return self._call("GET", "/transactions", query={"id": transactional_id})
+
     def _call(self, method: str, path: str, *, body: dict | None = None,
               query: dict[str, Any] | None = None) -> Any:
         params = {k: v for k, v in (query or {}).items() if v is not None}

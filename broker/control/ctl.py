@@ -168,6 +168,26 @@ def cmd_groups(client: ControlClient, args: argparse.Namespace) -> str:
                         "TOTAL_LAG"])
 
 
+def _partitions(t: dict) -> str:
+    by_topic: dict[str, list[str]] = {}
+    for p in t["partitions"]:
+        by_topic.setdefault(p["topic"], []).append(str(p["partition"]))
+    return " ".join(f"{topic}:{','.join(ps)}" for topic, ps in by_topic.items()) or "-"
+
+
+def cmd_transactions(client: ControlClient, args: argparse.Namespace) -> str:
+    found = client.transactions(args.transactional_id)
+    if args.json:
+        return _json(found)
+    rows = [[t["transactional_id"], t["coordinator"],
+             t["state"] + (f" -> {t['pending_state']}" if t["pending_state"] else ""),
+             t["producer_id"], t["producer_epoch"],
+             t["start_timestamp"] if t["start_timestamp"] >= 0 else "-", t["timeout_ms"],
+             _partitions(t)] for t in found]
+    return table(rows, ["TRANSACTIONAL_ID", "COORDINATOR", "STATE", "PRODUCER_ID", "EPOCH",
+                        "START_MS", "TIMEOUT_MS", "PARTITIONS"])
+
+
 Command = Callable[[ControlClient, argparse.Namespace], str]
 
 
@@ -189,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
         "id", type=int)
     leaf(broker, "start", cmd_broker_start, "start a stopped broker").add_argument("id", type=int)
     leaf(commands, "partitions", cmd_partitions,
-         "partitions as JSON: leader, epoch, ISR, replicas with LEO/HW/lag, producers").add_argument(
+         "partitions as JSON: leader, epoch, ISR, replicas with LEO/HW/LSO/lag, producers").add_argument(
         "topic", nargs="?")
     replication = commands.add_parser(
         "replication", help="pause or resume a broker's followers").add_subparsers(
@@ -244,6 +264,10 @@ def build_parser() -> argparse.ArgumentParser:
                   "consumer groups: state, generation, members, committed offsets and lag")
     groups.add_argument("group", nargs="?", help="show this group in detail")
     groups.add_argument("--json", action="store_true", help="print the API's JSON")
+    transactions = leaf(commands, "transactions", cmd_transactions,
+                        "transactional ids: state, producer id and epoch, partitions, start, timeout")
+    transactions.add_argument("transactional_id", nargs="?", help="only this transactional id")
+    transactions.add_argument("--json", action="store_true", help="print the API's JSON")
     return parser
 
 

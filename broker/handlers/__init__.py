@@ -54,6 +54,7 @@ HANDLERS: dict[int, ApiHandler] = {}
 # Handler modules, in API key order; importing one registers it.
 _MODULES = (
     "produce",
+    "describe_producers",
     "fetch",
     "list_offsets",
     "metadata",
@@ -76,12 +77,19 @@ _MODULES = (
     "delete_records",
     "create_partitions",
     "init_producer_id",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "write_txn_markers",
+    "txn_offset_commit",
     "offset_for_leader_epoch",
     "describe_configs",
     "alter_configs",
     "delete_groups",
     "incremental_alter_configs",
     "offset_delete",
+    "describe_transactions",
+    "list_transactions",
 )
 
 

@@ -4,9 +4,10 @@
   and sizes (Kafka builds a LinkedHashMap of the request's partitions).
 - Sessionless only (KIP-227): session_id 0 is answered with session_id 0 and every requested
   partition; a non-zero session id gets FETCH_SESSION_ID_NOT_FOUND so the client starts over.
-- Consumers read below the high watermark, followers (replica_id >= 0) below the log end offset.
-- last_stable_offset = high watermark (no transactions), no aborted transactions,
-  preferred_read_replica = -1.
+- Consumers read below the high watermark, read_committed ones (isolation_level 1) below the last
+  stable offset with the aborted transactions of what they read (producer id, first offset: the
+  client drops those records); followers (replica_id >= 0) read below the log end offset.
+- aborted_transactions is null for read_uncommitted, as Kafka answers; preferred_read_replica = -1.
 - A zstd batch to a fetch below v10 gets UNSUPPORTED_COMPRESSION_TYPE for that partition.
 """
 
@@ -59,7 +60,9 @@ async def handle(ctx: RequestContext, request) -> dict:
             "high_watermark": data.high_watermark,
             "last_stable_offset": data.last_stable_offset,
             "log_start_offset": data.log_start_offset,
-            "aborted_transactions": [],
+            "aborted_transactions": None if data.aborted_transactions is None else [
+                {"producer_id": t.producer_id, "first_offset": t.first_offset}
+                for t in data.aborted_transactions],
             "preferred_read_replica": -1,
             "records": records,
         })

@@ -1,16 +1,17 @@
-"""FindCoordinator (key 10), v0-6: which broker coordinates a group (v4+: several keys at once).
+"""FindCoordinator (key 10), v0-6: which broker coordinates a group or a transactional id (v4+:
+several keys at once).
 
 - The coordinator of a group is the leader of `__consumer_offsets` partition
-  abs(hashCode(group)) % partitions. The first lookup creates that topic (internal, compacted) and
-  answers COORDINATOR_NOT_AVAILABLE until its leaders are elected; clients retry.
-- Transactions are not implemented: a transaction key gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-  as InitProducerId answers a transactional id; other key types get INVALID_REQUEST.
+  abs(hashCode(group)) % partitions; of a transactional id (key_type 1), the leader of
+  `__transaction_state` partition abs(hashCode(id)) % partitions. The first lookup creates the
+  topic (internal, compacted) and answers COORDINATOR_NOT_AVAILABLE until its leaders are
+  elected; clients retry. Other key types get INVALID_REQUEST.
 """
 
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
-from broker.metadata.topic_names import OFFSETS_TOPIC
+from broker.metadata.topic_names import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from protocol.errors import ErrorCode
 
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
@@ -18,23 +19,28 @@ NO_NODE = {"node_id": -1, "host": "", "port": -1}
 
 
 def find_coordinator(ctx: RequestContext, key: str, key_type: int) -> dict:
-    if key_type != KEY_TYPE_GROUP:
-        error = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if key_type == KEY_TYPE_TRANSACTION
-                 else ErrorCode.INVALID_REQUEST)
-        return {"error_code": error, "error_message": error.name, **NO_NODE}
-    cache = ctx.services.metadata_cache
-    manager = ctx.services.group_coordinator.manager
-    if cache.topic(OFFSETS_TOPIC) is None:
-        ctx.services.auto_topic_creation.ensure_offsets_topic()
+    services = ctx.services
+    if key_type == KEY_TYPE_GROUP:
+        topic, ensure = OFFSETS_TOPIC, services.auto_topic_creation.ensure_offsets_topic
+        partition_for = services.group_coordinator.manager.partition_for
+    elif key_type == KEY_TYPE_TRANSACTION:
+        topic = TRANSACTION_STATE_TOPIC
+        ensure = services.auto_topic_creation.ensure_transaction_state_topic
+        partition_for = services.transaction_coordinator.manager.partition_for
+    else:
+        return {"error_code": ErrorCode.INVALID_REQUEST, "error_message": "unknown key type",
+                **NO_NODE}
+    cache = services.metadata_cache
+    if cache.topic(topic) is None:
+        ensure()
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": None, **NO_NODE}
-    state = cache.partition_state(OFFSETS_TOPIC, manager.partition_for(key))
+    state = cache.partition_state(topic, partition_for(key))
     brokers = cache.brokers_for(ctx.listener)
     if state is None or state.leader not in brokers:
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": None, **NO_NODE}
     host, port = brokers[state.leader]
     return {"error_code": ErrorCode.NONE, "error_message": None, "node_id": state.leader,
             "host": host, "port": port}
-
 
 @register(10, "FindCoordinator", 0, 6)
 async def handle(ctx: RequestContext, request) -> dict:

@@ -11,14 +11,17 @@
   stateless and a retried bump answers the same. (Kafka's TransactionCoordinator hands out a
   fresh id here instead; either lets the client start over at sequence 0.)
 - Only one of producer_id / producer_epoch set: INVALID_REQUEST, as Kafka.
-- Transactions are not implemented: a non-null transactional_id gets
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as fatal and report, rather than a
-  retriable error they would loop on.
+- With a transactional id the transaction coordinator answers (its broker must lead the id's
+  `__transaction_state` partition, else NOT_COORDINATOR): a new id gets a fresh producer id at
+  epoch 0, a known one its epoch bumped (an open transaction is fenced and aborted first, and the
+  client told CONCURRENT_TRANSACTIONS to retry); transaction_timeout_ms above
+  `transaction.max.timeout.ms` gets INVALID_TRANSACTION_TIMEOUT.
 """
 
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.txn_errors import for_version
 from broker.metadata.store import MetadataStoreError
 from protocol.errors import ErrorCode
 
@@ -35,12 +38,15 @@ def _answer(error: ErrorCode, producer_id: int = NO_PRODUCER_ID,
 
 @register(22, "InitProducerId", 0, 5)
 async def handle(ctx: RequestContext, request) -> dict:
-    if request.transactional_id is not None:
-        return _answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     producer_id = getattr(request, "producer_id", NO_PRODUCER_ID)
     epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
     if (producer_id == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
         return _answer(ErrorCode.INVALID_REQUEST)
+    if request.transactional_id is not None:
+        expected = None if producer_id == NO_PRODUCER_ID else (producer_id, epoch)
+        error, pid, epoch = await ctx.services.transaction_coordinator.handle_init_producer_id(
+            request.transactional_id, request.transaction_timeout_ms, expected)
+        return _answer(for_version(22, ctx.api_version, error), pid, epoch)
     ids = ctx.services.producer_ids
     if producer_id >= 0 and epoch < MAX_EPOCH - 1 and ids.was_issued(producer_id):
         return _answer(ErrorCode.NONE, producer_id, epoch + 1)

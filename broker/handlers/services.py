@@ -11,6 +11,7 @@ from broker.admin.auto_topic_creation import AutoTopicCreationManager
 from broker.config import BrokerConfig
 from broker.controller.controller_channel import ControllerRequestTarget
 from broker.coordinator.group import GroupCoordinator
+from broker.coordinator.transaction import TransactionCoordinator
 from broker.metadata.metadata_cache import MetadataCache
 from broker.metadata.producer_id_manager import ProducerIdManager
 from broker.replication.replica_manager import ReplicaManager
@@ -24,6 +25,7 @@ class BrokerServices:
     metadata_cache: MetadataCache
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
+    transaction_coordinator: TransactionCoordinator
     admin_manager: AdminManager
     auto_topic_creation: AutoTopicCreationManager
     producer_ids: ProducerIdManager

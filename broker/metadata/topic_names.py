@@ -8,7 +8,8 @@ from protocol.errors import ErrorCode, KafkaError
 
 MAX_TOPIC_NAME_LENGTH = 249
 OFFSETS_TOPIC = "__consumer_offsets"  # the group coordinator's internal, compacted topic
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
+TRANSACTION_STATE_TOPIC = "__transaction_state"  # the transaction coordinator's, compacted
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 

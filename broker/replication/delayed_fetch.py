@@ -22,6 +22,9 @@ import structlog
 
 from broker.replication.purgatory import DelayedOperation
 from protocol.errors import ErrorCode
+from storage.transaction_index import AbortedTxn
+
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # a Fetch's and ListOffsets' isolation_level
 
 log = structlog.get_logger("kafka_sim.delayed_fetch")
 
@@ -71,6 +74,7 @@ class FetchPartitionData:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: bytes = b""
+    aborted_transactions: list[AbortedTxn] | None = None  # read_committed consumers only
 
 
 class DelayedFetch(DelayedOperation):

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.metadata.partition_state import LeaderAndIsr
-from storage.log import Log, LogAppendInfo
+from storage.log import Log
+from storage.log_info import AppendOrigin, LogAppendInfo
 
 
 @dataclass(slots=True)
@@ -101,9 +102,11 @@ class Partition:
     # -- leader side ------------------------------------------------------------------------
 
     def append_records_as_leader(
-        self, records: bytes | memoryview, *, keys_checked: bool = False
+        self, records: bytes | memoryview, *, keys_checked: bool = False,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
-        info = self.log.append_as_leader(records, self.leader_epoch, keys_checked=keys_checked)
+        info = self.log.append_as_leader(records, self.leader_epoch, keys_checked=keys_checked,
+                                         origin=origin)
         self.maybe_increment_high_watermark()  # with the leader alone in the ISR, HW = LEO now
         return info
 
@@ -207,10 +210,11 @@ class Partition:
         self.log.increment_log_start_offset(min(leader_log_start_offset, self.log.high_watermark))
 
     def replica_states(self) -> list[dict]:
-        """Per replica LEO, HW and lag, for the control API."""
+        """Per replica LEO, HW and lag (and this replica's last stable offset), for the control API."""
         leo = self.log.log_end_offset
         out = [{"broker": self.local_broker_id, "log_end_offset": leo,
-                "high_watermark": self.log.high_watermark, "lag": 0}]
+                "high_watermark": self.log.high_watermark,
+                "last_stable_offset": self.log.last_stable_offset, "lag": 0}]
         for r, state in sorted(self.remote_replicas.items()):
             out.append({"broker": r, "log_end_offset": state.log_end_offset,
                         "high_watermark": None,

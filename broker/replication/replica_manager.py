@@ -21,6 +21,7 @@ from broker.replication.delayed_delete_records import (
     DeleteRecordsPartitionStatus,
 )
 from broker.replication.delayed_fetch import (
+    READ_COMMITTED,
     DelayedFetch,
     FetchParams,
     FetchPartition,
@@ -33,12 +34,14 @@ from broker.replication.partition import AlterIsr, Partition
 from broker.replication.purgatory import DelayedOperationPurgatory
 from broker.replication.replica_fetcher import ReplicaFetcher
 from protocol.errors import ErrorCode, KafkaError
-from protocol.records import decompression_limit
+from protocol.records import decompression_limit, iter_batches
 from storage.log import DECODE_OFF_LOOP_BYTES, Log, check_compacted_records, decode_off_loop
 from storage.log_config import LogConfig
 from storage.log_dir_failure_channel import KafkaStorageError
+from storage.log_info import AppendOrigin
 from storage.log_manager import LogManager
 from storage.segment import first_record_at_or_after
+from storage.transaction_index import AbortedTxn
 from timer import Clock, SystemTimer
 
 log = structlog.get_logger("kafka_sim.replica_manager")
@@ -224,6 +227,7 @@ class ReplicaManager:
     def append_records(
         self, entries: dict[tuple[str, int], bytes | memoryview | None], acks: int = 1,
         keys_checked: frozenset[tuple[str, int]] = frozenset(),
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> dict[tuple[str, int], ProduceResult]:
         results: dict[tuple[str, int], ProduceResult] = {}
         for key, records in entries.items():
@@ -237,7 +241,7 @@ class ReplicaManager:
                         ErrorCode.NOT_ENOUGH_REPLICAS,
                         f"the ISR {partition.isr} is smaller than min.insync.replicas={min_isr}",
                     )
-                info = partition.append_records_as_leader(records,
+                info = partition.append_records_as_leader(records, origin=origin,
                                                           keys_checked=key in keys_checked)
             except KafkaError as exc:
                 results[key] = ProduceResult(exc.code, error_message=exc.message or None)
@@ -291,11 +295,14 @@ class ReplicaManager:
         return failed, frozenset(checked)
 
     async def produce(
-        self, acks: int, timeout_ms: int, entries: dict[tuple[str, int], bytes | memoryview | None]
+        self, acks: int, timeout_ms: int, entries: dict[tuple[str, int], bytes | memoryview | None],
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> dict[tuple[str, int], ProduceResult]:
+        """Append as leader and, with acks=-1, wait until the ISR has it. The transaction
+        coordinator appends its markers here too (origin COORDINATOR)."""
         failed, checked = await self._check_compacted_off_loop(entries, acks)
         results = failed | self.append_records(
-            {k: r for k, r in entries.items() if k not in failed}, acks, checked)
+            {k: r for k, r in entries.items() if k not in failed}, acks, checked, origin)
         if acks != -1:
             return results
         # Each appended partition waits until its HW covers the append: the LEO right after it.
@@ -366,8 +373,13 @@ class ReplicaManager:
     # -- fetch ------------------------------------------------------------------------------
 
     def _end_offset(self, params: FetchParams, partition: Partition) -> int:
-        """Followers may read up to the log end offset, consumers up to the high watermark."""
-        return partition.log_end_offset if params.is_from_follower else partition.high_watermark
+        """Followers may read up to the log end offset, consumers up to the high watermark, and
+        read_committed consumers up to the last stable offset."""
+        if params.is_from_follower:
+            return partition.log_end_offset
+        if params.isolation_level == READ_COMMITTED:
+            return partition.log.last_stable_offset
+        return partition.high_watermark
 
     def bytes_available(self, params: FetchParams, fp: FetchPartition) -> int | None:
         """Bytes a parked fetch could read now; None when it must answer at once (an error)."""
@@ -406,7 +418,7 @@ class ReplicaManager:
             data = FetchPartitionData(
                 ErrorCode.NONE,
                 partition.high_watermark,
-                partition.high_watermark,  # no transactions: last stable offset = HW
+                partition.log.last_stable_offset,
                 partition.log_start_offset,
             )
             try:
@@ -416,6 +428,9 @@ class ReplicaManager:
                     max_offset=self._end_offset(params, partition),
                     min_one_message=min_one_message,
                 )
+                if params.isolation_level == READ_COMMITTED and not params.is_from_follower:
+                    data.aborted_transactions = _aborted_in(partition.log, fp.fetch_offset,
+                                                            read.records)
             except KafkaError as exc:
                 data.error = exc.code
             except Exception:  # Kafka's readFromLog: an unexpected error is this partition's alone
@@ -454,7 +469,8 @@ class ReplicaManager:
                                                      fp.log_start_offset):
                 # The follower's fetch raised the HW: it may take it home at once (Kafka's
                 # response carries the HW of the read; the records read are the same either way).
-                data.high_watermark = data.last_stable_offset = partition.high_watermark
+                data.high_watermark = partition.high_watermark
+                data.last_stable_offset = partition.log.last_stable_offset
                 self._complete_delayed(partition.key)
             # Its log start offset may have moved: DeleteRecords waiting on it may be done.
             self.delete_records_purgatory.check_and_complete(partition.key)
@@ -506,8 +522,12 @@ class ReplicaManager:
             return OffsetLookup(exc.code)
         log_ = partition.log
         epoch = partition.leader_epoch
+        # read_committed consumers see offsets below the last stable offset only (Kafka's
+        # lastFetchableOffset)
+        fetchable = log_.last_stable_offset if isolation_level == READ_COMMITTED \
+            else partition.high_watermark
         if timestamp == LATEST_TIMESTAMP:
-            return OffsetLookup(offset=partition.high_watermark, leader_epoch=epoch)
+            return OffsetLookup(offset=fetchable, leader_epoch=epoch)
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return OffsetLookup(offset=log_.log_start_offset, leader_epoch=epoch)
         if timestamp == LATEST_TIERED_TIMESTAMP:  # no tiered storage here
@@ -524,7 +544,7 @@ class ReplicaManager:
             if self.partitions.get(partition.key) is not partition or not partition.is_leader \
                     or partition.leader_epoch != epoch:  # it changed while a batch was decoded
                 return OffsetLookup(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if found is None or found[0] >= partition.high_watermark:
+        if found is None or found[0] >= fetchable:
             return OffsetLookup()
         offset, ts = found
         return OffsetLookup(timestamp=ts, offset=offset, leader_epoch=epoch)
@@ -559,3 +579,12 @@ class ReplicaManager:
             return EpochEndOffset(exc.code)
         epoch, end_offset = partition.log.end_offset_for_epoch(leader_epoch)
         return EpochEndOffset(ErrorCode.NONE, epoch, end_offset)
+
+
+def _aborted_in(log_: Log, fetch_offset: int, records: bytes) -> list[AbortedTxn]:
+    """The aborted transactions a read_committed consumer needs for these records: those
+    overlapping [fetch_offset, the offset after the last batch read)."""
+    upper = fetch_offset
+    for _, header in iter_batches(records):
+        upper = header.next_offset
+    return log_.collect_aborted_transactions(fetch_offset, upper) if upper > fetch_offset else []

@@ -17,9 +17,11 @@ import structlog
 from broker.config import BrokerConfig
 from broker.control.faults import FaultInjector
 from broker.coordinator.group.view import group_view
+from broker.coordinator.transaction.view import transaction_view
 from broker.interbroker.controlled_shutdown import controlled_shutdown
 from broker.interbroker.tcp_controller_channel import TcpControllerChannel
 from broker.interbroker.tcp_leader_endpoint import TcpLeaderEndpoint
+from broker.interbroker.tcp_txn_marker_transport import TcpTxnMarkerTransport
 from broker.metadata import zk_paths as paths
 from broker.metadata.broker_registration import registered_address
 from broker.metadata.store import MetadataStore, NoNodeError
@@ -34,8 +36,8 @@ log = structlog.get_logger("kafka_sim.broker_process")
 
 
 class ZooKeeperContext(ClusterContext):
-    """A cluster context whose brokers are other processes: TCP for the controller's requests and
-    for followers' fetches."""
+    """A cluster context whose brokers are other processes: TCP for the controller's requests,
+    followers' fetches and transaction markers."""
 
     def __init__(self, config: BrokerConfig, store: MetadataStore, clock: Clock) -> None:
         super().__init__(config, store, clock)
@@ -48,6 +50,10 @@ class ZooKeeperContext(ClusterContext):
     def leader_endpoint(self, follower: RunningBroker, leader_id: int) -> LeaderEndpoint:
         return TcpLeaderEndpoint(follower.broker_id, leader_id,
                                  lambda: follower.metadata_cache.brokers.get(leader_id))
+
+    def marker_transport(self, coordinator: RunningBroker) -> TcpTxnMarkerTransport:
+        return TcpTxnMarkerTransport(coordinator.broker_id,
+                                     lambda b: coordinator.metadata_cache.brokers.get(b))
 
 
 class BrokerProcess:
@@ -226,3 +232,14 @@ class BrokerProcess:
         if group is not None and not out:
             raise KeyError(f"no group {group!r} on this broker's coordinator")
         return sorted(out, key=lambda g: g["group"])
+
+    def transactions(self, transactional_id: str | None = None) -> list[dict]:
+        broker = self.broker
+        if broker is None or not broker.running:
+            return []
+        out = [transaction_view(t, broker.broker_id)
+               for t in broker.transaction_coordinator.manager.owned_transactions()
+               if transactional_id is None or t.transactional_id == transactional_id]
+        if transactional_id is not None and not out:
+            raise KeyError(f"no transactional id {transactional_id!r} on this broker's coordinator")
+        return sorted(out, key=lambda t: t["transactional_id"])

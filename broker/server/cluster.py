@@ -16,6 +16,7 @@ import structlog
 from broker.config import BrokerConfig, Listener
 from broker.control.faults import FaultInjector
 from broker.coordinator.group.view import group_view
+from broker.coordinator.transaction.view import transaction_view
 from broker.metadata import zk_paths as paths
 from broker.metadata.embedded_store import EmbeddedMetadataStore
 from broker.server.cluster_context import ClusterContext
@@ -219,6 +220,17 @@ class Cluster:
         if group is not None and not out:
             raise KeyError(f"no group {group!r} on a running coordinator")
         return sorted(out, key=lambda g: g["group"])
+
+
+    def transactions(self, transactional_id: str | None = None) -> list[dict]:
+        """Transactional ids as their coordinators hold them (KeyError for an unknown id)."""
+        out = [transaction_view(t, b.broker_id)
+               for b in self.brokers.values() if b.running
+               for t in b.transaction_coordinator.manager.owned_transactions()
+               if transactional_id is None or t.transactional_id == transactional_id]
+        if transactional_id is not None and not out:
+            raise KeyError(f"no transactional id {transactional_id!r} on a running coordinator")
+        return sorted(out, key=lambda t: t["transactional_id"])
 
 
 def write_meta_properties(data_dir: Path, cluster_id: str, broker_id: int) -> None:

@@ -3,6 +3,7 @@ channel that delivers the controller's requests to them by direct calls."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import itertools
 import uuid
@@ -10,7 +11,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from broker.config import BrokerConfig
-from broker.control.faults import FaultInjector
+from broker.control.faults import FaultAction, FaultInjector
+from broker.coordinator.transaction import MarkerTransport, TxnMarker
+from broker.coordinator.transaction.transaction_marker_channel import marker_results
+from broker.handlers.services import BrokerServices
+from broker.handlers.write_txn_markers import write_txn_markers
 from broker.metadata import zk_paths as paths
 from broker.metadata.store import MetadataStore, NodeExistsError
 from broker.replication.leader_endpoint import InProcessLeaderEndpoint, LeaderEndpoint
@@ -21,8 +26,9 @@ if TYPE_CHECKING:
     from broker.metadata.metadata_cache import MetadataCache, MetadataSnapshot
     from broker.metadata.partition_state import LeaderAndIsr
     from broker.replication.replica_manager import ReplicaManager
-    from protocol.errors import ErrorCode
     from storage.log_config import LogConfig
+
+from protocol.errors import ErrorCode
 
 
 class RunningBroker(Protocol):
@@ -32,6 +38,7 @@ class RunningBroker(Protocol):
     running: bool
     replica_manager: ReplicaManager
     metadata_cache: MetadataCache
+    services: BrokerServices
 
     def apply_leader_and_isr(self, controller_epoch: int, states: list[LeaderAndIsr],
                              configs: dict[str, LogConfig]) -> dict[tuple[str, int], ErrorCode]: ...
@@ -104,6 +111,43 @@ class ClusterContext:
             return leader.replica_manager if leader is not None and follower.running else None
 
         return InProcessLeaderEndpoint(lookup)
+
+    def marker_transport(self, coordinator: RunningBroker) -> MarkerTransport:
+        """How `coordinator`'s transaction coordinator reaches partition leaders: direct calls."""
+        return InProcessMarkerTransport(self, coordinator)
+
+
+WRITE_TXN_MARKERS = 27
+
+
+class InProcessMarkerTransport:
+    """WriteTxnMarkers as a direct call into the leader's handler, as the in-process controller
+    channel calls brokers; a broker that is not running is unreachable. The leader's faults for
+    WriteTxnMarkers apply as they would to the request over TCP (disconnect, dropped response,
+    delay, error), so tests can hold a transaction between its prepare and its markers."""
+
+    def __init__(self, context: ClusterContext, coordinator: RunningBroker) -> None:
+        self._context = context
+        self._coordinator = coordinator
+
+    async def write_txn_markers(self, broker_id: int,
+                                markers: list[TxnMarker]) -> list[dict[tuple[str, int], ErrorCode]]:
+        leader = self._context.running(broker_id)
+        if leader is None or not leader.running or not self._coordinator.running:
+            raise ConnectionError(f"broker {broker_id} is not running")
+        request = {"markers": [marker.to_wire() for marker in markers]}
+        fault = self._context.faults.match(broker_id, WRITE_TXN_MARKERS, request)
+        if fault is not None:
+            if fault.action is FaultAction.DISCONNECT:
+                raise ConnectionError(f"fault {fault.id}: broker {broker_id} disconnected")
+            if fault.action is FaultAction.ERROR:
+                return [dict.fromkeys(m.partitions, ErrorCode(fault.error_code)) for m in markers]
+            if fault.action is FaultAction.DELAY:
+                await asyncio.sleep((fault.delay_ms or 0) / 1000)
+        results = marker_results(await write_txn_markers(leader.services, request["markers"]))
+        if fault is not None and fault.action is FaultAction.DROP_RESPONSE:
+            raise ConnectionError(f"fault {fault.id}: broker {broker_id} dropped the response")
+        return results
 
 
 class InProcessControllerChannel:

@@ -22,6 +22,11 @@ from broker.admin.auto_topic_creation import AutoTopicCreationManager
 from broker.config import BrokerConfig, Listener
 from broker.controller.controller import Controller
 from broker.coordinator.group import OFFSETS_TOPIC, GroupCoordinator
+from broker.coordinator.transaction import (
+    TRANSACTION_STATE_TOPIC,
+    TransactionCoordinator,
+    TransactionMarkerChannel,
+)
 from broker.handlers import load_handlers
 from broker.handlers.services import BrokerServices
 from broker.metadata import zk_paths as paths
@@ -103,9 +108,15 @@ class KafkaServer:
         self.group_coordinator = GroupCoordinator(config, self.broker_id, context.timer,
                                                   self.replica_manager, self.metadata_cache,
                                                   wall_clock_ms)
+        self.marker_transport = context.marker_transport(self)
+        self.transaction_coordinator = TransactionCoordinator(
+            config, self.broker_id, context.timer, self.replica_manager, self.metadata_cache,
+            self.producer_ids.generate_producer_id,
+            TransactionMarkerChannel(self.marker_transport, self.metadata_cache), wall_clock_ms,
+            sync_producer_ids=self.producer_ids.store.flush)
         self.services = BrokerServices(
             self.broker_id, self.cluster_id, config, self.metadata_cache, self.replica_manager,
-            self.group_coordinator, self.admin_manager, self.auto_topic_creation,
+            self.group_coordinator, self.transaction_coordinator, self.admin_manager, self.auto_topic_creation,
             self.producer_ids, self.advertised_address, self)
         self.controller: Controller | None = None
         self.session: int | None = None
@@ -190,6 +201,7 @@ class KafkaServer:
                                             self.log_manager.remove_expired_producers)),
         ]
         self.group_coordinator.schedule_retention()
+        self.transaction_coordinator.startup()
         self._run_for_controller()
         log.info("broker started", broker_id=self.broker_id, host=self.address[0],
                  port=self.address[1], data_dir=str(self.config.data_dir))
@@ -213,6 +225,10 @@ class KafkaServer:
         if self._isr_task is not None:
             self._isr_task.cancel()
         self.group_coordinator.shutdown()
+        self.transaction_coordinator.shutdown()
+        close = getattr(self.marker_transport, "close", None)
+        if close is not None:
+            close()
         await self.replica_manager.shutdown()
         await self._close_connections()
         self.log_manager.begin_shutdown()
@@ -414,10 +430,15 @@ class KafkaServer:
     ) -> dict[tuple[str, int], ErrorCode]:
         self._check_controller_epoch(controller_epoch)
         errors = self.replica_manager.become_leader_or_follower(states, configs)
-        for state in states:  # the group coordinator follows the offsets partitions it leads
-            if state.topic == OFFSETS_TOPIC and errors.get((state.topic, state.partition)) == 0:
+        for state in states:  # the coordinators follow the partitions of their topics it leads
+            if errors.get((state.topic, state.partition)) != 0:
+                continue
+            if state.topic == OFFSETS_TOPIC:
                 self.group_coordinator.on_leadership(state.partition,
                                                      state.leader == self.broker_id)
+            elif state.topic == TRANSACTION_STATE_TOPIC:
+                self.transaction_coordinator.on_leadership(
+                    state.partition, state.leader == self.broker_id, state.leader_epoch)
         return errors
 
     def apply_update_metadata(self, snapshot: MetadataSnapshot) -> None:
@@ -437,6 +458,8 @@ class KafkaServer:
         for topic, partition in keys:
             if topic == OFFSETS_TOPIC:
                 self.group_coordinator.on_leadership(partition, False)
+            elif topic == TRANSACTION_STATE_TOPIC:
+                self.transaction_coordinator.on_leadership(partition, False, -1)
 
     async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
         if self.controller is None:

@@ -63,9 +63,9 @@ def port_free(port: int) -> bool:
         return True
 
 
-def create_topic(bootstrap: str, name: str, rf: int = 1) -> None:
+def create_topic(bootstrap: str, name: str, rf: int = 1, partitions: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, 1, rf)])[name].result(10)
+    admin.create_topics([NewTopic(name, partitions, rf)])[name].result(10)
 
 
 def produce(bootstrap: str, topic: str, count: int, size: int, acks: int = 1) -> float:

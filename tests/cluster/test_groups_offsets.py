@@ -264,10 +264,10 @@ async def test_loading_decodes_in_a_worker_thread_chunk_by_chunk(cluster, monkey
     ticks: list[int] = []  # the loop's own work, interleaved with the chunks
     original = gmm.GroupMetadataManager._replay_chunk.__func__
 
-    def replay_chunk(cls, data, groups, offsets):
+    def replay_chunk(cls, data, *state):  # groups, offsets, pending transactional offsets
         chunk_threads.append(threading.get_ident())
         ticks.append(-1)
-        return original(cls, data, groups, offsets)
+        return original(cls, data, *state)
 
     monkeypatch.setattr(gmm.GroupMetadataManager, "_replay_chunk", classmethod(replay_chunk))
 

@@ -78,7 +78,9 @@ async def test_find_coordinator_single_and_batched(cluster, port):
     batched = await client.request(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["a", "b"]})
     assert [(c.key, c.error_code, c.node_id) for c in batched.coordinators] == [("a", 0, 0), ("b", 0, 0)]
     txn = await client.request(FIND_COORDINATOR, 3, {"key": "tx", "key_type": 1})
-    assert txn.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert txn.error_code == E.COORDINATOR_NOT_AVAILABLE  # it creates __transaction_state first
+    unknown = await client.request(FIND_COORDINATOR, 3, {"key": "tx", "key_type": 2})
+    assert unknown.error_code == E.INVALID_REQUEST
     metadata = await client.request(3, 12, {"topics": [{"name": "__consumer_offsets"}]})
     assert metadata.topics[0].is_internal
     await client.close()

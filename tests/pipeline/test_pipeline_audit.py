@@ -10,8 +10,12 @@ import pytest
 
 from pipeline import cli
 from pipeline.audit import run_audit
-from protocol.records import RECORDS_OFFSET, assign_offsets, iter_batches
+from protocol.records import RECORDS_OFFSET, assign_offsets, encode_batch, iter_batches
+from protocol.transaction_records import ControlType, marker_batch
 from storage.checkpoint import OffsetCheckpointFile
+from storage.log import Log
+from storage.log_config import LogConfig
+from storage.log_info import AppendOrigin
 from storage.naming import LOG_START_OFFSET_CHECKPOINT
 
 
@@ -112,3 +116,36 @@ def test_crc_damage_is_visible_in_the_record_view(spark, damaged):
             .where("broker_id = 0 AND topic = 'orders' AND partition = 0 AND NOT crc_valid")
             .collect())  # fmt: skip
     assert rows and min(r.offset for r in rows) == offset
+
+
+def test_transactions_are_audited(spark, tmp_path):
+    """Committed, aborted and open transactions pass; a plain write inside an open transaction
+    and a marker older than its data (both refused by a leader: written here as a damaged
+    replica would hold them) are found at their offsets."""
+    def data(pid: int, seq: int, epoch: int = 0, transactional: bool = True) -> bytes:
+        return encode_batch([(b"k", b"v", [], None)], producer_id=pid, producer_epoch=epoch,
+                            base_sequence=seq, is_transactional=transactional)
+
+    (tmp_path / "meta.properties").write_text("version=1\ncluster.id=test\nnode.id=0\n")
+    log = Log.open(tmp_path / "txn-0", LogConfig(), now_ms=lambda: 1_700_000_000_000)
+    marker = lambda pid, kind, epoch=0: log.append_as_leader(  # noqa: E731
+        marker_batch(pid, epoch, kind, 0), 0, origin=AppendOrigin.COORDINATOR)
+    log.append_as_leader(data(1, 0), 0)  # 0
+    marker(1, ControlType.COMMIT)  # 1
+    log.append_as_leader(data(2, 0), 0)  # 2
+    marker(2, ControlType.ABORT)  # 3
+    log.append_as_leader(data(3, 0), 0)  # 4: still open at the end
+    log.append_as_leader(data(4, 0, epoch=5), 0)  # 5
+    leo = log.log_end_offset
+
+    def damaged(batch: bytes, offset: int) -> bytes:
+        raw = bytearray(batch)
+        assign_offsets(raw, 0, offset, 0)
+        return bytes(raw)
+
+    log.append_as_follower(damaged(data(1, 1, transactional=True), leo))  # 6: producer 1 opens
+    log.append_as_follower(damaged(data(1, 2, transactional=False), leo + 1))  # 7: plain, inside
+    log.append_as_follower(damaged(marker_batch(4, 4, ControlType.COMMIT, 0), leo + 2))  # 8
+    log.close()
+    found = {(v.offset, v.kind) for v in run_audit(spark, tmp_path).violations}
+    assert found == {(7, "plain-write-in-transaction"), (8, "stale-transaction-marker")}

@@ -28,7 +28,7 @@ BROKER_ALLOWED = {
     "admin": {"config", "metadata"},
     "coordinator": {"config", "metadata", "replication"},
     "handlers": {"config", "metadata", "replication", "controller", "admin", "coordinator"},
-    "interbroker": {"config", "metadata", "replication", "controller"},
+    "interbroker": {"config", "metadata", "replication", "controller", "coordinator"},
     "network": {"config", "handlers", "control"},
     "server": {"config", "metadata", "replication", "controller", "admin", "coordinator",
                "handlers", "network", "control", "interbroker"},

@@ -52,6 +52,7 @@ class OffsetAndMetadata:
     metadata: str = ""
     commit_timestamp: int = 0
     expire_timestamp: int | None = None  # only for commits that asked for a retention (v2-4)
+    append_offset: int = -1  # where its record is in __consumer_offsets (-1: not known)
 
 
 @dataclass(slots=True)
@@ -72,6 +73,9 @@ class GroupMetadata:
     new_member_added: bool = False
     subscribed_topics: set[str] | None = None
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    # TxnOffsetCommit's offsets per producer id, visible only once its commit marker arrives.
+    pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(
+        default_factory=dict)
 
     def is_(self, state: GroupState) -> bool:
         return self.state is state
@@ -240,6 +244,21 @@ class GroupMetadata:
                 for m in self.members.values()]
 
     # -- offsets ----------------------------------------------------------------------------
+
+    def has_pending_offset_commits(self, tp: tuple[str, int]) -> bool:
+        return any(tp in pending for pending in self.pending_txn_offsets.values())
+
+    def complete_pending_txn_offsets(self, producer_id: int, commit: bool) -> int:
+        """The producer's transaction ended: its offsets become the group's (commit) or vanish. A
+        committed offset whose record is later in the log than the transaction's stays, as Kafka
+        orders them by their place in the log."""
+        pending = self.pending_txn_offsets.pop(producer_id, {})
+        if commit:
+            for tp, om in pending.items():
+                current = self.offsets.get(tp)
+                if current is None or current.append_offset < om.append_offset:
+                    self.offsets[tp] = om
+        return len(pending)
 
     def expired_offsets(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
         """Kafka's rules: an empty group's offsets expire `retention_ms` after it became empty; a

@@ -25,6 +25,8 @@ from broker.metadata.topic_names import OFFSETS_TOPIC
 from protocol import group_records as gr
 from protocol.errors import ErrorCode
 from protocol.records import decode_batch, encode_batch, iter_batches
+from protocol.transaction_records import ControlType, read_control_type
+from storage.log_info import AppendOrigin
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -46,6 +48,10 @@ APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
 }
+
+
+# producer id -> (group, partition) -> offset, for transactions whose marker has not been read yet
+PendingTxnOffsets = dict[int, dict[tuple[str, tuple[str, int]], OffsetAndMetadata]]
 
 
 def java_string_hash(s: str) -> int:
@@ -76,6 +82,9 @@ class GroupMetadataManager:
         self.owned: set[int] = set()  # loaded partitions
         self.loading: dict[int, asyncio.Task | None] = {}
         self.failed: set[int] = set()  # partitions whose load failed: NOT_COORDINATOR
+        # Markers that reached a partition while it loads (its load may have read the log before
+        # them): (producer id, commit), applied once its groups are built.
+        self._markers_during_load: dict[int, list[tuple[int, bool]]] = {}
         self._on_group_loaded = on_group_loaded
         self._on_group_unloaded = on_group_unloaded
 
@@ -108,6 +117,7 @@ class GroupMetadataManager:
         self.loading[partition] = task
 
     def on_resigned(self, partition: int) -> None:
+        self._markers_during_load.pop(partition, None)
         task = self.loading.pop(partition, None)
         if task is not None:
             task.cancel()
@@ -132,9 +142,10 @@ class GroupMetadataManager:
         try:
             groups: dict[str, gr.GroupMetadataRecord] = {}
             offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]] = {}
+            pending: PendingTxnOffsets = {}
             for data in self._chunks(partition):
-                await asyncio.to_thread(self._replay_chunk, data, groups, offsets)
-            self._finish_load(partition, groups, offsets)
+                await asyncio.to_thread(self._replay_chunk, data, groups, offsets, pending)
+            self._finish_load(partition, groups, offsets, pending)
         except Exception:
             self._load_failed(partition)
 
@@ -154,9 +165,10 @@ class GroupMetadataManager:
         """Read and replay the whole partition at once (no loop to hand work to)."""
         groups: dict[str, gr.GroupMetadataRecord] = {}
         offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]] = {}
+        pending: PendingTxnOffsets = {}
         for data in self._chunks(partition):
-            self._replay_chunk(data, groups, offsets)
-        self._finish_load(partition, groups, offsets)
+            self._replay_chunk(data, groups, offsets, pending)
+        self._finish_load(partition, groups, offsets, pending)
 
     def _chunks(self, partition: int) -> Iterator[bytes]:
         """The partition's batches from its log start to the log end offset of the load's start, at
@@ -177,26 +189,55 @@ class GroupMetadataManager:
             yield data
 
     @classmethod
-    def _replay_chunk(cls, data: bytes, groups: dict, offsets: dict) -> None:
-        """Decode one chunk into `groups` and `offsets` (the load's own: safe in a worker thread)."""
+    def _replay_chunk(cls, data: bytes, groups: dict, offsets: dict,
+                      pending: PendingTxnOffsets) -> None:
+        """Decode one chunk into `groups` and `offsets` (the load's own: safe in a worker thread).
+        A transaction's offsets wait in `pending` for its producer's marker: a commit applies
+        them, an abort drops them; those still waiting at the end belong to an open transaction."""
         for pos, header in iter_batches(data):
+            records = decode_batch(data, pos)[1]
             if header.is_control:
+                for record in records:
+                    control = read_control_type(record.key)
+                    if control is None:
+                        continue
+                    for (group, tp), om in pending.pop(header.producer_id, {}).items():
+                        current = offsets.get(group, {}).get(tp)
+                        if control == ControlType.COMMIT and (
+                                current is None or current.append_offset < om.append_offset):
+                            offsets.setdefault(group, {})[tp] = om
                 continue
-            for record in decode_batch(data, pos)[1]:
+            if header.is_transactional:
+                for record in records:
+                    decoded = gr.decode_record(record.key, record.value) if record.key else None
+                    if isinstance(decoded, gr.OffsetCommitRecord) and decoded.value is not None:
+                        pending.setdefault(header.producer_id, {})[
+                            (decoded.group, (decoded.topic, decoded.partition))] = \
+                            cls._offset(decoded.value, record.offset)
+                continue
+            for record in records:
                 cls._replay(record, groups, offsets)
 
     def _finish_load(self, partition: int, groups: dict[str, gr.GroupMetadataRecord],
-                     offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]]) -> None:
+                     offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]],
+                     pending: PendingTxnOffsets | None = None) -> None:
         """Build the partition's groups, and only then own them: a failure on the way leaves
         nothing half-loaded."""
-        built = [self._build_group(group_id, groups.get(group_id), offsets.get(group_id, {}))
-                 for group_id in set(groups) | set(offsets)]
+        by_group: dict[str, dict[int, dict[tuple[str, int], OffsetAndMetadata]]] = {}
+        for producer_id, entries in (pending or {}).items():
+            for (group_id, tp), om in entries.items():
+                by_group.setdefault(group_id, {}).setdefault(producer_id, {})[tp] = om
+        built = [self._build_group(group_id, groups.get(group_id), offsets.get(group_id, {}),
+                                   by_group.get(group_id, {}))
+                 for group_id in set(groups) | set(offsets) | set(by_group)]
         self.loading.pop(partition, None)
         self.owned.add(partition)
         for group in built:
             if group is not None:
                 self.groups[group.group_id] = group
                 self._on_group_loaded(group)
+        for producer_id, commit in self._markers_during_load.pop(partition, []):
+            self.complete_pending_txn_offsets(partition, producer_id, commit)
         log.info("loaded offsets partition", broker_id=self.broker_id, partition=partition,
                  groups=len(groups), offsets=sum(len(o) for o in offsets.values()))
 
@@ -208,20 +249,28 @@ class GroupMetadataManager:
         if isinstance(decoded, gr.OffsetCommitRecord):
             v = decoded.value
             offsets.setdefault(decoded.group, {})[(decoded.topic, decoded.partition)] = None if v is None \
-                else OffsetAndMetadata(v.offset, v.get("leader_epoch", -1), v.metadata,
-                                       v.commit_timestamp,
-                                       v.expire_timestamp if v.get("expire_timestamp", -1) >= 0 else None)
+                else GroupMetadataManager._offset(v, record.offset)
         elif isinstance(decoded, gr.GroupMetadataRecord):
             groups[decoded.group] = decoded
 
+    @staticmethod
+    def _offset(v, append_offset: int) -> OffsetAndMetadata:
+        return OffsetAndMetadata(v.offset, v.get("leader_epoch", -1), v.metadata,
+                                 v.commit_timestamp,
+                                 v.expire_timestamp if v.get("expire_timestamp", -1) >= 0 else None,
+                                 append_offset)
+
     def _build_group(self, group_id: str, record: gr.GroupMetadataRecord | None,
-                     offsets: dict[tuple[str, int], OffsetAndMetadata | None]) -> GroupMetadata | None:
+                     offsets: dict[tuple[str, int], OffsetAndMetadata | None],
+                     pending: dict[int, dict[tuple[str, int], OffsetAndMetadata]],
+                     ) -> GroupMetadata | None:
         live_offsets = {k: v for k, v in offsets.items() if v is not None}
         value = record.value if record is not None else None
-        if value is None and not live_offsets:
+        if value is None and not live_offsets and not pending:
             return None
         group = GroupMetadata(group_id, current_state_timestamp=self.time_ms())
         group.offsets = live_offsets
+        group.pending_txn_offsets = pending
         if value is None:
             return group
         group.generation_id = value.generation
@@ -241,14 +290,26 @@ class GroupMetadataManager:
 
     # -- writing ----------------------------------------------------------------------------
 
-    async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+    async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
+                      producer: tuple[int, int] | None = None) -> ErrorCode:
+        return (await self._append_at(group_id, records, producer))[0]
+
+    async def _append_at(self, group_id: str, records: list[tuple[bytes, bytes | None]],
+                         producer: tuple[int, int] | None = None) -> tuple[ErrorCode, int]:
+        """Append with acks=-1; the error and the offset of the first record. `producer` (id,
+        epoch) makes it a transactional batch, as Kafka writes a TxnOffsetCommit."""
         now = self.time_ms()
-        batch = encode_batch([(k, v, [], now) for k, v in records])
+        if producer is None:
+            batch = encode_batch([(k, v, [], now) for k, v in records])
+        else:
+            batch = encode_batch([(k, v, [], now) for k, v in records], producer_id=producer[0],
+                                 producer_epoch=producer[1], is_transactional=True)
         key = (OFFSETS_TOPIC, self.partition_for(group_id))
         results = await self.replica_manager.produce(
-            -1, self.config["offsets.commit.timeout.ms"], {key: batch})
+            -1, self.config["offsets.commit.timeout.ms"], {key: batch},
+            origin=AppendOrigin.COORDINATOR)
         error = results[key].error
-        return APPEND_ERRORS.get(error, error)
+        return APPEND_ERRORS.get(error, error), results[key].base_offset
 
     def group_value(self, group: GroupMetadata, assignment: dict[str, bytes]) -> bytes:
         return gr.group_metadata_value({
@@ -279,16 +340,52 @@ class GroupMetadataManager:
                   if om.metadata is not None and len(om.metadata.encode()) > max_metadata}
         valid = {tp: om for tp, om in offsets.items() if tp not in errors}
         if valid:
-            error = await self._append(group.group_id, [
+            error, base = await self._append_at(group.group_id, [
                 (gr.offset_commit_key(group.group_id, t, p),
                  gr.offset_commit_value(om.offset, om.leader_epoch, om.metadata or "",
                                         om.commit_timestamp,
                                         -1 if om.expire_timestamp is None else om.expire_timestamp))
                 for (t, p), om in valid.items()])
             if error == ErrorCode.NONE:
+                for i, om in enumerate(valid.values()):
+                    om.append_offset = base + i
                 group.offsets.update(valid)
             errors.update(dict.fromkeys(valid, error))
         return errors
+
+    async def store_txn_offsets(
+        self, group: GroupMetadata, producer_id: int, producer_epoch: int,
+        offsets: dict[tuple[str, int], OffsetAndMetadata],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """TxnOffsetCommit: written as the producer's transactional records, held as pending
+        until its transaction's marker (complete_pending_txn_offsets)."""
+        max_metadata = self.config["offset.metadata.max.bytes"]
+        errors = {tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp, om in offsets.items()
+                  if om.metadata is not None and len(om.metadata.encode()) > max_metadata}
+        valid = {tp: om for tp, om in offsets.items() if tp not in errors}
+        if valid:
+            error, base = await self._append_at(group.group_id, [
+                (gr.offset_commit_key(group.group_id, t, p),
+                 gr.offset_commit_value(om.offset, om.leader_epoch, om.metadata or "",
+                                        om.commit_timestamp, -1))
+                for (t, p), om in valid.items()], (producer_id, producer_epoch))
+            if error == ErrorCode.NONE:
+                for i, om in enumerate(valid.values()):
+                    om.append_offset = base + i
+                group.pending_txn_offsets.setdefault(producer_id, {}).update(valid)
+            errors.update(dict.fromkeys(valid, error))
+        return errors
+
+    def complete_pending_txn_offsets(self, partition: int, producer_id: int, commit: bool) -> None:
+        """The producer's marker reached this offsets partition: its groups there apply (commit)
+        or drop (abort) what the producer committed in the transaction."""
+        if partition in self.loading:
+            self._markers_during_load.setdefault(partition, []).append((producer_id, commit))
+            return
+        for group in list(self.groups.values()):
+            if producer_id in group.pending_txn_offsets \
+                    and self.partition_for(group.group_id) == partition:
+                group.complete_pending_txn_offsets(producer_id, commit)
 
     async def cleanup_group_metadata(
         self, groups: list[GroupMetadata],
@@ -303,7 +400,7 @@ class GroupMetadataManager:
                 group.offsets.pop(tp, None)
             tombstones: list[tuple[bytes, bytes | None]] = [
                 (gr.offset_commit_key(group.group_id, t, p), None) for t, p in gone]
-            if group.is_(GroupState.EMPTY) and not group.offsets:
+            if group.is_(GroupState.EMPTY) and not group.offsets and not group.pending_txn_offsets:
                 group.transition_to(GroupState.DEAD, self.time_ms())
             if group.is_(GroupState.DEAD):
                 if self.groups.get(group.group_id) is group:

@@ -50,6 +50,36 @@ class GroupOffsets(GroupCoordinatorBase):
             self.complete_and_schedule_next_heartbeat_expiration(group, group.get(member_id))
         return await self.manager.store_offsets(group, offsets)
 
+    # -- TxnOffsetCommit --------------------------------------------------------------------
+
+    async def handle_txn_commit_offsets(
+        self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+        instance_id: str | None, generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Offsets committed inside a transaction: written now, visible on its commit marker. An
+        empty group id is INVALID_GROUP_ID here (Kafka allows it for OffsetCommit only)."""
+        error = self.validate_group_status(group_id)
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        group = self.group(group_id)
+        if group is None:
+            group = self.manager.groups[group_id] = GroupMetadata(
+                group_id, current_state_timestamp=self.time_ms())
+        if group.is_(GroupState.DEAD):
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
+            # v3+ (KIP-447): the producer speaks for a member of the current generation
+            error = self.validate_current_member(group, member_id, instance_id)
+            if error is None and generation_id != group.generation_id:
+                error = ErrorCode.ILLEGAL_GENERATION
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        return await self.manager.store_txn_offsets(group, producer_id, producer_epoch, offsets)
+
+    def complete_txn_offsets(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A WriteTxnMarkers marker was appended to `__consumer_offsets` partition `partition`."""
+        self.manager.complete_pending_txn_offsets(partition, producer_id, commit)
+
     def _validate_offset_commit(self, group: GroupMetadata, generation_id: int,
                                 member_id: str, instance_id: str | None) -> ErrorCode | None:
         if group.is_(GroupState.DEAD):
@@ -68,7 +98,8 @@ class GroupOffsets(GroupCoordinatorBase):
     def handle_fetch_offsets(
         self, group_id: str, partitions: list[TopicPartition] | None,
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
-        """Committed offsets (all of the group's when `partitions` is None); None = no offset."""
+        """Committed offsets (all of the group's when `partitions` is None); None = no offset.
+        Offsets of an open transaction are not among them (see unstable_partitions)."""
         error = self.validate_group_status(group_id, allow_empty=True)
         if error is not None:
             return error, {}
@@ -78,6 +109,14 @@ class GroupOffsets(GroupCoordinatorBase):
         if partitions is None:
             return ErrorCode.NONE, dict(group.offsets)
         return ErrorCode.NONE, {tp: group.offsets.get(tp) for tp in partitions}
+
+    def unstable_partitions(self, group_id: str) -> set[TopicPartition]:
+        """Partitions with a transactional commit waiting for its marker: OffsetFetch with
+        require_stable answers them UNSTABLE_OFFSET_COMMIT, so the consumer retries."""
+        group = self.group(group_id)
+        if group is None:
+            return set()
+        return {tp for pending in group.pending_txn_offsets.values() for tp in pending}
 
     # -- ListGroups / DescribeGroups --------------------------------------------------------
 

@@ -228,9 +228,9 @@ def test_snapshot_round_trip(tmp_path, clock):
     manager = ProducerStateManager(tmp_path, now_ms=clock.now_ms)
     for seq in range(7):
         pid = 1 if seq % 2 else 2
-        manager.update([read_batch_header(encode_batch(
-            [(None, b"x", [], T0 + seq)] * 2, base_offset=seq * 2, producer_id=pid,
-            producer_epoch=4, base_sequence=seq * 2))])
+        batch = encode_batch([(None, b"x", [], T0 + seq)] * 2, base_offset=seq * 2,
+                             producer_id=pid, producer_epoch=4, base_sequence=seq * 2)
+        manager.update([(read_batch_header(batch), batch)])
     assert manager.take_snapshot(14)
     assert not manager.take_snapshot(14)  # unchanged: not written again
     path = producer_snapshot_file(tmp_path, 14)
@@ -243,7 +243,7 @@ def test_snapshot_round_trip(tmp_path, clock):
 @pytest.mark.parametrize("damage", ["crc", "version", "truncated", "name"])
 def test_damaged_snapshots_are_refused(tmp_path, clock, damage):
     manager = ProducerStateManager(tmp_path, now_ms=clock.now_ms)
-    manager.update([read_batch_header(idem(0))])
+    manager.update([(read_batch_header(idem(0)), idem(0))])
     manager.take_snapshot(1)
     path = producer_snapshot_file(tmp_path, 1)
     data = bytearray(path.read_bytes())
@@ -297,7 +297,10 @@ def test_a_corrupt_latest_snapshot_falls_back_to_the_older_one(tmp_path, clock):
     log.close()
     latest = producer_snapshot_file(tmp_path / "t-0", 20)
     latest.write_bytes(b"junk")
-    reopened = open_log(tmp_path, clock, segment_bytes=400)
+    # A clean shutdown: snapshots above the recovery point are trusted (after a crash they are
+    # not used, and the state is replayed from the recovery point).
+    reopened = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=400), now_ms=clock.now_ms,
+                        recovery_point=20, clean_shutdown=True)
     assert state_of(reopened) == before
     assert not latest.exists()
 

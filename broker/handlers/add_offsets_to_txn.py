@@ -1,0 +1,16 @@
+"""AddOffsetsToTxn (key 25), v0-4: a transactional producer is about to commit a group's offsets in
+its transaction (send_offsets_to_transaction); the coordinator adds that group's
+`__consumer_offsets` partition to the transaction, so its marker reaches the group coordinator.
+"""
+
+from __future__ import annotations
+
+from broker.handlers import RequestContext, register
+from broker.handlers.txn_errors import for_version
+
+
+@register(25, "AddOffsetsToTxn", 0, 4)
+async def handle(ctx: RequestContext, request) -> dict:
+    error = await ctx.services.transaction_coordinator.handle_add_offsets(
+        request.transactional_id, request.producer_id, request.producer_epoch, request.group_id)
+    return {"throttle_time_ms": 0, "error_code": for_version(25, ctx.api_version, error)}

@@ -1,0 +1,41 @@
+"""TxnOffsetCommit (key 28), v0-4: offsets a transactional producer commits for a group
+(send_offsets_to_transaction), sent to the group's coordinator after AddOffsetsToTxn.
+
+- Written to `__consumer_offsets` as the producer's transactional records (acks=-1) and held as
+  pending: OffsetFetch shows them only after the commit marker; an abort drops them.
+- v3+ (KIP-447) carry the consumer's generation and member id, checked as OffsetCommit checks
+  them. Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION.
+"""
+
+from __future__ import annotations
+
+from broker.coordinator.group.group_metadata import OffsetAndMetadata
+from broker.handlers import RequestContext, register
+from protocol.errors import ErrorCode
+
+
+@register(28, "TxnOffsetCommit", 0, 4)
+async def handle(ctx: RequestContext, request) -> dict:
+    coordinator = ctx.services.group_coordinator
+    cache = ctx.services.metadata_cache
+    now = coordinator.time_ms()
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if cache.partition_state(*tp) is None:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offsets[tp] = OffsetAndMetadata(p.committed_offset, p.get("committed_leader_epoch", -1),
+                                            p.committed_metadata or "", now)
+    if offsets:
+        errors.update(await coordinator.handle_txn_commit_offsets(
+            request.group_id, request.producer_id, request.producer_epoch,
+            request.get("member_id", ""), request.get("group_instance_id"),
+            request.get("generation_id", -1), offsets))
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": topic.name, "partitions": [
+            {"partition_index": p.partition_index, "error_code": errors[(topic.name, p.partition_index)]}
+            for p in topic.partitions]}
+        for topic in request.topics]}
