@@ -1,0 +1,131 @@
+"""The chaos workload: an idempotent acks=all producer writing numbered values and a two-member
+consumer group reading and committing, each in a thread, recording exactly what happened to them."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+
+RATE_PER_S = 300  # below where one pipelining acks=all connection falls behind (README)
+
+
+def value_of(n: int) -> bytes:
+    return b"chaos-%09d" % n
+
+
+@dataclass(slots=True)
+class Ack:
+    partition: int
+    offset: int
+
+
+@dataclass
+class ChaosProducer:
+    """confluent-kafka with enable.idempotence, unlimited retries and no message timeout: every
+    record is either acknowledged (with its offset) or still being retried."""
+
+    bootstrap: str
+    topic: str
+    sent: int = 0
+    acked: dict[bytes, Ack] = field(default_factory=dict)
+    failed: list[tuple[bytes, str]] = field(default_factory=list)  # delivery errors
+    fatal: list[str] = field(default_factory=list)  # the client's fatal errors
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __post_init__(self) -> None:
+        self.producer = Producer({
+            "bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
+            "message.timeout.ms": 0,  # never give up on a record: retried until acknowledged
+            "linger.ms": 5, "retry.backoff.ms": 100, "socket.timeout.ms": 10_000,
+            "error_cb": self._on_error, "log_level": 2,
+        })  # fmt: skip
+
+    def _on_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self.fatal.append(str(err))
+
+    def _on_delivery(self, err: KafkaError | None, msg) -> None:
+        if err is not None:
+            self.failed.append((msg.value(), str(err)))
+        else:
+            self.acked[msg.value()] = Ack(msg.partition(), msg.offset())
+
+    def start(self) -> ChaosProducer:
+        self._thread = threading.Thread(target=self._run, name="chaos-producer", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        while not self._stop.is_set() and not self.fatal:
+            due = int((time.monotonic() - started) * RATE_PER_S)
+            while self.sent < due:
+                value = value_of(self.sent)
+                try:
+                    self.producer.produce(self.topic, key=value[-4:], value=value,
+                                          on_delivery=self._on_delivery)
+                except BufferError:  # the client's queue is full while a broker is away
+                    break
+                self.sent += 1
+            self.producer.poll(0.01)
+
+    def stop_and_flush(self, timeout_s: float) -> int:
+        """Stop producing; wait for every sent record's ack. Returns how many are still unacked."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        return self.producer.flush(timeout_s)
+
+
+@dataclass
+class GroupMember:
+    """One member of the consumer group: polls, commits synchronously after each batch (at least
+    once), and remembers every value it read."""
+
+    bootstrap: str
+    topic: str
+    group: str
+    name: str
+    seen: set[bytes] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)
+    commits: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> GroupMember:
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        consumer = Consumer({
+            "bootstrap.servers": self.bootstrap, "group.id": self.group, "client.id": self.name,
+            "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "session.timeout.ms": 10_000, "heartbeat.interval.ms": 1000, "log_level": 2,
+        })  # fmt: skip
+        consumer.subscribe([self.topic])
+        try:
+            while not self._stop.is_set():
+                messages = consumer.consume(500, 0.5)
+                for m in messages:
+                    if m.error() is None:
+                        self.seen.add(m.value())
+                    elif m.error().code() != KafkaError._PARTITION_EOF:
+                        self.errors.append(str(m.error()))
+                if any(m.error() is None for m in messages):
+                    try:
+                        consumer.commit(asynchronous=False)
+                        self.commits += 1
+                    except KafkaException as exc:  # a rebalance or a moving coordinator: next time
+                        self.errors.append(str(exc))
+        finally:
+            consumer.close()  # commits nothing more: the last batch was committed above
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(60)
