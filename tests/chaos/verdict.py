@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from pipeline.layout import find_replicas
 from protocol.records import iter_batches
@@ -77,7 +77,7 @@ def read_back(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tup
                 assert message is not None, f"{topic}-{p}: nothing after offset {records[-1:]}"
                 if message.error() is None:
                     records.append((message.offset(), message.value()))
-                elif not message.error().code() == message.error()._PARTITION_EOF:
+                elif message.error().code() != KafkaError._PARTITION_EOF:
                     raise AssertionError(f"{topic}-{p}: {message.error()}")
             out[p] = records
     finally:
