@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 
 from tests.process_cluster import ProcessCluster, wait_until
 
-KINDS = ("kill-9", "sigstop", "drop-produce-response", "drop-fetch-response")
+# Dropped responses by kind: what a client, a follower or the controller then has to retry.
+DROPPED = {"drop-produce-response": ("Produce",),
+           "drop-fetch-response": ("Fetch",),  # consumers' and followers' fetches alike
+           "drop-group-response": ("OffsetCommit", "JoinGroup", "SyncGroup", "Heartbeat"),
+           "drop-interbroker-response": ("LeaderAndIsr", "UpdateMetadata", "OffsetForLeaderEpoch")}
+KINDS = ("kill-9", "sigterm", "kill-9-during-shutdown", "sigstop", *DROPPED)
 HEAL_TIMEOUT_S = 60.0
 
 
@@ -33,9 +38,10 @@ class ChaosMonkey:
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self._actions = {"kill-9": self._kill_and_restart, "sigstop": self._stop_and_continue,
-                         "drop-produce-response": lambda b: self._drop(b, "Produce"),
-                         # consumers' and followers' fetches alike
-                         "drop-fetch-response": lambda b: self._drop(b, "Fetch")}
+                         "sigterm": self._terminate_and_restart,
+                         "kill-9-during-shutdown": self._kill_during_shutdown,
+                         **{kind: lambda b, apis=apis: self._drop(b, self.rng.choice(apis))
+                            for kind, apis in DROPPED.items()}}
 
     def start(self, seconds: float) -> ChaosMonkey:
         self._thread = threading.Thread(target=self._run, args=(seconds,), name="chaos-monkey",
@@ -53,7 +59,7 @@ class ChaosMonkey:
         deadline = time.monotonic() + seconds
         try:
             while time.monotonic() < deadline and not self._stop.is_set():
-                time.sleep(self.rng.uniform(0.2, 1.5))
+                time.sleep(self.rng.uniform(0.1, 1.0))
                 kind = self.rng.choice(KINDS)
                 victim = self.rng.choice(self.cluster.ids)
                 self._actions[kind](victim)
@@ -67,13 +73,33 @@ class ChaosMonkey:
         self.log(f"chaos: kill -9 broker {victim}")
         self.cluster.kill(victim)
         time.sleep(self.rng.uniform(0.5, 3.0))
-        # As Kafka's, a broker cannot register while its dead session's /brokers/ids/N lives on:
-        # restart once ZooKeeper has expired it (what a supervisor's restart backoff does).
+        self._restart(victim, f"kill -9 of broker {victim}")
+
+    def _terminate_and_restart(self, victim: int) -> None:
+        self.log(f"chaos: SIGTERM broker {victim} (controlled shutdown)")
+        self.cluster.kill(victim, signal.SIGTERM)
+        self._restart(victim, f"SIGTERM of broker {victim}")
+
+    def _kill_during_shutdown(self, victim: int) -> None:
+        grace = self.rng.uniform(0.0, 1.5)
+        self.log(f"chaos: SIGTERM broker {victim}, kill -9 after {grace:.1f} s")
+        process = self.cluster.processes[victim]
+        process.send_signal(signal.SIGTERM)
+        time.sleep(grace)
+        if process.poll() is None:
+            process.kill()
+        process.wait(30)
+        self._restart(victim, f"kill -9 {grace:.1f} s into broker {victim}'s shutdown")
+
+    def _restart(self, victim: int, after: str) -> None:
+        """Start it again on the same ports and log dir: it recovers, truncates, catches up. As
+        Kafka's, a broker cannot register while its dead session's /brokers/ids/N lives on: the
+        restart waits until ZooKeeper expired it (what a supervisor's restart backoff does)."""
         other = next(i for i in self.cluster.ids if i != victim)
         wait_until(lambda: not self.cluster.registered(victim, via=other),
-                   f"broker {victim}'s session to expire")
-        self.cluster.start(victim)  # same ports, same log dir: recovers, truncates, catches up
-        self._wait_healed(f"kill -9 of broker {victim}")
+                   f"broker {victim}'s registration to go")
+        self.cluster.start(victim)
+        self._wait_back(victim, after)
 
     def _stop_and_continue(self, victim: int) -> None:
         pause = self.rng.uniform(0.5, 6.0)  # past zookeeper.session.timeout.ms (3 s) at times
@@ -83,7 +109,7 @@ class ChaosMonkey:
         time.sleep(pause)
         self.cluster.kill(victim, signal.SIGCONT)
         self.paused.discard(victim)
-        self._wait_healed(f"SIGSTOP of broker {victim} for {pause:.1f} s")
+        self._wait_back(victim, f"SIGSTOP of broker {victim} for {pause:.1f} s")
 
     def _drop(self, victim: int, api: str) -> None:
         count = self.rng.randint(1, 3)
@@ -91,8 +117,17 @@ class ChaosMonkey:
         self.cluster.control(victim, "/faults", "POST",
                              {"broker": victim, "api": api, "drop_response": True, "count": count})
 
+    def _wait_back(self, victim: int, after: str) -> None:
+        """One broker down at a time: the next fault waits until the victim is registered again,
+        and half of the time until every ISR is full again (otherwise the next fault may hit
+        while it still catches up: a shrunk ISR loses its leader, a follower truncates twice)."""
+        other = next(i for i in self.cluster.ids if i != victim)
+        wait_until(lambda: self.cluster.registered(victim, via=other),
+                   f"broker {victim} registered again", HEAL_TIMEOUT_S)
+        if self.rng.random() < 0.5:
+            self._wait_healed(after)
+
     def _wait_healed(self, after: str) -> None:
-        """One broker down at a time: the next fault waits until every ISR is full again."""
         deadline = time.monotonic() + HEAL_TIMEOUT_S
         while not self._stop.is_set():
             try:
