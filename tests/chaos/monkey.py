@@ -18,7 +18,10 @@ DROPPED = {"drop-produce-response": ("Produce",),
            "drop-fetch-response": ("Fetch",),  # consumers' and followers' fetches alike
            "drop-group-response": ("OffsetCommit", "JoinGroup", "SyncGroup", "Heartbeat"),
            "drop-interbroker-response": ("LeaderAndIsr", "UpdateMetadata", "OffsetForLeaderEpoch")}
-KINDS = ("kill-9", "sigterm", "kill-9-during-shutdown", "sigstop", *DROPPED)
+# Delayed requests: a follower's Fetch held past replica.lag.time.max.ms (3 s) shrinks the ISR
+# under an acks=all produce (NOT_ENOUGH_REPLICAS_AFTER_APPEND, then a retry of an appended batch).
+DELAYED = ("Fetch", "Produce", "OffsetCommit", "LeaderAndIsr")
+KINDS = ("kill-9", "sigterm", "kill-9-during-shutdown", "sigstop", "delay-request", *DROPPED)
 HEAL_TIMEOUT_S = 60.0
 
 
@@ -38,7 +41,7 @@ class ChaosMonkey:
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self._actions = {"kill-9": self._kill_and_restart, "sigstop": self._stop_and_continue,
-                         "sigterm": self._terminate_and_restart,
+                         "sigterm": self._terminate_and_restart, "delay-request": self._delay,
                          "kill-9-during-shutdown": self._kill_during_shutdown,
                          **{kind: lambda b, apis=apis: self._drop(b, self.rng.choice(apis))
                             for kind, apis in DROPPED.items()}}
@@ -116,6 +119,12 @@ class ChaosMonkey:
         self.log(f"chaos: drop the next {count} {api} responses of broker {victim}")
         self.cluster.control(victim, "/faults", "POST",
                              {"broker": victim, "api": api, "drop_response": True, "count": count})
+
+    def _delay(self, victim: int) -> None:
+        api, count, delay_ms = self.rng.choice(DELAYED), self.rng.randint(1, 3), self.rng.randint(200, 5000)
+        self.log(f"chaos: delay the next {count} {api} requests of broker {victim} by {delay_ms} ms")
+        self.cluster.control(victim, "/faults", "POST", {"broker": victim, "api": api, "count": count,
+                                                         "delay_ms": delay_ms})  # fmt: skip
 
     def _wait_back(self, victim: int, after: str) -> None:
         """One broker down at a time: the next fault waits until the victim is registered again,
