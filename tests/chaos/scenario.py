@@ -111,7 +111,8 @@ def run_chaos(zk_connect: str, root: Path, seconds: float, seed: int,
             wait_until(lambda i=i: sum(b["alive"] for b in cluster.brokers(i)) == 3, f"broker {i} sees 3")
         _create_topic(cluster.bootstrap)
         producer = ChaosProducer(cluster.bootstrap, TOPIC).start()
-        members = [GroupMember(cluster.bootstrap, TOPIC, GROUP, f"member-{i}").start() for i in range(2)]
+        members = [GroupMember(cluster.bootstrap, TOPIC, GROUP, f"member-{client}", client).start()
+                   for client in ("confluent-kafka", "kafka-python")]  # fmt: skip
         wait_until(lambda: healed(cluster, all_brokers) and len(producer.acked) > 0,
                    "the topic, the group's offsets topic and a first acknowledgement")
         started = time.monotonic()

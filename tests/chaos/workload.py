@@ -1,5 +1,6 @@
-"""The chaos workload: an idempotent acks=all producer writing numbered values and a two-member
-consumer group reading and committing, each in a thread, recording exactly what happened to them."""
+"""The chaos workload: an idempotent acks=all producer writing numbered values and a consumer group
+(confluent-kafka and kafka-python members) reading and committing, each in a thread, recording
+exactly what happened to them."""
 
 from __future__ import annotations
 
@@ -90,6 +91,7 @@ class GroupMember:
     topic: str
     group: str
     name: str
+    client: str = "confluent-kafka"  # or "kafka-python": two clients' group code in one group
     seen: set[bytes] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
     commits: int = 0
@@ -102,6 +104,9 @@ class GroupMember:
         return self
 
     def _run(self) -> None:
+        if self.client == "kafka-python":
+            self._run_kafka_python()
+            return
         consumer = Consumer({
             "bootstrap.servers": self.bootstrap, "group.id": self.group, "client.id": self.name,
             "enable.auto.commit": False, "auto.offset.reset": "earliest",
@@ -124,6 +129,28 @@ class GroupMember:
                         self.errors.append(str(exc))
         finally:
             consumer.close()  # commits nothing more: the last batch was committed above
+
+    def _run_kafka_python(self) -> None:
+        from kafka import KafkaConsumer
+        from kafka.errors import KafkaError as KafkaPythonError
+
+        consumer = KafkaConsumer(self.topic, bootstrap_servers=self.bootstrap, group_id=self.group,
+                                 client_id=self.name, enable_auto_commit=False,
+                                 auto_offset_reset="earliest", session_timeout_ms=10_000,
+                                 heartbeat_interval_ms=1000, max_poll_records=500)  # fmt: skip
+        try:
+            while not self._stop.is_set():
+                try:
+                    batches = consumer.poll(timeout_ms=500)
+                    for records in batches.values():
+                        self.seen.update(r.value for r in records)
+                    if batches:
+                        consumer.commit()
+                        self.commits += 1
+                except KafkaPythonError as exc:  # a rebalance or a moving coordinator: next time
+                    self.errors.append(repr(exc))
+        finally:
+            consumer.close(autocommit=False)
 
     def stop(self) -> None:
         self._stop.set()
