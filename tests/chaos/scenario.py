@@ -13,12 +13,14 @@ from pathlib import Path
 
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from broker.metadata.topic_names import OFFSETS_TOPIC
 from tests.chaos.monkey import ChaosMonkey
 from tests.chaos.verdict import (
     caught_up,
     committed_offsets,
     healed,
     judge_read_back,
+    partition_states,
     read_back,
     replica_divergence,
     spark_audit,
@@ -95,12 +97,25 @@ def _create_topic(bootstrap: str) -> None:
     admin.close()
 
 
+def _compact_offsets_often(bootstrap: str) -> None:
+    """Small segments for `__consumer_offsets` (100 MiB by default) so the log cleaner compacts it
+    during the chaos: coordinators then load, and followers copy, compacted logs."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, OFFSETS_TOPIC, configs={
+        "cleanup.policy": "compact", "segment.bytes": "16384", "min.cleanable.dirty.ratio": "0.1"})])
+    admin.close()
+
+
 def run_chaos(zk_connect: str, root: Path, seconds: float, seed: int,
               log: Callable[[str], None] = print) -> ChaosReport:
     report = ChaosReport(seed)
     log(f"chaos: seed {seed} (replay with {SEED_ENV}={seed}), {seconds:.0f} s, data in {root}")
     cluster = ProcessCluster(zk_connect, root, 3, overrides={
-        "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "5"})
+        "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "5",
+        "log.cleaner.backoff.ms": "1000",  # the cleaner and the preferred-leader election run
+        "leader.imbalance.check.interval.seconds": "5"})  # during the chaos, not after it
     cluster.start()
     members: list[GroupMember] = []
     producer: ChaosProducer | None = None
@@ -113,8 +128,10 @@ def run_chaos(zk_connect: str, root: Path, seconds: float, seed: int,
         producer = ChaosProducer(cluster.bootstrap, TOPIC).start()
         members = [GroupMember(cluster.bootstrap, TOPIC, GROUP, f"member-{client}", client).start()
                    for client in ("confluent-kafka", "kafka-python")]  # fmt: skip
-        wait_until(lambda: healed(cluster, all_brokers) and len(producer.acked) > 0,
+        wait_until(lambda: len(producer.acked) > 0 and healed(cluster, all_brokers)
+                   and OFFSETS_TOPIC in {p["topic"] for p in partition_states(cluster, all_brokers)},
                    "the topic, the group's offsets topic and a first acknowledgement")
+        _compact_offsets_often(cluster.bootstrap)
         started = time.monotonic()
         monkey = ChaosMonkey(cluster, seed, lambda brokers: healed(cluster, brokers), log).start(seconds)
         monkey.join()
