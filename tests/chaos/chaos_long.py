@@ -1,6 +1,7 @@
 """`make chaos`: the chaos scenario for CHAOS_SECONDS (default 600) against its own ZooKeeper,
 printing the faults injected by kind, records sent and acknowledged, lost, duplicated and replica
-divergence. Exits 1 when anything broke the promise. CHAOS_SEED replays a run."""
+divergence. Exits 1 when anything broke the promise. CHAOS_SEED replays a run; CHAOS_RATE sets
+the records produced per second (300)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from broker.server.zookeeper_runner import ZooKeeperServer
 from tests.chaos.scenario import chaos_seed, run_chaos
+from tests.chaos.workload import RATE_PER_S
 
 DEFAULT_SECONDS = 600
 
@@ -21,7 +23,8 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="kafka-sim-chaos-"))  # kept when the run fails
     with ZooKeeperServer(root / "zookeeper") as zookeeper:
         report = run_chaos(f"{zookeeper.connect_string}/chaos", root / "data", seconds,
-                           chaos_seed(), log=lambda line: print(line, flush=True))
+                           chaos_seed(), log=lambda line: print(line, flush=True),
+                           rate_per_s=int(os.environ.get("CHAOS_RATE") or RATE_PER_S))
     print(f"faults injected: {dict(sorted(report.faults.items()))} (total {sum(report.faults.values())})")
     print(f"records: sent {report.sent}, acknowledged {report.acknowledged}, "
           f"lost {report.lost}, duplicated {report.duplicated}")

@@ -25,7 +25,7 @@ from tests.chaos.verdict import (
     replica_divergence,
     spark_audit,
 )
-from tests.chaos.workload import ChaosProducer, GroupMember
+from tests.chaos.workload import RATE_PER_S, ChaosProducer, GroupMember
 from tests.process_cluster import ProcessCluster, wait_until
 
 TOPIC, PARTITIONS, GROUP = "chaos", 6, "chaos-group"
@@ -46,6 +46,7 @@ class ChaosReport:
     stuck: list[str] = field(default_factory=list)
     sent: int = 0
     acknowledged: int = 0
+    implicit_acks: int = 0  # acknowledged by librdkafka without an offset
     unacknowledged_after_flush: int = 0
     delivery_errors: list = field(default_factory=list)
     fatal_errors: list[str] = field(default_factory=list)
@@ -84,7 +85,8 @@ class ChaosReport:
     def summary(self) -> str:
         faults = ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items()))
         return (f"chaos seed {self.seed}: {self.seconds:.0f} s of faults ({faults}); "
-                f"{self.sent} records sent, {self.acknowledged} acknowledged, {self.lost} lost, "
+                f"{self.sent} records sent, {self.acknowledged} acknowledged ({self.implicit_acks} without "
+                f"offset), {self.lost} lost, "
                 f"{self.duplicated} duplicated, {len(self.divergence)} replica divergences; "
                 f"audit: {self.audit[1]} partitions, {self.audit[2]} records, {self.audit[3]} violations; "
                 f"stuck after: {self.stuck or 'none'}")  # fmt: skip
@@ -109,7 +111,8 @@ def _compact_offsets_often(bootstrap: str) -> None:
 
 
 def run_chaos(zk_connect: str, root: Path, seconds: float, seed: int,
-              log: Callable[[str], None] = print) -> ChaosReport:
+              log: Callable[[str], None] = print, rate_per_s: int = RATE_PER_S,
+              compression: str = "lz4") -> ChaosReport:
     report = ChaosReport(seed)
     log(f"chaos: seed {seed} (replay with {SEED_ENV}={seed}), {seconds:.0f} s, data in {root}")
     cluster = ProcessCluster(zk_connect, root, 3, overrides={
@@ -125,7 +128,8 @@ def run_chaos(zk_connect: str, root: Path, seconds: float, seed: int,
         for i in cluster.ids:
             wait_until(lambda i=i: sum(b["alive"] for b in cluster.brokers(i)) == 3, f"broker {i} sees 3")
         _create_topic(cluster.bootstrap)
-        producer = ChaosProducer(cluster.bootstrap, TOPIC).start()
+        producer = ChaosProducer(cluster.bootstrap, TOPIC, rate_per_s, compression,
+                                 root / "producer.log").start()
         members = [GroupMember(cluster.bootstrap, TOPIC, GROUP, f"member-{client}", client).start()
                    for client in ("confluent-kafka", "kafka-python")]  # fmt: skip
         wait_until(lambda: len(producer.acked) > 0 and healed(cluster, all_brokers)
@@ -145,6 +149,7 @@ def run_chaos(zk_connect: str, root: Path, seconds: float, seed: int,
         wait_until(lambda: caught_up(cluster), "every replica at its leader's log end", HEAL_S)
         verdict = judge_read_back(producer.acked, read_back(cluster.bootstrap, TOPIC, PARTITIONS))
         report.lost, report.misplaced = len(verdict.lost), len(verdict.misplaced)
+        report.implicit_acks = verdict.implicit_acks
         report.duplicated, report.in_log_unacknowledged = len(verdict.duplicated), verdict.unacknowledged
         report.examples = {"lost": verdict.lost[:5], "misplaced": verdict.misplaced[:5],
                            "duplicated": verdict.duplicated[:5]}

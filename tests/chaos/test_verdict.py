@@ -23,6 +23,13 @@ def test_read_back_reports_lost_misplaced_and_duplicated_records():
     assert verdict.unacknowledged == 1 and verdict.log_end == {0: 5}
 
 
+def test_an_ack_without_offset_counts_where_the_record_is_in_its_partition():
+    log = {0: [(0, value_of(0))], 1: [(0, value_of(1))]}
+    verdict = judge_read_back({value_of(0): Ack(0, None), value_of(1): Ack(0, None)}, log)
+    assert verdict.implicit_acks == 2 and verdict.lost == []
+    assert verdict.misplaced == [(value_of(1), Ack(0, None), (1, 0))]  # another partition
+
+
 def _replica(root: Path, broker: int, batches: list[bytes], hw: int) -> None:
     folder = root / f"broker-{broker}"
     (folder / log_dir_name("chaos", 0)).mkdir(parents=True)

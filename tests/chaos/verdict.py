@@ -103,6 +103,7 @@ class ReadBackVerdict:
     misplaced: list[tuple[bytes, Ack, tuple[int, int]]] = field(default_factory=list)
     duplicated: list[bytes] = field(default_factory=list)  # in the log more than once
     unacknowledged: int = 0  # in the log, never acknowledged (the producer gave up on none)
+    implicit_acks: int = 0  # acknowledged without an offset: checked for presence only
     log_end: dict[int, int] = field(default_factory=dict)
 
 
@@ -120,8 +121,11 @@ def judge_read_back(acked: dict[bytes, Ack], log: dict[int, list[tuple[int, byte
     for value, ack in acked.items():
         if value not in where:
             verdict.lost.append(value)
-        elif where[value] != (ack.partition, ack.offset) and counts[value] == 1:
+        elif counts[value] == 1 and (where[value][0] != ack.partition
+                                     or ack.offset is not None and where[value][1] != ack.offset):
             verdict.misplaced.append((value, ack, where[value]))
+        if ack.offset is None:
+            verdict.implicit_acks += 1
     return verdict
 
 

@@ -4,9 +4,11 @@ exactly what happened to them."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
@@ -20,7 +22,9 @@ def value_of(n: int) -> bytes:
 @dataclass(slots=True)
 class Ack:
     partition: int
-    offset: int
+    # None: librdkafka acknowledged it implicitly (a later batch of the partition succeeded
+    # while this one's response was lost), so the client never learned where it went.
+    offset: int | None
 
 
 @dataclass
@@ -30,6 +34,9 @@ class ChaosProducer:
 
     bootstrap: str
     topic: str
+    rate_per_s: int = RATE_PER_S
+    compression: str = "none"
+    client_log: Path | None = None  # librdkafka's idempotence (eos) debug log, for a post-mortem
     sent: int = 0
     acked: dict[bytes, Ack] = field(default_factory=dict)
     failed: list[tuple[bytes, str]] = field(default_factory=list)  # delivery errors
@@ -38,11 +45,21 @@ class ChaosProducer:
     _thread: threading.Thread | None = None
 
     def __post_init__(self) -> None:
+        debug = {}
+        if self.client_log is not None:
+            logger = logging.getLogger(f"chaos-producer-{id(self)}")
+            logger.addHandler(logging.FileHandler(self.client_log))
+            logger.setLevel(logging.DEBUG)
+            logger.propagate = False
+            debug = {"debug": "eos", "logger": logger, "log_level": 7}
         self.producer = Producer({
             "bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
             "message.timeout.ms": 0,  # never give up on a record: retried until acknowledged
-            "linger.ms": 5, "retry.backoff.ms": 100, "socket.timeout.ms": 10_000,
-            "error_cb": self._on_error, "log_level": 2,
+            "linger.ms": 5, "retry.backoff.ms": 100, "compression.type": self.compression,
+            # socket.timeout.ms stays at 60 s, above any injected hold-up (3 x 5 s): a request
+            # the broker processes after the client gave up on it and re-sent its records under a
+            # bumped epoch is written twice, by Kafka too (the chaos found it with 10 s).
+            "error_cb": self._on_error, "log_level": 2, **debug,
         })  # fmt: skip
 
     def _on_error(self, err: KafkaError) -> None:
@@ -63,7 +80,7 @@ class ChaosProducer:
     def _run(self) -> None:
         started = time.monotonic()
         while not self._stop.is_set() and not self.fatal:
-            due = int((time.monotonic() - started) * RATE_PER_S)
+            due = int((time.monotonic() - started) * self.rate_per_s)
             while self.sent < due:
                 value = value_of(self.sent)
                 try:
