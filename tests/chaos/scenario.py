@@ -23,6 +23,7 @@ from tests.chaos.verdict import (
     partition_states,
     read_back,
     replica_divergence,
+    resent_under_a_new_epoch,
     spark_audit,
 )
 from tests.chaos.workload import RATE_PER_S, ChaosProducer, GroupMember
@@ -53,6 +54,7 @@ class ChaosReport:
     lost: int = 0
     misplaced: int = 0
     duplicated: int = 0
+    resent_after_epoch_bump: int = 0  # of the duplicated: the client re-sent them, new epoch
     in_log_unacknowledged: int = 0
     not_consumed: int = 0
     committed_behind: dict[int, tuple[int, int]] = field(default_factory=dict)  # p: (committed, end)
@@ -71,7 +73,8 @@ class ChaosReport:
             (self.unacknowledged_after_flush, f"{self.unacknowledged_after_flush} records never acknowledged"),
             (self.lost, f"{self.lost} acknowledged records lost {self.examples.get('lost')}"),
             (self.misplaced, f"{self.misplaced} records not at their acknowledged offset {self.examples.get('misplaced')}"),
-            (self.duplicated, f"{self.duplicated} records duplicated {self.examples.get('duplicated')}"),
+            (self.duplicated - self.resent_after_epoch_bump,
+             f"{self.duplicated - self.resent_after_epoch_bump} records duplicated by the broker {self.examples.get('duplicated')}"),
             (self.in_log_unacknowledged, f"{self.in_log_unacknowledged} records in the log never acknowledged"),
             (self.not_consumed, f"{self.not_consumed} acknowledged records the group never read"),
             (self.committed_behind, f"committed offsets not at the log end: {self.committed_behind}"),
@@ -87,7 +90,8 @@ class ChaosReport:
         return (f"chaos seed {self.seed}: {self.seconds:.0f} s of faults ({faults}); "
                 f"{self.sent} records sent, {self.acknowledged} acknowledged ({self.implicit_acks} without "
                 f"offset), {self.lost} lost, "
-                f"{self.duplicated} duplicated, {len(self.divergence)} replica divergences; "
+                f"{self.duplicated} duplicated ({self.resent_after_epoch_bump} re-sent by the client "
+                f"under a bumped epoch), {len(self.divergence)} replica divergences; "
                 f"audit: {self.audit[1]} partitions, {self.audit[2]} records, {self.audit[3]} violations; "
                 f"stuck after: {self.stuck or 'none'}")  # fmt: skip
 
@@ -152,7 +156,7 @@ def run_chaos(zk_connect: str, root: Path, seconds: float, seed: int,
         report.implicit_acks = verdict.implicit_acks
         report.duplicated, report.in_log_unacknowledged = len(verdict.duplicated), verdict.unacknowledged
         report.examples = {"lost": verdict.lost[:5], "misplaced": verdict.misplaced[:5],
-                           "duplicated": verdict.duplicated[:5]}
+                           "duplicated": verdict.duplicated[:5], "all_duplicated": verdict.duplicated}
         try:
             wait_until(lambda: committed_offsets(cluster.bootstrap, GROUP, TOPIC, PARTITIONS)
                        == verdict.log_end, "the group's commits at the log end", HEAL_S)
@@ -172,6 +176,9 @@ def run_chaos(zk_connect: str, root: Path, seconds: float, seed: int,
             m.stop()
         cluster.stop()  # SIGTERM: flushes and checkpoints, as the audit reads a stopped cluster
     report.divergence = replica_divergence(root, TOPIC)
+    if report.duplicated:
+        report.resent_after_epoch_bump = len(resent_under_a_new_epoch(
+            root, TOPIC, report.examples["all_duplicated"]))
     report.records_on_disk = _records_on_disk(root)
     output, code, partitions, records, violations = spark_audit(root, root.parent / "audit")
     report.audit, report.audit_output = (code, partitions, records, violations), output

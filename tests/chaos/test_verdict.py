@@ -8,7 +8,7 @@ from pathlib import Path
 from protocol.records import encode_batch
 from storage.checkpoint import OffsetCheckpointFile
 from storage.naming import HIGH_WATERMARK_CHECKPOINT, log_dir_name, log_file
-from tests.chaos.verdict import judge_read_back, replica_divergence
+from tests.chaos.verdict import judge_read_back, replica_divergence, resent_under_a_new_epoch
 from tests.chaos.workload import Ack, value_of
 
 
@@ -55,3 +55,16 @@ def test_replicas_that_differ_below_the_high_watermark_are_reported(tmp_path):
     _replica(tmp_path / "behind", 2, batches[:2], 2)
     [problem] = replica_divergence(tmp_path / "behind", "chaos")
     assert "high watermarks" in problem
+
+
+def test_a_record_re_sent_under_a_bumped_epoch_is_told_from_one_written_twice(tmp_path):
+    def batch(n: int, offset: int, epoch: int, seq: int) -> bytes:
+        return encode_batch([(None, value_of(n), [], 1)], base_offset=offset, producer_id=7,
+                            producer_epoch=epoch, base_sequence=seq)  # fmt: skip
+
+    batches = [batch(0, 0, 0, 0), batch(1, 1, 0, 1), batch(1, 2, 1, 0), batch(2, 3, 1, 1),
+               batch(2, 4, 1, 1)]  # fmt: skip
+    for broker in (0, 1, 2):
+        _replica(tmp_path, broker, batches, 5)
+    # value 1: epoch 0, then re-sent as epoch 1 seq 0; value 2: twice in one epoch
+    assert resent_under_a_new_epoch(tmp_path, "chaos", [value_of(1), value_of(2)]) == [value_of(1)]

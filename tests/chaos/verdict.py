@@ -14,7 +14,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from pipeline.layout import find_replicas
-from protocol.records import iter_batches
+from protocol.records import decode_batch, iter_batches
 from tests.chaos.workload import Ack
 from tests.process_cluster import ProcessCluster
 
@@ -160,6 +160,27 @@ def replica_divergence(root: Path, topic: str) -> list[str]:
                 problems.append(f"{topic}-{p}: broker {b}'s copy differs from broker "
                                 f"{reference_id}'s (first at batch {first}, below {hw})")
     return problems
+
+
+def resent_under_a_new_epoch(root: Path, topic: str, values: list[bytes]) -> list[bytes]:
+    """Of records stored twice, those whose copies carry ever higher producer epochs: librdkafka
+    bumped its epoch (KIP-360) and re-sent records whose first write it took for failed. The
+    broker's own promise, no (producer id, epoch, sequence) twice, is the audit's check."""
+    wanted = set(values)
+    epochs: dict[bytes, list[int]] = {}
+    replicas = [r for r in find_replicas(root) if r.topic == topic]
+    first = min(r.replica for r in replicas)  # the copies are compared byte for byte elsewhere
+    for replica in replicas:
+        if replica.replica != first:
+            continue
+        for segment in replica.segments:
+            data = Path(segment.path).read_bytes()
+            for pos, header in iter_batches(data):
+                for record in decode_batch(data, pos)[1]:
+                    if record.value in wanted:
+                        epochs.setdefault(record.value, []).append(header.producer_epoch)
+    return sorted(v for v, e in epochs.items()
+                  if len(e) > 1 and all(a < b for a, b in zip(e, e[1:], strict=False)))  # fmt: skip
 
 
 def spark_audit(root: Path, out: Path) -> tuple[str, int, int, int, int]:
