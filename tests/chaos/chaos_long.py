@@ -27,7 +27,8 @@ def main() -> int:
                            rate_per_s=int(os.environ.get("CHAOS_RATE") or RATE_PER_S))
     print(f"faults injected: {dict(sorted(report.faults.items()))} (total {sum(report.faults.values())})")
     print(f"records: sent {report.sent}, acknowledged {report.acknowledged}, "
-          f"lost {report.lost}, duplicated {report.duplicated}")
+          f"lost {report.lost}, duplicated {report.duplicated} ({report.resent_after_epoch_bump} "
+          f"re-sent by librdkafka under a bumped epoch)")
     print(f"replica divergence: {len(report.divergence)}; audit (exit, partitions, records, "
           f"violations): {report.audit}")
     problems = report.problems()
