@@ -1,10 +1,10 @@
-# kafka-sim: make run · make test · make pipeline · make bench · make lint · make cluster · make compose-up
+# kafka-sim: make run · make test · make pipeline · make bench · make lint · make cluster · make compose-up · make chaos
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 DATA ?= ./data
 
-.PHONY: run test pipeline bench lint clean cluster compose-up compose-down
+.PHONY: run test pipeline bench lint clean cluster compose-up compose-down chaos
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -93,6 +93,11 @@ bench: $(VENV)/.installed-test
 	$(PY) tests/bench/bench_idempotence.py
 	$(PY) tests/bench/bench_transactions.py --quick
 	$(PY) tests/bench/bench_pipeline.py --quick
+
+# Seeded kill -9 / SIGSTOP / dropped responses on a 3-process cluster for CHAOS_SECONDS (600 by
+# default; CHAOS_SEED replays a run), then the read-back, replica and Spark verdict.
+chaos: $(VENV)/.installed-test $(ZOOKEEPER_JAR)
+	$(PY) -m tests.chaos.chaos_long
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .

@@ -66,8 +66,8 @@ class ProcessCluster:
 
     def start(self, broker_id: int | None = None) -> None:
         for i in self.ids if broker_id is None else [broker_id]:
-            log = (self.root / f"broker-{i}.log").open("ab")
             self.root.mkdir(parents=True, exist_ok=True)
+            log = (self.root / f"broker-{i}.log").open("ab")
             self.processes[i] = subprocess.Popen(self.command(i), cwd=ROOT, stdout=log,
                                                  stderr=subprocess.STDOUT)
         for i in self.ids if broker_id is None else [broker_id]:

@@ -357,9 +357,17 @@ class KafkaServer:
         """This broker's ephemeral /brokers/ids/N, in Kafka's JSON (version 5); host and port are
         the inter-broker listener's."""
         self.session = self.store.create_session()
-        self.store.create_json(paths.broker(self.broker_id), registration(
-            self.advertised_endpoints(), self.config.inter_broker_listener_name, wall_clock_ms(),
-        ), ephemeral=True, session=self.session)
+        try:
+            self.store.create_json(paths.broker(self.broker_id), registration(
+                self.advertised_endpoints(), self.config.inter_broker_listener_name, wall_clock_ms(),
+            ), ephemeral=True, session=self.session)
+        except NodeExistsError:
+            # As Kafka's broker, refuse to start rather than take over another session's node; a
+            # restart right after kill -9 meets the dead process's node until its session expires.
+            raise NodeExistsError(
+                f"broker {self.broker_id} is already registered at {paths.broker(self.broker_id)} by "
+                "another ZooKeeper session: a broker with this id is running, or one that crashed "
+                "has not yet timed out (zookeeper.session.timeout.ms)") from None
 
     def _on_session_change(self, state: str) -> None:
         """The store's session expired ("LOST": our ephemeral nodes are gone, so the cluster takes

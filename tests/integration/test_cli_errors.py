@@ -45,3 +45,18 @@ def test_a_port_in_use_is_named(tmp_path):
 def test_a_bad_property_is_named(tmp_path):
     line = one_line(run("-o", "num.partitions=many", cwd=tmp_path))
     assert "num.partitions" in line
+
+
+def test_a_broker_id_registered_by_another_session_is_named(zk_connect, tmp_path):
+    """A second broker with the same id (or a restart right after kill -9, before ZooKeeper expired
+    the dead process's session) cannot register: it says why and exits, as Kafka's broker does."""
+    from tests.process_cluster import ProcessCluster
+
+    cluster = ProcessCluster(zk_connect, tmp_path / "first", brokers=1)
+    cluster.start()
+    try:
+        line = one_line(run("-o", f"zookeeper.connect={zk_connect}", "-o", "broker.id=0",
+                            "-o", "control.listener=127.0.0.1:0", cwd=tmp_path))  # fmt: skip
+    finally:
+        cluster.stop()
+    assert "broker 0 is already registered" in line and "zookeeper.session.timeout.ms" in line
