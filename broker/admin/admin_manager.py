@@ -274,7 +274,9 @@ class AdminManager:
         if not self.config["delete.topic.enable"]:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED)
         topic = self.cache.topic(name)
-        if topic is None or self.store.exists(paths.topic(name)) is None:
+        # A forged UpdateMetadata can put any name in the cache; only legal ones are store paths.
+        if (topic is None or not is_valid_topic_name(name)
+                or self.store.exists(paths.topic(name)) is None):
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         with contextlib.suppress(NodeExistsError):  # already being deleted
             self.store.create(paths.delete_topic(name))

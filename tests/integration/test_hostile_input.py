@@ -106,7 +106,8 @@ async def test_topic_name_ending_in_newline_is_invalid(async_broker):
 # Found by the protocol fuzzer (tests/fuzz): names no topic can have reached the metadata store
 # as paths ("/brokers/topics/" raised ValueError out of the request); a forged LeaderAndIsr
 # could make a folder outside the log dir or assign a negative leader epoch.
-LEADER_AND_ISR, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 4, 37, 44
+LEADER_AND_ISR, UPDATE_METADATA, DELETE_TOPICS = 4, 6, 20
+CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 37, 44
 
 
 async def test_illegal_topic_names_in_admin_requests_get_error_codes(async_broker):
@@ -161,6 +162,29 @@ async def test_forged_leader_and_isr_cannot_escape_the_log_dir(async_broker):
         ("kept", 0, ErrorCode.STALE_CONTROLLER_EPOCH)]
     assert not (async_broker.config.data_dir / f"{escape}-0").resolve().exists()
     assert async_broker.replica_manager.partitions[("kept", 0)].leader_epoch == 0
+    await served_promptly(async_broker.port)
+    await client.close()
+
+
+async def test_delete_of_a_forged_topic_name_is_unknown_topic(async_broker):
+    """A forged UpdateMetadata (no authorizer: Kafka accepts it too) put "" in the metadata
+    cache; deleting it reached the store as the path '/brokers/topics/'."""
+    client = await RawClient.connect(async_broker.port)
+    epoch = async_broker.replica_manager.controller_epoch + 1
+    host, port = "127.0.0.1", async_broker.port
+    response = await client.request(UPDATE_METADATA, 7, {
+        "controller_id": 0, "controller_epoch": epoch, "broker_epoch": -1,
+        "topic_states": [{"topic_name": "", "topic_id": b"\x01" * 16, "partition_states": [
+            {"partition_index": 0, "controller_epoch": epoch, "leader": 0, "leader_epoch": 1,
+             "isr": [0], "zk_version": 0, "replicas": [0], "offline_replicas": []}]}],
+        "live_brokers": [{"id": 0, "endpoints": [{"port": port, "host": host,
+                                                  "listener": "PLAINTEXT",
+                                                  "security_protocol": 0}], "rack": None}]})
+    assert response.error_code == ErrorCode.NONE
+    assert async_broker.metadata_cache.topic("") is not None
+    response = await client.request(DELETE_TOPICS, 5, {"topic_names": [""], "timeout_ms": 100})
+    assert [(r.name, r.error_code) for r in response.responses] == [
+        ("", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
     await served_promptly(async_broker.port)
     await client.close()
 

@@ -1,0 +1,259 @@
+"""A real one-broker cluster for the fuzzer, and the oracles every input is judged by.
+
+In process, an input goes through the path a connection takes (FrameDecoder, then
+`Connection.handle_frame`: header, KafkaApis handler, encoded response) on a real `Connection`
+over a socket pair; over TCP, it is sent to the broker's listener. The cluster runs on a manual
+clock, so a request parked until its timeout (a Fetch's max wait, a JoinGroup's rebalance) is
+answered by moving the clock, never by waiting: an input that takes over a second of wall clock
+is a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.handlers import HANDLERS
+from broker.network.connection import CloseConnection, Connection
+from broker.server.cluster import Cluster
+from broker.server.kafka_server import KafkaServer
+from protocol import (
+    ProtocolDecodeError,
+    decode_request_header,
+    decode_response,
+    decode_response_header,
+    encode_frame,
+    encode_request,
+    encode_request_header,
+    response_header_version,
+)
+from protocol.framing import FrameDecoder
+from tests.harness import cluster_config
+from timer import ManualClock
+
+HANG_S = 1.0
+MAX_CLOCK_STEP_MS = 2**36  # past any int32 timeout (2^31 ms is 25 days)
+API_VERSIONS, METADATA, CREATE_TOPICS = 18, 3, 19
+# What the connection answers with a closed socket (connection.py's serve()); anything else a
+# request raises is a bug in the broker.
+CLOSES_CONNECTION = (ProtocolDecodeError, CloseConnection)
+TOPICS = {"fuzz-a": {}, "fuzz-b": {}, "fuzz-compact": {"cleanup.policy": "compact"}}
+
+
+class FuzzFailure(AssertionError):
+    """An input broke an oracle; the message holds the input's bytes (hex) to replay it."""
+
+    def __init__(self, what: str, data: bytes) -> None:
+        super().__init__(f"{what}\ninput ({len(data)} bytes): {data[:4096].hex()}")
+        self.data = data
+
+
+@dataclass(slots=True)
+class Outcome:
+    answered: int  # responses that decoded
+    closed: bool  # the connection would be (or was) closed
+    seconds: float
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def awaiting(task: asyncio.Task) -> str:
+    """Where a stuck request waits: its chain of awaits, innermost last."""
+    steps, coro = [], task.get_coro()
+    while coro is not None and getattr(coro, "cr_frame", None) is not None:
+        frame = coro.cr_frame
+        steps.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}")
+        coro = getattr(coro, "cr_await", None)
+    if coro is not None:
+        steps.append(f"  on {coro!r}")
+    return "\n".join(steps)
+
+
+def check_response(request_frame: bytes, response_payload: bytes, data: bytes) -> None:
+    """The response decodes with the project's decoder for the request's API and version, and
+    carries the request's correlation id."""
+    header, _ = decode_request_header(request_frame)
+    key, version = header.api_key, header.api_version
+    handler = HANDLERS[key]
+    if key == API_VERSIONS and not handler.min_version <= version <= handler.max_version:
+        version = 0  # the v0-layout UNSUPPORTED_VERSION reply
+    try:
+        correlation_id, offset = decode_response_header(
+            response_payload, response_header_version(key, version))
+        decode_response(key, version, response_payload, offset)
+    except ProtocolDecodeError as e:
+        raise FuzzFailure(f"{handler.name} v{version} response does not decode: {e}", data) from e
+    if correlation_id != header.correlation_id:
+        raise FuzzFailure(f"correlation id {correlation_id} != {header.correlation_id}", data)
+
+
+class FuzzBroker:
+    """One broker on a manual clock with the fuzzer's topics; `run` and `run_tcp` judge inputs."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.clock = ManualClock(1_000_000)
+        self.cluster = Cluster(cluster_config(data_dir), 1, clock=self.clock)
+        self.broker: KafkaServer | None = None
+        self.connection: Connection | None = None
+        self._pair: tuple[socket.socket, asyncio.StreamWriter] | None = None
+        self.max_frame = 0
+
+    async def start(self) -> FuzzBroker:
+        await self.cluster.start()
+        broker = self.broker = self.cluster.brokers[0]
+        await broker.metadata_cache.wait_for(lambda s: s.controller_id == 0, 30_000)
+        self.max_frame = broker.config["socket.request.max.bytes"]
+        ours, theirs = socket.socketpair()
+        reader, writer = await asyncio.open_connection(sock=theirs)
+        self._pair = (ours, writer)
+        self.connection = Connection(broker.services, self.cluster.context.faults, reader, writer)
+        frame = encode_frame(encode_request_header(CREATE_TOPICS, 7, 1, "fuzz") + encode_request(
+            CREATE_TOPICS, 7, {"topics": [
+                {"name": name, "num_partitions": 2, "replication_factor": 1,
+                 "configs": [{"name": k, "value": v} for k, v in configs.items()]}
+                for name, configs in TOPICS.items()]}))
+        await self.run(frame)
+        return self
+
+    async def stop(self) -> None:
+        if self._pair:
+            ours, writer = self._pair
+            writer.close()
+            ours.close()
+        await self.cluster.stop()
+
+    async def _settle(self, task: asyncio.Task, started: float, data: bytes) -> None:
+        """Let the request finish: first a few turns of the loop (the controller's queue, the
+        store's watches), then the broker's clock moved on in growing steps (a parked request
+        meets its timeout), then wall-clock waits (work in a thread) up to the hang limit."""
+        for _ in range(8):
+            if task.done():
+                return
+            await asyncio.sleep(0)
+        step_ms = 100
+        while not task.done():
+            if step_ms <= MAX_CLOCK_STEP_MS:
+                self.clock.advance(step_ms)
+                step_ms *= 16
+                for _ in range(4):
+                    if task.done():
+                        return
+                    await asyncio.sleep(0)
+            else:
+                await asyncio.wait({task}, timeout=0.001)
+            if not task.done() and time.perf_counter() - started > HANG_S:
+                where = awaiting(task)
+                task.cancel()
+                raise FuzzFailure(f"no answer and no close within {HANG_S} s, waiting at\n{where}",
+                                  data)
+
+    async def run(self, data: bytes) -> Outcome:
+        """Judge one input in process: its frames handled as the connection handles them."""
+        assert self.connection is not None
+        started = time.perf_counter()
+        answered, closed = 0, False
+        try:
+            frames = FrameDecoder(self.max_frame).feed(data)
+        except CLOSES_CONNECTION:
+            frames, closed = [], True
+        for frame in frames:
+            task = asyncio.ensure_future(self.connection.handle_frame(frame))
+            await self._settle(task, started, data)
+            try:
+                response = task.result()
+            except CLOSES_CONNECTION:
+                closed = True
+                break
+            except Exception as e:
+                raise FuzzFailure(f"{type(e).__name__} escaped the request: {e}", data) from e
+            if response is not None:
+                check_response(frame, response[4:], data)
+                answered += 1
+        seconds = time.perf_counter() - started
+        if seconds > HANG_S:
+            raise FuzzFailure(f"took {seconds:.2f} s", data)
+        return Outcome(answered, closed, seconds)
+
+    async def run_tcp(self, data: bytes) -> Outcome:
+        """Judge one input over a real socket: the input, then end-of-stream; within a second the
+        broker answers what it can and closes, and every answer decodes."""
+        assert self.broker is not None
+        started = time.perf_counter()
+        sent: list[bytes] = []
+        with contextlib.suppress(ProtocolDecodeError):
+            sent = FrameDecoder(2**31).feed(data)
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.broker.port)
+        answered = 0
+        try:
+            writer.write(data)
+            writer.write_eof()
+            reading = asyncio.ensure_future(self._read_all(reader))
+            await self._settle(reading, started, data)
+            for payload in reading.result():
+                answered += self._match(sent, payload, data)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass  # a reset is a closed connection too
+        finally:
+            writer.close()
+        seconds = time.perf_counter() - started
+        if seconds > HANG_S:
+            raise FuzzFailure(f"over TCP: took {seconds:.2f} s", data)
+        return Outcome(answered, True, seconds)
+
+    @staticmethod
+    async def _read_all(reader: asyncio.StreamReader) -> list[bytes]:
+        payloads = []
+        while head := await reader.read(4):
+            head += await reader.readexactly(4 - len(head))
+            (size,) = struct.unpack(">i", head)
+            payloads.append(await reader.readexactly(size))
+        return payloads
+
+    @staticmethod
+    def _match(sent: list[bytes], payload: bytes, data: bytes) -> int:
+        """Responses come in request order; requests without one (acks=0) are skipped."""
+        (correlation_id,) = struct.unpack_from(">i", payload)
+        while sent:
+            frame = sent.pop(0)
+            try:
+                header, _ = decode_request_header(frame)
+            except ProtocolDecodeError:
+                break
+            if header.correlation_id == correlation_id and header.api_key in HANDLERS:
+                check_response(frame, payload, data)
+                return 1
+        raise FuzzFailure(f"a response (correlation id {correlation_id}) to no request", data)
+
+    async def served_promptly(self) -> float:
+        """A Metadata round trip on a new TCP connection, within a second: the broker's other
+        connections are still served. Returns its wall-clock seconds."""
+        assert self.broker is not None
+        started = time.perf_counter()
+
+        async def metadata() -> None:
+            reader, writer = await asyncio.open_connection("127.0.0.1", self.broker.port)
+            try:
+                writer.write(encode_frame(encode_request_header(METADATA, 12, 7, "probe")
+                                          + encode_request(METADATA, 12, {"topics": None})))
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                payload = await reader.readexactly(size)
+                correlation_id, offset = decode_response_header(
+                    payload, response_header_version(METADATA, 12))
+                assert correlation_id == 7
+                decode_response(METADATA, 12, payload, offset)
+            finally:
+                writer.close()
+
+        await asyncio.wait_for(metadata(), HANG_S)
+        seconds = time.perf_counter() - started
+        assert seconds < HANG_S, f"the probe took {seconds:.2f} s"
+        return seconds
