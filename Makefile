@@ -1,10 +1,10 @@
-# kafka-sim: make run · make test · make pipeline · make bench · make lint · make cluster · make compose-up
+# kafka-sim: make run · make test · make pipeline · make bench · make fuzz · make lint · make cluster · make compose-up
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 DATA ?= ./data
 
-.PHONY: run test pipeline bench lint clean cluster compose-up compose-down
+.PHONY: run test pipeline bench fuzz lint clean cluster compose-up compose-down
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -91,6 +91,10 @@ bench: $(VENV)/.installed-test
 	$(PY) tests/bench/bench_groups.py
 	$(PY) tests/bench/bench_idempotence.py
 	$(PY) tests/bench/bench_pipeline.py --quick
+
+# The long protocol fuzzing run: FUZZ_INPUTS inputs (default 1,000,000), FUZZ_SEED to vary them.
+fuzz: $(VENV)/.installed-test
+	$(PY) tests/fuzz/fuzz_long.py
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .

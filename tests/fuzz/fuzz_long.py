@@ -71,9 +71,11 @@ async def fuzz(total: int, seed: int) -> RunStats:
         shutil.rmtree(data_dir, ignore_errors=True)
     elapsed = time.perf_counter() - started
     rss_end = rss_bytes()
+    kinds = {kind: sum(f.kind == kind for f in stats.failures) for kind in ("crash", "hang", "slow")}
     print(f"inputs {stats.inputs:,} in {elapsed:.0f} s ({stats.inputs / elapsed:.0f}/s); "
           f"answered {stats.answered:,}, connections closed {stats.closed:,}; "
-          f"crashes/hangs {len(stats.failures)}; max latency {stats.max_seconds * 1000:.0f} ms; "
+          f"crashes {kinds['crash']}, hangs {kinds['hang']}, slow answers {kinds['slow']}; "
+          f"max latency {stats.max_seconds * 1000:.0f} ms; "
           f"RSS start {rss_start >> 20} MiB, end {rss_end >> 20} MiB")
     if rss_end - rss_start > MAX_RSS_GROWTH:
         stats.failures.append(FuzzFailure(f"RSS grew by {(rss_end - rss_start) >> 20} MiB", b""))

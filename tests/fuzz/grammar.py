@@ -33,6 +33,7 @@ BOUNDARY = (0, 1, -1, -2, 2, 3, 127, 128, 255, 256, 32767, 32768, 65535, 2**31 -
 RANGES = {"int8": (-(2**7), 2**7 - 1), "int16": (-(2**15), 2**15 - 1), "uint16": (0, 2**16 - 1),
           "int32": (-(2**31), 2**31 - 1), "uint32": (0, 2**32 - 1), "int64": (-(2**63), 2**63 - 1)}
 MAX_ARRAY = 3
+PARTITION_COUNTS = frozenset({"count", "num_partitions"})
 INTER_BROKER = frozenset({4, 5, 6, 7})  # LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown
 ADMIN_WAITS = frozenset({19, 20, 37})  # CreateTopics, DeleteTopics, CreatePartitions
 
@@ -108,6 +109,10 @@ def integer(src: Source, kind: str, name: str) -> int:
         return src.int(0, 300)  # timeouts a test can wait out; huge ones come from boundaries
     if name == "acks" and src.chance(80):
         return src.pick((-1, 0, 1))
+    if name in PARTITION_COUNTS:
+        # Counts the broker refuses, or small ones: 100-10,000 new partitions are accepted but
+        # take seconds while each partition state rewrites the metadata store (issue 12, item 3).
+        return src.pick((-2, -1, 0, 1, 2, 3, 4, 10_001, 2**31 - 1, -(2**31)))
     roll = src.int(0, 9)
     if roll < 6:
         return src.int(max(lo, -1), min(hi, 4))

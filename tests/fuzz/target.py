@@ -47,11 +47,14 @@ TOPICS = {"fuzz-a": {}, "fuzz-b": {}, "fuzz-compact": {"cleanup.policy": "compac
 
 
 class FuzzFailure(AssertionError):
-    """An input broke an oracle; the message holds the input's bytes (hex) to replay it."""
+    """An input broke an oracle; the message holds the input's bytes (hex) to replay it.
+    `kind`: "crash" (an exception escaped, an answer that does not decode), "hang" (neither an
+    answer nor a close within HANG_S) or "slow" (answered, but after HANG_S)."""
 
-    def __init__(self, what: str, data: bytes) -> None:
-        super().__init__(f"{what}\ninput ({len(data)} bytes): {data[:4096].hex()}")
+    def __init__(self, what: str, data: bytes, kind: str = "crash") -> None:
+        super().__init__(f"{kind}: {what}\ninput ({len(data)} bytes): {data[:4096].hex()}")
         self.data = data
+        self.kind = kind
 
 
 @dataclass(slots=True)
@@ -154,7 +157,7 @@ class FuzzBroker:
                 where = awaiting(task)
                 task.cancel()
                 raise FuzzFailure(f"no answer and no close within {HANG_S} s, waiting at\n{where}",
-                                  data)
+                                  data, "hang")
 
     async def run(self, data: bytes) -> Outcome:
         """Judge one input in process: its frames handled as the connection handles them."""
@@ -180,7 +183,7 @@ class FuzzBroker:
                 answered += 1
         seconds = time.perf_counter() - started
         if seconds > HANG_S:
-            raise FuzzFailure(f"took {seconds:.2f} s", data)
+            raise FuzzFailure(f"took {seconds:.2f} s", data, "slow")
         return Outcome(answered, closed, seconds)
 
     async def run_tcp(self, data: bytes) -> Outcome:
@@ -206,7 +209,7 @@ class FuzzBroker:
             writer.close()
         seconds = time.perf_counter() - started
         if seconds > HANG_S:
-            raise FuzzFailure(f"over TCP: took {seconds:.2f} s", data)
+            raise FuzzFailure(f"over TCP: took {seconds:.2f} s", data, "slow")
         return Outcome(answered, True, seconds)
 
     @staticmethod

@@ -11,6 +11,7 @@ a fresh connection is still served within a second; RSS stays bounded.
 from __future__ import annotations
 
 import asyncio
+import random
 import shutil
 from collections.abc import Iterator
 
@@ -18,9 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from broker.handlers import HANDLERS
 from broker.server.log_setup import configure_logging
+from protocol import decode_request, decode_request_header
 from tests.fuzz.campaign import corpus_frames, scratch_dir
-from tests.fuzz.grammar import DrawSource, advertised, request_frames
+from tests.fuzz.grammar import DrawSource, RandomSource, advertised, request_frame, request_frames
 from tests.fuzz.mutate import mutate_frame
 from tests.fuzz.target import FuzzBroker, rss_bytes
 
@@ -74,6 +77,20 @@ def fuzzed() -> Iterator[Running]:
     finally:
         running.close()
         configure_logging("info", json=False)  # as tests/conftest.py has it
+
+
+def test_grammar_reaches_every_advertised_version_with_valid_requests():
+    """The grammar is the request schema's: for every API version the broker serves, what it
+    generates decodes with the project's decoder (the mutations are what make it invalid)."""
+    src = RandomSource(random.Random(12))
+    every = sorted(set(CLIENT_APIS) | set(CONTROLLER_APIS))
+    assert {key for key, _ in every} == set(HANDLERS)
+    for api_key, version in every:
+        for _ in range(10):
+            frame = request_frame(src, api_key, version, 1)
+            header, offset = decode_request_header(frame[4:])
+            assert (header.api_key, header.api_version) == (api_key, version)
+            decode_request(api_key, version, frame[4:], offset)
 
 
 def test_client_captures_are_answered(fuzzed: Running):
