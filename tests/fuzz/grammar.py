@@ -104,9 +104,10 @@ def advertised(*, controller_apis: bool = False) -> list[tuple[int, int]]:
 
 
 def integer(src: Source, kind: str, name: str) -> int:
+    """A `kind` integer for field `name`: mostly -1..4 (ids, indexes), then boundaries, then any."""
     lo, hi = RANGES[kind]
     if name.endswith("_ms") and src.chance(80):
-        return src.int(0, 300)  # timeouts a test can wait out; huge ones come from boundaries
+        return src.int(0, 300)  # admin requests wait on the wall clock: keep most short
     if name == "acks" and src.chance(80):
         return src.pick((-1, 0, 1))
     if name in PARTITION_COUNTS:
@@ -122,6 +123,7 @@ def integer(src: Source, kind: str, name: str) -> int:
 
 
 def string(src: Source, name: str, nullable: bool) -> str | None:
+    """Mostly a name from the small world above (by the field's name), else any short text."""
     if nullable and src.chance(15):
         return None
     if "topic" in name or name == "name":
