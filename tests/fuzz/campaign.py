@@ -61,6 +61,7 @@ class RunStats:
     answered: int = 0
     closed: int = 0
     max_seconds: float = 0.0
+    max_wall_seconds: float = 0.0
     failures: list[FuzzFailure] = field(default_factory=list)
 
     def add(self, outcome: Outcome) -> None:
@@ -68,6 +69,7 @@ class RunStats:
         self.answered += outcome.answered
         self.closed += outcome.closed
         self.max_seconds = max(self.max_seconds, outcome.seconds)
+        self.max_wall_seconds = max(self.max_wall_seconds, outcome.wall_seconds)
 
     def fail(self, failure: FuzzFailure) -> None:
         self.inputs += 1
