@@ -111,9 +111,8 @@ def integer(src: Source, kind: str, name: str) -> int:
     if name == "acks" and src.chance(80):
         return src.pick((-1, 0, 1))
     if name in PARTITION_COUNTS:
-        # Counts the broker refuses, or small ones: 100-10,000 new partitions are accepted but
-        # take seconds while each partition state rewrites the metadata store (issue 12, item 3).
-        return src.pick((-2, -1, 0, 1, 2, 3, 4, 10_001, 2**31 - 1, -(2**31)))
+        # Counts the broker refuses (over 10,000 new), or small ones: see campaign.known_issue.
+        return src.pick((-2, -1, 0, 1, 2, 3, 4, 20_001, 2**31 - 1, -(2**31)))
     roll = src.int(0, 9)
     if roll < 6:
         return src.int(max(lo, -1), min(hi, 4))
