@@ -42,18 +42,20 @@ def scratch_dir() -> Path:
 def inputs(src: Source, apis: Sequence[tuple[int, int]], corpus: Sequence[bytes],
            count: int) -> Iterator[bytes]:
     """`count` inputs: 30% fresh grammar frames, 35% mutated grammar frames, 25% mutated client
-    captures, 5% captures as sent (two pipelined), 5% junk with a plausible size prefix."""
+    captures, 5% captures as sent (two pipelined), 5% junk with a plausible size prefix. Only
+    captures of the APIs in `apis` are sent (all of them serve as splice material)."""
     keys = sorted({key for key, _ in apis})
+    captures = [f for f in corpus if struct.unpack_from(">h", f, 4)[0] in keys]
     for i in range(count):
         roll = src.int(0, 99)
         if roll < 65:
             api_key, version = src.pick(apis)
             frame = request_frame(src, api_key, version, i)
             yield frame if roll < 30 else mutate_frame(src, frame, corpus, keys)
-        elif roll < 90 and corpus:
-            yield mutate_frame(src, src.pick(corpus), corpus, keys)
-        elif roll < 95 and corpus:
-            yield src.pick(corpus) + src.pick(corpus)
+        elif roll < 90 and captures:
+            yield mutate_frame(src, src.pick(captures), corpus, keys)
+        elif roll < 95 and captures:
+            yield src.pick(captures) + src.pick(captures)
         else:
             junk = src.raw(src.int(0, 64))
             yield struct.pack(">i", len(junk)) + junk
