@@ -3,6 +3,7 @@ grammar, mutated client captures, junk), the corpus reader, and the run's figure
 
 from __future__ import annotations
 
+import itertools
 import struct
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -39,14 +40,13 @@ def scratch_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="kafka-sim-fuzz-", dir=shm if shm.is_dir() else None))
 
 
-def inputs(src: Source, apis: Sequence[tuple[int, int]], corpus: Sequence[bytes],
-           count: int) -> Iterator[bytes]:
-    """`count` inputs: 30% fresh grammar frames, 35% mutated grammar frames, 25% mutated client
+def inputs(src: Source, apis: Sequence[tuple[int, int]], corpus: Sequence[bytes]) -> Iterator[bytes]:
+    """Endless inputs: 30% fresh grammar frames, 35% mutated grammar frames, 25% mutated client
     captures, 5% captures as sent (two pipelined), 5% junk with a plausible size prefix. Only
     captures of the APIs in `apis` are sent (all of them serve as splice material)."""
     keys = sorted({key for key, _ in apis})
     captures = [f for f in corpus if struct.unpack_from(">h", f, 4)[0] in keys]
-    for i in range(count):
+    for i in itertools.count():
         roll = src.int(0, 99)
         if roll < 65:
             api_key, version = src.pick(apis)

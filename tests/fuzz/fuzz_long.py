@@ -33,59 +33,77 @@ MAX_RSS_GROWTH = 512 << 20  # the broker's state grows with what the inputs crea
 SHOW_FAILURES = 10
 
 
+class Run:
+    """One long run: the broker, the figures, and the progress lines."""
+
+    def __init__(self, broker: FuzzBroker) -> None:
+        self.broker = broker
+        self.stats = RunStats()
+        self.rss_start = rss_bytes()
+        self.started = self.last = time.perf_counter()
+
+    async def judge(self, data: bytes) -> None:
+        stats = self.stats
+        if known_issue(data):
+            stats.suppressed += 1
+            return
+        n = stats.inputs + 1
+        try:
+            run = self.broker.run_tcp if n % TCP_EVERY == 0 else self.broker.run
+            stats.add(await run(data))
+            if n % PROBE_EVERY == 0:
+                await self.broker.served_promptly()
+        except FuzzFailure as failure:
+            stats.fail(failure)
+            if len(stats.failures) <= SHOW_FAILURES:
+                print(f"FAILURE {len(stats.failures)}: {failure}", flush=True)
+        if n % REPORT_EVERY == 0:
+            now = time.perf_counter()
+            print(f"{n:>9,} inputs  {REPORT_EVERY / (now - self.last):7.0f}/s  "
+                  f"failures {len(stats.failures)}  max latency {stats.max_seconds * 1000:.0f} ms "
+                  f"(wall {stats.max_wall_seconds * 1000:.0f} ms)  "
+                  f"RSS {rss_bytes() >> 20} MiB", flush=True)
+            self.last = now
+
+    def report(self) -> RunStats:
+        stats = self.stats
+        elapsed = time.perf_counter() - self.started
+        rss_end = rss_bytes()
+        kinds = {k: sum(f.kind == k for f in stats.failures) for k in ("crash", "hang", "slow")}
+        print(f"inputs {stats.inputs:,} in {elapsed:.0f} s ({stats.inputs / elapsed:.0f}/s); "
+              f"answered {stats.answered:,}, connections closed {stats.closed:,}; "
+              f"left out as known issues {stats.suppressed:,}; "
+              f"crashes {kinds['crash']}, hangs {kinds['hang']}, slow answers {kinds['slow']}; "
+              f"max latency {stats.max_seconds * 1000:.0f} ms "
+              f"({stats.max_wall_seconds * 1000:.0f} ms of wall clock, run-queue waits included); "
+              f"RSS start {self.rss_start >> 20} MiB, end {rss_end >> 20} MiB")
+        if rss_end - self.rss_start > MAX_RSS_GROWTH:
+            stats.failures.append(FuzzFailure(
+                f"RSS grew by {(rss_end - self.rss_start) >> 20} MiB", b""))
+        return stats
+
+
 async def fuzz(total: int, seed: int) -> RunStats:
     data_dir = scratch_dir()
     broker = await FuzzBroker(data_dir).start()
     src = RandomSource(random.Random(seed))
     corpus = corpus_frames()
-    client_apis, controller_apis = advertised(), advertised(controller_apis=True)
-    client_part = total - total // 20
-    stream = [inputs(src, client_apis, corpus, client_part),
-              inputs(src, controller_apis, corpus, total - client_part)]
-    stats = RunStats()
-    rss_start = rss_bytes()
-    started = last = time.perf_counter()
+    run = Run(broker)
     print(f"fuzzing {total:,} inputs (seed {seed}, {len(corpus)} captured frames), "
-          f"RSS {rss_start >> 20} MiB", flush=True)
+          f"RSS {run.rss_start >> 20} MiB", flush=True)
     try:
-        for data in (d for part in stream for d in part):
-            if known_issue(data):
-                stats.suppressed += 1
-                continue
-            n = stats.inputs + 1
-            try:
-                run = broker.run_tcp if n % TCP_EVERY == 0 else broker.run
-                stats.add(await run(data))
-                if n % PROBE_EVERY == 0:
-                    await broker.served_promptly()
-            except FuzzFailure as failure:
-                stats.fail(failure)
-                if len(stats.failures) <= SHOW_FAILURES:
-                    print(f"FAILURE {len(stats.failures)}: {failure}", flush=True)
-            if n % REPORT_EVERY == 0:
-                now = time.perf_counter()
-                print(f"{n:>9,} inputs  {REPORT_EVERY / (now - last):7.0f}/s  "
-                      f"failures {len(stats.failures)}  max latency {stats.max_seconds * 1000:.0f} ms "
-                      f"(wall {stats.max_wall_seconds * 1000:.0f} ms)  "
-                      f"RSS {rss_bytes() >> 20} MiB", flush=True)
-                last = now
+        # Judged inputs count toward the total; known issues left out do not.
+        for apis, until in ((advertised(), total - total // 20),
+                            (advertised(controller_apis=True), total)):
+            for data in inputs(src, apis, corpus):
+                if run.stats.inputs >= until:
+                    break
+                await run.judge(data)
         await broker.served_promptly()
     finally:
         await broker.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
-    elapsed = time.perf_counter() - started
-    rss_end = rss_bytes()
-    kinds = {kind: sum(f.kind == kind for f in stats.failures) for kind in ("crash", "hang", "slow")}
-    print(f"inputs {stats.inputs:,} in {elapsed:.0f} s ({stats.inputs / elapsed:.0f}/s); "
-          f"answered {stats.answered:,}, connections closed {stats.closed:,}; "
-          f"left out as known issues {stats.suppressed:,}; "
-          f"crashes {kinds['crash']}, hangs {kinds['hang']}, slow answers {kinds['slow']}; "
-          f"max latency {stats.max_seconds * 1000:.0f} ms ({stats.max_wall_seconds * 1000:.0f} ms "
-          f"of wall clock, run-queue waits included); "
-          f"RSS start {rss_start >> 20} MiB, end {rss_end >> 20} MiB")
-    if rss_end - rss_start > MAX_RSS_GROWTH:
-        stats.failures.append(FuzzFailure(f"RSS grew by {(rss_end - rss_start) >> 20} MiB", b""))
-    return stats
+    return run.report()
 
 
 def main() -> int:
