@@ -114,7 +114,8 @@ class ReplicaManager:
             key = (state.topic, state.partition)
             current = self.partitions.get(key)
             if not is_valid_topic_name(state.topic) or state.partition < 0:
-                # Only a forged request names these; "../x" would be a folder outside the log dir.
+                # Only a forged request names these: refused one by one (the log manager's own
+                # check raised, leaving the rest of the request unapplied).
                 errors[key] = (ErrorCode.INVALID_TOPIC_EXCEPTION if state.partition >= 0
                                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue

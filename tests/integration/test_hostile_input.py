@@ -104,8 +104,9 @@ async def test_topic_name_ending_in_newline_is_invalid(async_broker):
 
 
 # Found by the protocol fuzzer (tests/fuzz): names no topic can have reached the metadata store
-# as paths ("/brokers/topics/" raised ValueError out of the request); a forged LeaderAndIsr
-# could make a folder outside the log dir or assign a negative leader epoch.
+# as paths ("/brokers/topics/" raised ValueError out of the request); a forged LeaderAndIsr with
+# one such name was refused as a whole after applying the partitions before it, and a negative
+# leader epoch raised out of the leader epoch cache.
 LEADER_AND_ISR, UPDATE_METADATA, DELETE_TOPICS = 4, 6, 20
 CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 37, 44
 
@@ -140,7 +141,7 @@ async def test_metadata_v10_with_a_null_topic_name_closes_the_connection(async_b
     await client.close()
 
 
-async def test_forged_leader_and_isr_cannot_escape_the_log_dir(async_broker):
+async def test_forged_leader_and_isr_refuses_bad_partitions_one_by_one(async_broker):
     client = await RawClient.connect(async_broker.port)
     await create_topic(client, "kept")
     epoch = async_broker.replica_manager.controller_epoch
