@@ -1,10 +1,10 @@
-# kafka-sim: make run · make test · make pipeline · make bench · make lint · make cluster · make compose-up · make chaos
+# kafka-sim: make run · make test · make pipeline · make bench · make fuzz · make chaos · make lint · make cluster · make compose-up
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 DATA ?= ./data
 
-.PHONY: run test pipeline bench lint clean cluster compose-up compose-down chaos
+.PHONY: run test pipeline bench fuzz chaos lint clean cluster compose-up compose-down
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -93,6 +93,10 @@ bench: $(VENV)/.installed-test
 	$(PY) tests/bench/bench_idempotence.py
 	$(PY) tests/bench/bench_transactions.py --quick
 	$(PY) tests/bench/bench_pipeline.py --quick
+
+# The long protocol fuzzing run: FUZZ_INPUTS inputs (default 1,000,000), FUZZ_SEED to vary them.
+fuzz: $(VENV)/.installed-test
+	$(PY) tests/fuzz/fuzz_long.py
 
 # Seeded kill -9 / SIGSTOP / dropped responses on a 3-process cluster for CHAOS_SECONDS (600 by
 # default; CHAOS_SEED replays a run), then the read-back, replica and Spark verdict.

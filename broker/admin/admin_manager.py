@@ -16,7 +16,7 @@ from broker.config import PROPERTIES, TOPIC_DEFAULT_FROM_BROKER, BrokerConfig
 from broker.metadata import zk_paths as paths
 from broker.metadata.metadata_cache import MetadataCache, TopicInfo
 from broker.metadata.store import MetadataStore, MetadataStoreError, NodeExistsError, NoNodeError
-from broker.metadata.topic_names import validate_topic_name
+from broker.metadata.topic_names import is_valid_topic_name, validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
 
 # DescribeConfigs config sources (Kafka's ConfigSource ids).
@@ -234,6 +234,8 @@ class AdminManager:
         """Grow a topic to `count` partitions (CreatePartitions); partitions never shrink. At most
         `max_partitions` new ones (what is left of the request's budget; POLICY_VIOLATION).
         Returns how many partitions were added (or would be, with validate_only)."""
+        if not is_valid_topic_name(name):  # "" or "a/b" would be no store path at all
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
             data, stat = self.store.get_json(paths.topic(name))
         except NoNodeError:
@@ -283,7 +285,9 @@ class AdminManager:
         if not self.config["delete.topic.enable"]:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED)
         topic = self.cache.topic(name)
-        if topic is None or self.store.exists(paths.topic(name)) is None:
+        # A forged UpdateMetadata can put any name in the cache; only legal ones are store paths.
+        if (topic is None or not is_valid_topic_name(name)
+                or self.store.exists(paths.topic(name)) is None):
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         with contextlib.suppress(NodeExistsError):  # already being deleted
             self.store.create(paths.delete_topic(name))
@@ -299,6 +303,7 @@ class AdminManager:
 
     def topic_config_overrides(self, name: str) -> dict[str, str]:
         """A topic's overrides as the store has them (the truth; metadata caches may lag)."""
+        validate_topic_name(name)  # INVALID_TOPIC_EXCEPTION, as Kafka's config validation
         if self.store.exists(paths.topic(name)) is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:

@@ -2,6 +2,7 @@
 
 - Answered from this broker's metadata cache (the controller's last UpdateMetadata).
 - Topics: v0 empty list = all topics; v1+ null = all. v10+ may name topics by id.
+- v10/11 may not leave a topic's name null (by id is v12+): the connection is closed.
 - Auto-creation when the request allows it (v4+, always before) and `auto.create.topics.enable`:
   the topic is written to the metadata store and answered LEADER_NOT_AVAILABLE until the
   controller has elected its leaders, as Kafka does; clients retry.
@@ -15,7 +16,7 @@ import uuid
 
 from broker.handlers import RequestContext, register
 from broker.metadata.metadata_cache import TopicInfo
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, KafkaError, ProtocolDecodeError
 
 ZERO_UUID = bytes(16)  # "no topic id" on the wire
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -83,6 +84,10 @@ async def handle(ctx: RequestContext, request) -> dict:
     if request.topics is None or (version == 0 and not request.topics):
         topics = [_topic_entry(ctx, t) for _, t in sorted(cache.topics.items())]
     else:
+        if version < 12 and any(t.name is None for t in request.topics):
+            # Kafka refuses it too (topic ids are for v12+): a v10/11 response has no way to
+            # name the topic, so there is no reply to write; the connection is closed.
+            raise ProtocolDecodeError(f"Metadata v{version}: topic name can not be null")
         topics = [_lookup(ctx, requested, auto_create) for requested in request.topics]
     brokers = cache.brokers_for(ctx.listener) or {
         services.broker_id: services.advertised_address(ctx.listener)}

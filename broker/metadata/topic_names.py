@@ -13,6 +13,15 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 
+def is_valid_topic_name(name: str | None) -> bool:
+    """Whether `name` could be a topic's: only such names may become store paths or folders."""
+    try:
+        validate_topic_name(name)
+    except KafkaError:
+        return False
+    return True
+
+
 def validate_topic_name(name: str | None) -> None:
     """Kafka's rules: 1-249 characters of [a-zA-Z0-9._-], and not `.` or `..`."""
     if not name:

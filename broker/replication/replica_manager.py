@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import structlog
 
 from broker.metadata.partition_state import LeaderAndIsr
+from broker.metadata.topic_names import is_valid_topic_name
 from broker.replication.delayed_delete_records import (
     DelayedDeleteRecords,
     DeleteRecordsPartitionStatus,
@@ -120,7 +121,15 @@ class ReplicaManager:
                 errors[key] = ErrorCode.KAFKA_STORAGE_ERROR  # its log dir failed: not hosted here
                 continue
             current = self.partitions.get(key)
-            if current is not None and state.leader_epoch < current.leader_epoch:
+            if not is_valid_topic_name(state.topic) or state.partition < 0:
+                # Only a forged request names these: refused one by one (the log manager's own
+                # check raised, leaving the rest of the request unapplied).
+                errors[key] = (ErrorCode.INVALID_TOPIC_EXCEPTION if state.partition >= 0
+                               else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            if state.leader_epoch < 0 or (
+                    current is not None and state.leader_epoch < current.leader_epoch):
+                # Kafka applies only a leader epoch above the partition's (-1 before its first).
                 errors[key] = ErrorCode.STALE_CONTROLLER_EPOCH  # an older decision: ignore it
                 continue
             partition = self._partition(state, configs[state.topic])

@@ -41,6 +41,7 @@ from broker.metadata.store import (
     NoNodeError,
     WatchedEvent,
 )
+from broker.metadata.topic_names import is_valid_topic_name
 from broker.network.connection import Connection
 from broker.network.connection_quotas import ConnectionQuotas
 from broker.replication.leader_endpoint import LeaderEndpoint
@@ -479,9 +480,11 @@ class KafkaServer:
         overrides = {}
         for name in topics:
             try:
-                data, _ = self.store.get_json(paths.topic_config(name))
-            except NoNodeError:
                 data = None
+                if is_valid_topic_name(name):  # else no store path (the partitions are refused)
+                    data, _ = self.store.get_json(paths.topic_config(name))
+            except NoNodeError:
+                pass
             overrides[name] = dict((data or {}).get("config", {}))
         return overrides
 

@@ -8,6 +8,7 @@ import struct
 import time
 
 from crc32c import crc32c
+from structlog.testing import capture_logs
 
 from protocol.errors import ErrorCode
 from protocol.records import encode_batch
@@ -98,6 +99,93 @@ async def test_topic_name_ending_in_newline_is_invalid(async_broker):
     assert [(t.name, t.error_code) for t in response.topics] == [
         ("bad\n", ErrorCode.INVALID_TOPIC_EXCEPTION), ("ok-name", ErrorCode.NONE)]
     assert async_broker.metadata_cache.topic("bad\n") is None
+    await served_promptly(async_broker.port)
+    await client.close()
+
+
+# Found by the protocol fuzzer (tests/fuzz): names no topic can have reached the metadata store
+# as paths ("/brokers/topics/" raised ValueError out of the request); a forged LeaderAndIsr with
+# one such name was refused as a whole after applying the partitions before it, and a negative
+# leader epoch raised out of the leader epoch cache.
+LEADER_AND_ISR, UPDATE_METADATA, DELETE_TOPICS = 4, 6, 20
+CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 37, 44
+
+
+async def test_illegal_topic_names_in_admin_requests_get_error_codes(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    response = await client.request(CREATE_PARTITIONS, 3, {"topics": [
+        {"name": name, "count": 2, "assignments": None} for name in ("", "/", "a/b")],
+        "timeout_ms": 100, "validate_only": False})
+    assert [(r.name, r.error_code) for r in response.results] == [
+        (name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for name in ("", "/", "a/b")]
+    response = await client.request(INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+        {"resource_type": 2, "resource_name": name, "configs": [
+            {"name": "retention.ms", "config_operation": 0, "value": "1000"}]}
+        for name in ("", "a/b")], "validate_only": False})
+    assert [(r.resource_name, r.error_code) for r in response.responses] == [
+        (name, ErrorCode.INVALID_TOPIC_EXCEPTION) for name in ("", "a/b")]
+    await served_promptly(async_broker.port)
+    await client.close()
+
+
+async def test_metadata_v10_with_a_null_topic_name_closes_the_connection(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    with capture_logs() as logs:
+        await client.send(METADATA, 10, {"topics": [{"name": None, "topic_id": b"\x01" * 16}],
+                                         "allow_auto_topic_creation": False})
+        assert await asyncio.wait_for(client.is_closed_by_peer(), 1.0)
+    # Refused as a request this version cannot express, not a response that failed to encode.
+    assert [e["reason"] for e in logs if e["event"] == "closing connection"] == [
+        "Metadata v10: topic name can not be null"]
+    await served_promptly(async_broker.port)
+    await client.close()
+
+
+async def test_forged_leader_and_isr_refuses_bad_partitions_one_by_one(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "kept")
+    epoch = async_broker.replica_manager.controller_epoch
+
+    def state(topic: str, partition: int, leader_epoch: int) -> dict:
+        return {"topic_name": topic, "partition_states": [
+            {"partition_index": partition, "controller_epoch": epoch, "leader": 0,
+             "leader_epoch": leader_epoch, "isr": [0], "partition_epoch": 0, "replicas": [0]}]}
+
+    escape = "../" * 8 + "fuzz-escape"
+    response = await client.request(LEADER_AND_ISR, 4, {
+        "controller_id": 0, "controller_epoch": epoch, "broker_epoch": -1, "live_leaders": [],
+        "topic_states": [state(escape, 0, 1), state("", 0, 1), state("kept", -3, 1),
+                         state("kept", 0, -1)]})
+    assert response.error_code == ErrorCode.NONE
+    assert [(e.topic_name, e.partition_index, e.error_code) for e in response.partition_errors] == [
+        (escape, 0, ErrorCode.INVALID_TOPIC_EXCEPTION), ("", 0, ErrorCode.INVALID_TOPIC_EXCEPTION),
+        ("kept", -3, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        ("kept", 0, ErrorCode.STALE_CONTROLLER_EPOCH)]
+    assert not (async_broker.config.data_dir / f"{escape}-0").resolve().exists()
+    assert async_broker.replica_manager.partitions[("kept", 0)].leader_epoch == 0
+    await served_promptly(async_broker.port)
+    await client.close()
+
+
+async def test_delete_of_a_forged_topic_name_is_unknown_topic(async_broker):
+    """A forged UpdateMetadata (no authorizer: Kafka accepts it too) put "" in the metadata
+    cache; deleting it reached the store as the path '/brokers/topics/'."""
+    client = await RawClient.connect(async_broker.port)
+    epoch = async_broker.replica_manager.controller_epoch + 1
+    host, port = "127.0.0.1", async_broker.port
+    response = await client.request(UPDATE_METADATA, 7, {
+        "controller_id": 0, "controller_epoch": epoch, "broker_epoch": -1,
+        "topic_states": [{"topic_name": "", "topic_id": b"\x01" * 16, "partition_states": [
+            {"partition_index": 0, "controller_epoch": epoch, "leader": 0, "leader_epoch": 1,
+             "isr": [0], "zk_version": 0, "replicas": [0], "offline_replicas": []}]}],
+        "live_brokers": [{"id": 0, "endpoints": [{"port": port, "host": host,
+                                                  "listener": "PLAINTEXT",
+                                                  "security_protocol": 0}], "rack": None}]})
+    assert response.error_code == ErrorCode.NONE
+    assert async_broker.metadata_cache.topic("") is not None
+    response = await client.request(DELETE_TOPICS, 5, {"topic_names": [""], "timeout_ms": 100})
+    assert [(r.name, r.error_code) for r in response.responses] == [
+        ("", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
     await served_promptly(async_broker.port)
     await client.close()
 

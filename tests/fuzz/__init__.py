@@ -1,0 +1,1 @@
+"""Protocol fuzzer: the request grammar, mutations, real client captures and the oracles."""
