@@ -7,11 +7,12 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from pipeline.layout import find_replicas
 from protocol.records import decode_batch, iter_batches
@@ -67,7 +68,7 @@ def read_back(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tup
     out: dict[int, list[tuple[int, bytes]]] = {}
     try:
         for p in range(partitions):
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            high = _high_watermark(consumer, TopicPartition(topic, p))
             consumer.assign([TopicPartition(topic, p, 0)])
             records: list[tuple[int, bytes]] = []
             while not records or records[-1][0] < high - 1:
@@ -83,6 +84,23 @@ def read_back(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tup
     finally:
         consumer.close()
     return out
+
+
+_RETRIABLE = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+              KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.REQUEST_TIMED_OUT}
+
+
+def _high_watermark(consumer: Consumer, tp: TopicPartition, attempts: int = 20) -> int:
+    """The partition's high watermark; the cluster elects preferred leaders every few seconds, so
+    a leader may move under the question: a retriable answer is asked again (bounded)."""
+    for attempt in range(attempts):
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=30)[1]
+        except KafkaException as exc:
+            if exc.args[0].code() not in _RETRIABLE or attempt == attempts - 1:
+                raise
+            time.sleep(0.25)  # another process's state: nothing to await
+    raise AssertionError("unreachable")
 
 
 def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
