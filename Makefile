@@ -11,13 +11,14 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 # One stamp per extra, refreshed when pyproject.toml changes.
+# The broker and the clients the README's examples use (kafka-python, confluent-kafka, aiokafka).
 $(VENV)/.installed-run: pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e '.[clients]'
 	touch $@
 
 # The Spark pipeline's extra (PySpark, pyarrow, pandas, matplotlib) on top of the base install.
 $(VENV)/.installed-pipeline: pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e '.[pipeline]'
+	$(PY) -m pip install -q -e '.[clients,pipeline]'
 	touch $@ $(VENV)/.installed-run
 
 $(VENV)/.installed-test: pyproject.toml | $(PY)
