@@ -448,6 +448,21 @@ class Log:
                 return FetchDataInfo(fetch_offset, data, segment.base_offset, position)
         return FetchDataInfo(fetch_offset, b"")
 
+    def chunks(self, chunk_bytes: int) -> Iterator[bytes]:
+        """Whole batches from the log start to the log end offset as of the call, at most
+        `chunk_bytes` at a time (one batch when larger), each read as it is iterated: how a
+        coordinator loads the partition of its internal topic."""
+        position, end = self._log_start_offset, self._log_end_offset
+        while position < end:
+            data = self.read(position, chunk_bytes, max_offset=end).records
+            last = None
+            for _, header in iter_batches(data):
+                last = header
+            if last is None:
+                return
+            position = last.next_offset
+            yield data
+
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None."""
         limit = decompression_limit(self.config.max_message_bytes)

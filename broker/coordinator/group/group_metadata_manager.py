@@ -174,19 +174,8 @@ class GroupMetadataManager:
         """The partition's batches from its log start to the log end offset of the load's start, at
         most LOAD_CHUNK_BYTES at a time (one batch when larger); read where it is iterated."""
         rm_partition = self.replica_manager.partitions.get((OFFSETS_TOPIC, partition))
-        if rm_partition is None:
-            return
-        log_ = rm_partition.log
-        position, end = log_.log_start_offset, log_.log_end_offset
-        while position < end:
-            data = log_.read(position, LOAD_CHUNK_BYTES, max_offset=end).records
-            last = None
-            for _, header in iter_batches(data):
-                last = header
-            if last is None:
-                return
-            position = last.next_offset
-            yield data
+        if rm_partition is not None:
+            yield from rm_partition.log.chunks(LOAD_CHUNK_BYTES)
 
     @classmethod
     def _replay_chunk(cls, data: bytes, groups: dict, offsets: dict,

@@ -148,19 +148,8 @@ class TransactionStateManager:
 
     def _chunks(self, partition: int) -> Iterator[bytes]:
         rm_partition = self.replica_manager.partitions.get((TRANSACTION_STATE_TOPIC, partition))
-        if rm_partition is None:
-            return
-        log_ = rm_partition.log
-        position, end = log_.log_start_offset, log_.log_end_offset
-        while position < end:
-            data = log_.read(position, LOAD_CHUNK_BYTES, max_offset=end).records
-            last = None
-            for _, header in iter_batches(data):
-                last = header
-            if last is None:
-                return
-            position = last.next_offset
-            yield data
+        if rm_partition is not None:
+            yield from rm_partition.log.chunks(LOAD_CHUNK_BYTES)
 
     @staticmethod
     def _replay_chunk(data: bytes, latest: dict[str, tr.TransactionLogValue | None]) -> None:
