@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,12 @@ log = structlog.get_logger("kafka_sim.controller")
 
 
 # Events a child watch starts, and the node whose children they are about.
+# New partitions are created in the store and handed to their brokers this many at a time, the
+# loop served in between: thousands of store writes, or of logs created by one LeaderAndIsr, held
+# every connection (a Kafka broker does that work on its controller and request handler threads;
+# here it runs on the event loop).
+LEADER_AND_ISR_CHUNK = 200
+
 CHILD_EVENTS = {"broker_change": paths.BROKER_IDS, "topic_change": paths.TOPICS,
                 "topic_deletion": paths.DELETE_TOPICS, "isr_change": paths.ISR_CHANGES}
 
@@ -138,7 +145,9 @@ class Controller:
                     # As Kafka's controller: read the children now. What the watch saw may be
                     # older than what `startup` (or an earlier event) already read.
                     data = self.store.get_children(CHILD_EVENTS[event.kind])
-                handlers[event.kind](data)
+                result = handlers[event.kind](data)
+                if asyncio.iscoroutine(result):
+                    await result
             except Exception:  # one bad event must not stop the controller
                 log.exception("controller event failed", kind=event.kind)
             finally:
@@ -235,6 +244,12 @@ class Controller:
             except KafkaError as exc:
                 log.warning("LeaderAndIsr refused", broker_id=broker_id, error=exc.code.name)
 
+    async def _send_new_partitions(self, states: list[LeaderAndIsr]) -> None:
+        for start in range(0, len(states), LEADER_AND_ISR_CHUNK):
+            if start:
+                await asyncio.sleep(0)  # the brokers serve their clients between two chunks
+            self._send_leader_and_isr(states[start : start + LEADER_AND_ISR_CHUNK])
+
     def _send_update_metadata(self) -> None:
         brokers, endpoints = {}, {}
         for broker_id in sorted(self.live_brokers):
@@ -254,9 +269,22 @@ class Controller:
 
     def _load_topic(self, name: str) -> list[LeaderAndIsr]:
         """Read a topic and its partition states, creating the states of a new topic."""
+        return [state for chunk in self._load_topic_chunks(name) for state in chunk]
+
+    async def _load_topics_yielding(self, names: list[str]) -> list[LeaderAndIsr]:
+        """_load_topic for new topics, the loop served between chunks of partition states (a
+        topic of thousands of partitions is as many store writes: round trips with ZooKeeper)."""
+        states: list[LeaderAndIsr] = []
+        for name in names:
+            for chunk in self._load_topic_chunks(name):
+                states += chunk
+                await asyncio.sleep(0)
+        return states
+
+    def _load_topic_chunks(self, name: str) -> Iterator[list[LeaderAndIsr]]:
         info = self._read_topic(name)
         if info is None:
-            return []
+            return
         if name not in self.topics:  # CreatePartitions rewrites the assignment: watch for it
             self._watches.append(self.store.DataWatch(
                 paths.topic(name), lambda data, _stat: data is not None and self.queue.put_nowait(
@@ -275,7 +303,11 @@ class Controller:
                     name, partition, live[0] if live else -1, 0, live, replicas), create=True)
             self.states[(name, partition)] = state
             states.append(state)
-        return states
+            if len(states) == LEADER_AND_ISR_CHUNK:
+                yield states
+                states = []
+        if states:
+            yield states
 
     def _on_startup(self, _data: object) -> None:
         self.live_brokers = {int(b) for b in self.store.get_children(paths.BROKER_IDS)}
@@ -325,23 +357,24 @@ class Controller:
             self._send_leader_and_isr([self.states[k] for k in offline])
         self._send_update_metadata()
 
-    def _on_topic_change(self, children: object) -> None:
+    async def _on_topic_change(self, children: object) -> None:
         created = [n for n in children if n not in self.topics]  # type: ignore[union-attr]
-        states = [s for name in created for s in self._load_topic(name)]
+        states = await self._load_topics_yielding(created)
         if states:
             self._send_update_metadata()
-            self._send_leader_and_isr(states)
+            await self._send_new_partitions(states)
             self._send_update_metadata()
 
-    def _on_partition_change(self, name: object) -> None:
+    async def _on_partition_change(self, name: object) -> None:
         """A topic's assignment grew (CreatePartitions): elect leaders for the new partitions."""
         if name not in self.topics:
             return
         known = {k for k in self.states if k[0] == name}
-        states = [s for s in self._load_topic(name) if (s.topic, s.partition) not in known]
+        states = [s for s in await self._load_topics_yielding([name])
+                  if (s.topic, s.partition) not in known]
         if states:
             self._send_update_metadata()
-            self._send_leader_and_isr(states)
+            await self._send_new_partitions(states)
             self._send_update_metadata()
 
     def _on_config_change(self, name: object) -> None:
