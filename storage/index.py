@@ -25,9 +25,10 @@ class Index:
         self.max_entries = max(max_index_size // self.entry_size, 0)
         try:
             self._buf = bytearray(self.path.read_bytes())
+            self.existed = True
         except FileNotFoundError:
             self._buf = bytearray()
-        self.existed = self.path.exists()
+            self.existed = False
         self._persisted = len(self._buf)  # bytes of _buf already in the file
 
     @property

@@ -370,8 +370,9 @@ class ProducerStateManager:
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest transaction not yet decided below the high watermark:
         open, or closed by a marker the high watermark has not passed. None when there is none."""
-        offsets = [*self.ongoing.values(), *(t.first_offset for t in self.unreplicated)]
-        return min(offsets) if offsets else None
+        if not self.ongoing and not self.unreplicated:
+            return None  # every Fetch asks, per partition: most logs have no transactions
+        return min([*self.ongoing.values(), *(t.first_offset for t in self.unreplicated)])
 
     def on_high_watermark_updated(self, high_watermark: int) -> None:
         """Closed transactions whose marker is below the high watermark are stable."""

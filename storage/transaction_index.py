@@ -70,13 +70,17 @@ class TransactionIndex(Index):
                 return found, True
         return found, False
 
-    # Most segments never see an abort: they get no file.
+    # Most segments never see an abort: they get no file (and no stat for one at each flush).
     def flush(self) -> None:
-        if self.entries or self.path.exists():
+        if self.entries or self.existed:
             super().flush()
+            self.existed = True
 
     def write_appended(self) -> bool:
-        return bool(self.entries or self.path.exists()) and super().write_appended()
+        if not (self.entries or self.existed):
+            return False
+        self.existed = True
+        return super().write_appended()
 
     def well_formed(self) -> bool:
         if not super().well_formed():

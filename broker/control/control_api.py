@@ -210,22 +210,42 @@ async def get_faults(request: web.Request) -> web.Response:
     return _ok([f.to_dict() for f in _control(request).faults.list()])
 
 
-async def add_fault(request: web.Request) -> web.Response:
+async def _fault_body(request: web.Request, kind: str, fields: frozenset[str],
+                      required: tuple[str, ...]) -> dict:
+    """A fault's JSON body: only known fields, the required ones present."""
     body = await _json_body(request)
-    unknown = sorted(set(body) - FAULT_FIELDS)
+    unknown = sorted(set(body) - fields)
     if unknown:
-        raise ApiError(400, f"unknown fault field(s): {', '.join(unknown)} "
-                            f"(known: {', '.join(sorted(FAULT_FIELDS))})")
-    for required in ("broker", "api"):
-        if body.get(required) is None:
-            raise ApiError(400, f"a fault needs '{required}'")
+        raise ApiError(400, f"unknown {kind} field(s): {', '.join(unknown)} "
+                            f"(known: {', '.join(sorted(fields))})")
+    for name in required:
+        if body.get(name) is None:
+            raise ApiError(400, f"a {kind} needs '{name}'")
+    return body
+
+
+def _body_broker(body: dict) -> int:
+    broker_id = body["broker"]
+    if not isinstance(broker_id, int) or isinstance(broker_id, bool):
+        raise ApiError(400, f"broker must be an integer id, not {broker_id!r}")
+    return broker_id
+
+
+def _clear_query(request: web.Request) -> tuple[int | None, int | None]:
+    """DELETE's `id` and `broker` query parameters (either may be absent)."""
+    query = request.query
+    fault_id = _int(query["id"], "fault id") if "id" in query else None
+    broker_id = _int(query["broker"], "broker") if "broker" in query else None
+    return fault_id, broker_id
+
+
+async def add_fault(request: web.Request) -> web.Response:
+    body = await _fault_body(request, "fault", FAULT_FIELDS, ("broker", "api"))
     for flag in ("drop_response", "disconnect"):
         if not isinstance(body.get(flag, False), bool):
             raise ApiError(400, f"{flag} must be true or false")
     control = _control(request)
-    broker_id = body["broker"]
-    if not isinstance(broker_id, int) or isinstance(broker_id, bool):
-        raise ApiError(400, f"broker must be an integer id, not {broker_id!r}")
+    broker_id = _body_broker(body)
     if broker_id not in {b.get("id") for b in control.brokers_info()}:
         raise ApiError(404, f"unknown broker {broker_id}")
     try:
@@ -242,9 +262,7 @@ async def add_fault(request: web.Request) -> web.Response:
 
 
 async def clear_faults(request: web.Request) -> web.Response:
-    query = request.query
-    fault_id = _int(query["id"], "fault id") if "id" in query else None
-    broker_id = _int(query["broker"], "broker") if "broker" in query else None
+    fault_id, broker_id = _clear_query(request)
     cleared = _control(request).faults.clear(fault_id, broker_id)
     if fault_id is not None and cleared == 0:
         raise ApiError(404, f"no fault with id {fault_id}")
@@ -256,17 +274,9 @@ async def get_disk_faults(request: web.Request) -> web.Response:
 
 
 async def add_disk_fault(request: web.Request) -> web.Response:
-    body = await _json_body(request)
-    unknown = sorted(set(body) - DISK_FAULT_FIELDS)
-    if unknown:
-        raise ApiError(400, f"unknown disk fault field(s): {', '.join(unknown)} "
-                            f"(known: {', '.join(sorted(DISK_FAULT_FIELDS))})")
-    for required in ("broker", "operation", "errno"):
-        if body.get(required) is None:
-            raise ApiError(400, f"a disk fault needs '{required}'")
-    broker_id = body["broker"]
-    if not isinstance(broker_id, int) or isinstance(broker_id, bool):
-        raise ApiError(400, f"broker must be an integer id, not {broker_id!r}")
+    body = await _fault_body(request, "disk fault", DISK_FAULT_FIELDS,
+                             ("broker", "operation", "errno"))
+    broker_id = _body_broker(body)
     control = _control(request)
     try:
         fault = control.add_disk_fault(broker_id, body["operation"], body["errno"],
@@ -281,9 +291,7 @@ async def add_disk_fault(request: web.Request) -> web.Response:
 
 
 async def clear_disk_faults(request: web.Request) -> web.Response:
-    query = request.query
-    fault_id = _int(query["id"], "fault id") if "id" in query else None
-    broker_id = _int(query["broker"], "broker") if "broker" in query else None
+    fault_id, broker_id = _clear_query(request)
     cleared = _control(request).clear_disk_faults(fault_id, broker_id)
     if fault_id is not None and cleared == 0:
         raise ApiError(404, f"no disk fault with id {fault_id}")

@@ -322,8 +322,12 @@ class GroupMetadataManager:
         return ErrorCode.UNKNOWN_SERVER_ERROR if error == ErrorCode.INVALID_COMMIT_OFFSET_SIZE else error
 
     async def store_offsets(
-        self, group: GroupMetadata, offsets: dict[tuple[str, int], OffsetAndMetadata]
+        self, group: GroupMetadata, offsets: dict[tuple[str, int], OffsetAndMetadata],
+        producer: tuple[int, int] | None = None,
     ) -> dict[tuple[str, int], ErrorCode]:
+        """OffsetCommit; with a (producer id, epoch), TxnOffsetCommit: written as the producer's
+        transactional records and held as pending until its transaction's marker
+        (complete_pending_txn_offsets)."""
         max_metadata = self.config["offset.metadata.max.bytes"]
         errors = {tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp, om in offsets.items()
                   if om.metadata is not None and len(om.metadata.encode()) > max_metadata}
@@ -334,34 +338,14 @@ class GroupMetadataManager:
                  gr.offset_commit_value(om.offset, om.leader_epoch, om.metadata or "",
                                         om.commit_timestamp,
                                         -1 if om.expire_timestamp is None else om.expire_timestamp))
-                for (t, p), om in valid.items()])
+                for (t, p), om in valid.items()], producer)
             if error == ErrorCode.NONE:
                 for i, om in enumerate(valid.values()):
                     om.append_offset = base + i
-                group.offsets.update(valid)
-            errors.update(dict.fromkeys(valid, error))
-        return errors
-
-    async def store_txn_offsets(
-        self, group: GroupMetadata, producer_id: int, producer_epoch: int,
-        offsets: dict[tuple[str, int], OffsetAndMetadata],
-    ) -> dict[tuple[str, int], ErrorCode]:
-        """TxnOffsetCommit: written as the producer's transactional records, held as pending
-        until its transaction's marker (complete_pending_txn_offsets)."""
-        max_metadata = self.config["offset.metadata.max.bytes"]
-        errors = {tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp, om in offsets.items()
-                  if om.metadata is not None and len(om.metadata.encode()) > max_metadata}
-        valid = {tp: om for tp, om in offsets.items() if tp not in errors}
-        if valid:
-            error, base = await self._append_at(group.group_id, [
-                (gr.offset_commit_key(group.group_id, t, p),
-                 gr.offset_commit_value(om.offset, om.leader_epoch, om.metadata or "",
-                                        om.commit_timestamp, -1))
-                for (t, p), om in valid.items()], (producer_id, producer_epoch))
-            if error == ErrorCode.NONE:
-                for i, om in enumerate(valid.values()):
-                    om.append_offset = base + i
-                group.pending_txn_offsets.setdefault(producer_id, {}).update(valid)
+                if producer is None:
+                    group.offsets.update(valid)
+                else:
+                    group.pending_txn_offsets.setdefault(producer[0], {}).update(valid)
             errors.update(dict.fromkeys(valid, error))
         return errors
 

@@ -74,7 +74,7 @@ class GroupOffsets(GroupCoordinatorBase):
                 error = ErrorCode.ILLEGAL_GENERATION
         if error is not None:
             return dict.fromkeys(offsets, error)
-        return await self.manager.store_txn_offsets(group, producer_id, producer_epoch, offsets)
+        return await self.manager.store_offsets(group, offsets, (producer_id, producer_epoch))
 
     def complete_txn_offsets(self, partition: int, producer_id: int, commit: bool) -> None:
         """A WriteTxnMarkers marker was appended to `__consumer_offsets` partition `partition`."""
