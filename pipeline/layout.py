@@ -139,6 +139,10 @@ def topic_configs(data_dir: str | Path) -> dict[str, dict[str, str]]:
     return configs
 
 
+# Kafka's internal topics, always created compacted (the group and transaction coordinators').
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
 def compacted_topics(data_dir: str | Path) -> set[str]:
     """Topics whose cleanup.policy includes compact: offset gaps there are expected."""
     return {topic for topic, configs in topic_configs(data_dir).items()

@@ -4,6 +4,7 @@ at the right offset and replica, and nothing else."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from storage.checkpoint import OffsetCheckpointFile
 from storage.log import Log
 from storage.log_config import LogConfig
 from storage.log_info import AppendOrigin
-from storage.naming import LOG_START_OFFSET_CHECKPOINT
+from storage.naming import CLEANER_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT
 
 
 def _segments(folder: Path) -> list[Path]:
@@ -149,3 +150,27 @@ def test_transactions_are_audited(spark, tmp_path):
     log.close()
     found = {(v.offset, v.kind) for v in run_audit(spark, tmp_path).violations}
     assert found == {(7, "plain-write-in-transaction"), (8, "stale-transaction-marker")}
+
+
+def test_gaps_in_a_compacted_log_are_no_violation_without_a_metadata_store(spark, produced, tmp_path,
+                                                                           cluster_of):
+    """A multi-process cluster's folders carry no topic configs (they live in ZooKeeper): a topic is
+    known compacted from a cleaner checkpoint on any replica, the internal topics always. Gaps a
+    follower copied from its cleaned leader, or that a broker killed before its checkpoint write
+    kept, lie above the replica's own checkpoint and are still the cleaner's work."""
+    b0, b1 = cluster_of(produced.data_dir, tmp_path, replicas=2)
+    assert not (tmp_path / "metadata-store").exists()
+    OffsetCheckpointFile(b0 / CLEANER_CHECKPOINT).write({("orders", 2): 0})
+    first = _segments(b1 / "orders-2")[0]
+    lost = _batches(first)
+    first.unlink()
+    offsets = tmp_path / "broker-0" / "__consumer_offsets-0"
+    shutil.copytree(b0 / "events-0", offsets)  # any batches: a gap in an internal topic
+    segment = _segments(offsets)[0]
+    raw = segment.read_bytes()
+    (_, first_batch), (gap_at, _), (rest_at, _) = _batches(segment)[:3]
+    segment.write_bytes(raw[:gap_at] + raw[rest_at:])
+    assert _batches(segment)[1][1].base_offset > first_batch.next_offset
+    result = run_audit(spark, tmp_path)
+    found = {(v.topic, v.partition, v.replica, v.offset, v.kind) for v in result.violations}
+    assert found == {("orders", 2, 1, h.base_offset, "replica-divergence") for _, h in lost}
