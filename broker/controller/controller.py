@@ -444,6 +444,10 @@ class Controller:
                          if broker_id in s.replicas and s.leader != broker_id]
             if following:
                 self.channel.send_stop_replica(broker_id, self.epoch, following, delete=False)
+        except KafkaError as exc:  # an answer (e.g. a forged or stale broker id), not a fault
+            if not future.done():
+                future.set_exception(exc)
+            return
         except Exception as exc:
             if not future.done():
                 future.set_exception(exc)

@@ -107,7 +107,7 @@ async def test_topic_name_ending_in_newline_is_invalid(async_broker):
 # as paths ("/brokers/topics/" raised ValueError out of the request); a forged LeaderAndIsr with
 # one such name was refused as a whole after applying the partitions before it, and a negative
 # leader epoch raised out of the leader epoch cache.
-LEADER_AND_ISR, UPDATE_METADATA, DELETE_TOPICS = 4, 6, 20
+LEADER_AND_ISR, UPDATE_METADATA, CONTROLLED_SHUTDOWN, DELETE_TOPICS = 4, 6, 7, 20
 CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 37, 44
 
 
@@ -163,6 +163,24 @@ async def test_forged_leader_and_isr_refuses_bad_partitions_one_by_one(async_bro
         ("kept", 0, ErrorCode.STALE_CONTROLLER_EPOCH)]
     assert not (async_broker.config.data_dir / f"{escape}-0").resolve().exists()
     assert async_broker.replica_manager.partitions[("kept", 0)].leader_epoch == 0
+    await served_promptly(async_broker.port)
+    await client.close()
+
+
+async def test_forged_controlled_shutdown_is_answered_broker_not_available(async_broker):
+    """Kafka's answer for a broker id that is not live; the controller logs no failure for it (an
+    answer, not a fault) and keeps serving its queue."""
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "kept")
+    with capture_logs() as logs:
+        for broker_id in (7, -1, 2**31 - 1):
+            response = await client.request(CONTROLLED_SHUTDOWN, 3,
+                                            {"broker_id": broker_id, "broker_epoch": -1})
+            assert (response.error_code, response.remaining_partitions) == (
+                ErrorCode.BROKER_NOT_AVAILABLE, [])
+    assert not [e for e in logs if e["log_level"] in ("error", "exception")], logs
+    await create_topic(client, "after")  # the controller still works
+    assert async_broker.metadata_cache.has_leaders("after")
     await served_promptly(async_broker.port)
     await client.close()
 
