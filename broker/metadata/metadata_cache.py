@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.metadata.partition_state import LeaderAndIsr
+from timer import FunctionTimerTask, SystemTimer
 
 
 @dataclass(slots=True)
@@ -43,8 +44,9 @@ class MetadataSnapshot:
 
 
 class MetadataCache:
-    def __init__(self) -> None:
+    def __init__(self, timer: SystemTimer) -> None:
         self.snapshot = MetadataSnapshot()
+        self.timer = timer  # deadlines of waits: they follow the broker's clock, as every timeout
         self._waiters: list[tuple[Callable[[MetadataSnapshot], bool], asyncio.Future]] = []
 
     def update(self, snapshot: MetadataSnapshot) -> None:
@@ -56,7 +58,7 @@ class MetadataCache:
             if future.done():
                 continue
             if condition(snapshot):
-                future.set_result(None)
+                future.set_result(True)
             else:
                 still_waiting.append((condition, future))
         self._waiters = still_waiting
@@ -65,13 +67,15 @@ class MetadataCache:
         """Wait until the view satisfies `condition`; False at the timeout."""
         if condition(self.snapshot):
             return True
-        future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._waiters.append((condition, future))
+        deadline = FunctionTimerTask(max(timeout_ms, 0),
+                                     lambda: future.done() or future.set_result(False))
+        self.timer.add(deadline)
         try:
-            await asyncio.wait_for(future, max(timeout_ms, 0) / 1000)
-            return True
-        except TimeoutError:
-            return False
+            return await future
+        finally:
+            deadline.cancel()
 
     @property
     def controller_id(self) -> int:

@@ -91,7 +91,7 @@ class KafkaServer:
             failure_channel=self.log_dir_failure_channel,
             max_open_files=config["log.segment.open.files.max"],
             flusher=LogFlusher(on_error=self._on_flush_error))
-        self.metadata_cache = MetadataCache()
+        self.metadata_cache = MetadataCache(context.timer)
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, context.timer, context.clock,
             alter_isr=self._alter_isr,

@@ -12,10 +12,11 @@ from broker.metadata.metadata_cache import MetadataCache, MetadataSnapshot, Topi
 from broker.metadata.partition_state import LeaderAndIsr
 from protocol.errors import ErrorCode
 from protocol.transaction_records import ControlType
+from timer import ManualClock, SystemTimer
 
 
 def cache_with(leaders: dict[tuple[str, int], int]) -> MetadataCache:
-    cache = MetadataCache()
+    cache = MetadataCache(SystemTimer(ManualClock()))
     topics: dict[str, dict[int, list[int]]] = {}
     for (topic, p), _ in leaders.items():
         topics.setdefault(topic, {})[p] = [0, 1, 2]
