@@ -47,6 +47,7 @@ class Property:
     parse: Callable[[str], Any]
     default: str
     doc: str
+    sensitive: bool = False  # a secret: DescribeConfigs answers null, as for Kafka's PASSWORD type
 
 
 # The table is the single source for parsing, `DescribeConfigs` on the broker resource and the
@@ -159,7 +160,10 @@ PROPERTIES: tuple[Property, ...] = (
     Property("control.listener", str, "127.0.0.1:9644",
              "host:port of the HTTP control API (`kafka-sim ctl`); empty to turn it off"),
     Property("control.allow.remote", _bool, "false",
-             "allow the control API on a non-loopback address"),
+             "allow the control API on a non-loopback address (then control.token is required)"),
+    Property("control.token", str, "",
+             "bearer token every control API request must carry (`kafka-sim ctl --token`, "
+             "or KAFKA_SIM_CONTROL_TOKEN); empty: none", sensitive=True),
     Property("log.level", str, "info", "kafka-sim log level (debug shows one line per request)"),
 )
 PROPERTY_BY_NAME: dict[str, Property] = {p.name: p for p in PROPERTIES}

@@ -29,7 +29,7 @@ RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 
 # DescribeConfigs config types.
-TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG = 1, 2, 3, 5
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_PASSWORD = 1, 2, 3, 5, 9
 
 
 @dataclass(slots=True)
@@ -40,6 +40,7 @@ class ConfigEntry:
     read_only: bool = False
     config_type: int = TYPE_STRING
     documentation: str | None = None
+    sensitive: bool = False
 
     @property
     def is_default(self) -> bool:
@@ -363,11 +364,12 @@ class AdminManager:
         return [
             ConfigEntry(
                 p.name,
-                self.config.raw[p.name],
+                None if p.sensitive else self.config.raw[p.name],
                 SOURCE_STATIC_BROKER if p.name in self.config.explicit else SOURCE_DEFAULT,
                 read_only=True,
-                config_type=_config_type(self.config.raw[p.name]),
+                config_type=TYPE_PASSWORD if p.sensitive else _config_type(self.config.raw[p.name]),
                 documentation=p.doc,
+                sensitive=p.sensitive,
             )
             for p in PROPERTIES
         ]

@@ -1,12 +1,16 @@
 """The control API: HTTP JSON routes over a `ClusterControl` (stop/start brokers, pause replication,
-inject faults, inspect partitions and purgatories). Loopback only unless asked: it can stop brokers.
+inject faults, inspect partitions and purgatories). Loopback only unless asked: it can stop brokers,
+so no web page may drive it either (`RequestGuard`).
 """
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import json
+import urllib.parse
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
@@ -100,10 +104,75 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def is_wildcard(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
+# --- who may call ---------------------------------------------------------------------------------
+
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+@dataclass(slots=True)
+class RequestGuard:
+    """What a request shows before any route runs. A browser lets any page send "simple" requests
+    (a POST of text/plain, no preflight) to 127.0.0.1, and DNS rebinding lets a page read answers
+    under its own host name: so the Host must name the address the API is bound to, an Origin (a
+    browser's) must be the API's own, a state-changing request must be application/json (which a
+    browser only sends cross-origin after a CORS preflight this API never grants), and with a
+    token, every request carries it as `Authorization: Bearer`."""
+
+    host: str
+    port: int
+    token: str = ""
+    refused: int = 0
+
+    def check(self, request: web.Request) -> None:
+        try:
+            self._check(request)
+        except ApiError as exc:
+            self.refused += 1
+            log.warning("control request refused", method=request.method, path=request.path,
+                        reason=exc.message)
+            raise
+
+    def _check(self, request: web.Request) -> None:
+        if not is_wildcard(self.host):  # bound to every address: any name may reach it
+            self._check_host(request.host)
+        origin = request.headers.get("Origin")
+        if origin is not None and origin.lower() != f"http://{request.host}".lower():
+            raise ApiError(403, f"cross-origin request from {origin!r} refused")
+        if self.token and not hmac.compare_digest(
+            request.headers.get("Authorization", "").encode(), f"Bearer {self.token}".encode()
+        ):
+            raise ApiError(401, "missing or wrong control token (ctl --token, or "
+                                "KAFKA_SIM_CONTROL_TOKEN)")
+        if request.method in STATE_CHANGING and request.content_type != "application/json":
+            raise ApiError(415, f"{request.method} requests must be application/json, "
+                                f"not {request.content_type}")
+
+    def _check_host(self, header: str | None) -> None:
+        try:
+            url = urllib.parse.urlsplit(f"//{header or ''}")
+            name, port = url.hostname, url.port or 80
+        except ValueError:
+            name, port = None, None
+        names = {self.host.lower()}
+        if is_loopback(self.host):
+            names |= {"localhost", "127.0.0.1", "::1"}
+        if name not in names or port != self.port:
+            raise ApiError(403, f"Host {header!r} is not this control API's address "
+                                f"({self.host}:{self.port})")
+
+
 # --- routes --------------------------------------------------------------------------------------
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 CONTROL_KEY = web.AppKey("control", ClusterControl)
+GUARD_KEY = web.AppKey("guard", RequestGuard)
 
 
 def _control(request: web.Request) -> ClusterControl:
@@ -341,8 +410,9 @@ ROUTES: list[tuple[str, str, Handler]] = [
 
 @web.middleware
 async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every failure is JSON {"error": message}; bad input never becomes a 500."""
+    """The guard first; every failure is JSON {"error": message}; bad input never becomes a 500."""
     try:
+        request.app[GUARD_KEY].check(request)
         return await handler(request)
     except ApiError as exc:
         status, message = exc.status, exc.message
@@ -357,9 +427,10 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
     return _ok({"error": message}, status=status)
 
 
-def build_app(control: ClusterControl) -> web.Application:
+def build_app(control: ClusterControl, guard: RequestGuard) -> web.Application:
     app = web.Application(middlewares=[json_errors])
     app[CONTROL_KEY] = control
+    app[GUARD_KEY] = guard
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
     return app
@@ -369,14 +440,22 @@ class ControlServer:
     """The control API's HTTP listener; `port` is the bound port once started (0 picks one)."""
 
     def __init__(self, control: ClusterControl, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-                 allow_remote: bool = False) -> None:
-        if not allow_remote and not is_loopback(host):
-            raise RemoteBindRefused(
-                f"refusing to serve the control API on non-loopback address {host!r}: anyone "
-                "who reaches it can stop brokers; pass allow_remote=True to do it anyway")
+                 allow_remote: bool = False, token: str = "") -> None:
+        if not is_loopback(host):
+            if not allow_remote:
+                raise RemoteBindRefused(
+                    f"refusing to serve the control API on non-loopback address {host!r}: anyone "
+                    "who reaches it can stop brokers; set control.allow.remote=true and a "
+                    "control.token (-o control.token=SECRET) to do it anyway")
+            if not token:
+                raise RemoteBindRefused(
+                    f"the control API on non-loopback address {host!r} needs a control.token "
+                    "(-o control.token=SECRET; ctl --token): anyone who reaches it could stop "
+                    "brokers")
         self.host = host
         self.port = port
-        self.app = build_app(control)
+        self.guard = RequestGuard(host, port, token)
+        self.app = build_app(control, self.guard)
         self._runner: web.AppRunner | None = None
 
     @property
@@ -394,7 +473,7 @@ class ControlServer:
             await runner.cleanup()
             raise
         self._runner = runner
-        self.port = runner.addresses[0][1]
+        self.port = self.guard.port = runner.addresses[0][1]
         log.info("control API listening", url=self.url)
 
     async def stop(self) -> None:

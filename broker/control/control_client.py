@@ -11,6 +11,7 @@ from typing import Any
 
 DEFAULT_URL = "http://127.0.0.1:9644"
 URL_ENV = "KAFKA_SIM_CONTROL_URL"
+TOKEN_ENV = "KAFKA_SIM_CONTROL_TOKEN"
 
 
 class ControlError(Exception):
@@ -23,8 +24,10 @@ class ControlError(Exception):
 
 
 class ControlClient:
-    def __init__(self, url: str | None = None, timeout: float = 30.0) -> None:
+    def __init__(self, url: str | None = None, timeout: float = 30.0,
+                 token: str | None = None) -> None:
         self.url = (url or os.environ.get(URL_ENV) or DEFAULT_URL).rstrip("/")
+        self.token = token if token is not None else os.environ.get(TOKEN_ENV, "")
         self.timeout = timeout  # stopping a broker waits for its connections to close
 
     def brokers(self) -> list[dict]:
@@ -107,7 +110,10 @@ class ControlClient:
         params = {k: v for k, v in (query or {}).items() if v is not None}
         url = self.url + path + (f"?{urllib.parse.urlencode(params)}" if params else "")
         data = json.dumps(body).encode() if body is not None else None
-        headers = {"Content-Type": "application/json"} if data is not None else {}
+        # The API takes state changes as JSON only (what a web page cannot send it unasked).
+        headers = {"Content-Type": "application/json"} if method != "GET" else {}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
         request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:

@@ -8,7 +8,13 @@ import os
 import sys
 from collections.abc import Callable
 
-from broker.control.control_client import DEFAULT_URL, URL_ENV, ControlClient, ControlError
+from broker.control.control_client import (
+    DEFAULT_URL,
+    TOKEN_ENV,
+    URL_ENV,
+    ControlClient,
+    ControlError,
+)
 
 PROG = "kafka-sim ctl"
 
@@ -195,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Control a running kafka-sim cluster.")
     parser.add_argument("--url", default=os.environ.get(URL_ENV) or DEFAULT_URL,
                         help=f"control API address (default: ${URL_ENV} or {DEFAULT_URL})")
+    parser.add_argument("--token", default=os.environ.get(TOKEN_ENV, ""),
+                        help=f"the broker's control.token, if it has one (default: ${TOKEN_ENV})")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def leaf(sub, name: str, run: Command, help: str) -> argparse.ArgumentParser:
@@ -281,7 +289,7 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
     try:
-        print(args.run(ControlClient(args.url), args))
+        print(args.run(ControlClient(args.url, token=args.token), args))
     except ControlError as exc:
         print(f"{PROG}: {exc.message}", file=sys.stderr)
         return 1

@@ -45,7 +45,7 @@ async def handle(ctx: RequestContext, request) -> dict:
                 "read_only": e.read_only,
                 "is_default": e.is_default,
                 "config_source": e.source,
-                "is_sensitive": False,
+                "is_sensitive": e.sensitive,
                 "synonyms": ([{"name": e.name, "value": e.value, "source": e.source}]
                              if request.get("include_synonyms") else []),
                 "config_type": e.config_type,

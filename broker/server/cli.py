@@ -56,7 +56,8 @@ async def _run(config, num_brokers: int) -> None:
     control = None
     if config["control.listener"]:  # checked before any broker starts: a refusal stops nothing
         host, port = parse_listener(config["control.listener"])
-        control = ControlServer(cluster, host, port, allow_remote=config["control.allow.remote"])
+        control = ControlServer(cluster, host, port, allow_remote=config["control.allow.remote"],
+                                token=config["control.token"])
     try:
         await cluster.start()
         # Start-up objects (schemas, compiled codecs, handler tables) live for the whole run: keep
@@ -143,10 +144,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         _event_loop_runner()(_run(config, args.brokers or 3))
-    except RemoteBindRefused:
-        print(f"kafka-sim: control.listener {config['control.listener']} is not a loopback "
-              "address: anyone who reaches it can stop brokers; add -o control.allow.remote=true "
-              "to allow it", file=sys.stderr)
+    except RemoteBindRefused as exc:
+        print(f"kafka-sim: control.listener {config['control.listener']}: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # e.g. a port in use: say which, without a traceback
         print(f"kafka-sim: cannot start: {exc}", file=sys.stderr)

@@ -110,3 +110,15 @@ def test_confluent_alter_configs_and_delete_records(broker_factory):
     deleted = future.result(10)
     assert deleted.low_watermark == 10
     wait_for(lambda: log_start_offsets(broker, "ck-alter") == [10, 10, 10])
+
+
+def test_the_control_token_is_described_as_sensitive(broker_factory):
+    """As Kafka's PASSWORD configs: DescribeConfigs names it, marks it sensitive, never shows it."""
+    broker = broker_factory({"control.token": "s3cret"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    [described] = admin.describe_configs([ConfigResource("broker", "0")]).values()
+    configs = described.result(10)
+    token = configs["control.token"]
+    assert (token.value, token.is_sensitive, token.is_default) == (None, True, False)
+    assert not configs["control.listener"].is_sensitive
+    assert all("s3cret" not in str(c.value) for c in configs.values())

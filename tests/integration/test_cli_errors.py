@@ -31,6 +31,10 @@ def test_control_api_on_a_non_loopback_address_is_refused_before_starting(tmp_pa
     line = one_line(run("-o", "control.listener=0.0.0.0:0", cwd=tmp_path))
     assert "control.allow.remote=true" in line
     assert not (tmp_path / "data" / "broker-0").exists()  # no broker was started
+    line = one_line(run("-o", "control.listener=0.0.0.0:0", "-o", "control.allow.remote=true",
+                        cwd=tmp_path))
+    assert "needs a control.token (-o control.token=SECRET" in line
+    assert not (tmp_path / "data" / "broker-0").exists()
 
 
 def test_a_port_in_use_is_named(tmp_path):

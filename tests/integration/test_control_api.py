@@ -90,9 +90,9 @@ class FakeCluster:
 class ServerThread:
     """A ControlServer on its own loop in a thread, so blocking clients can call it from tests."""
 
-    def __init__(self, cluster: FakeCluster) -> None:
+    def __init__(self, cluster: FakeCluster, token: str = "") -> None:
         self.loop = asyncio.new_event_loop()
-        self.server = ControlServer(cluster, "127.0.0.1", 0)
+        self.server = ControlServer(cluster, "127.0.0.1", 0, token=token)
         self.thread = threading.Thread(target=self.loop.run_forever, name="control", daemon=True)
         self.thread.start()
         self.call(self.server.start())
@@ -124,9 +124,12 @@ def client(server: ServerThread) -> ControlClient:
     return ControlClient(server.server.url)
 
 
-def raw(server: ServerThread, method: str, path: str,
-        data: bytes | None = None) -> tuple[int, dict]:
-    request = urllib.request.Request(server.server.url + path, data=data, method=method)
+def raw(server: ServerThread, method: str, path: str, data: bytes | None = None,
+        headers: dict[str, str] | None = None) -> tuple[int, dict]:
+    """A request as `ctl` sends it (state changes as application/json), with `headers` on top."""
+    json_type = {"Content-Type": "application/json"} if method != "GET" else {}
+    request = urllib.request.Request(server.server.url + path, data=data, method=method,
+                                     headers={**json_type, **(headers or {})})
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, json.loads(response.read())
@@ -363,8 +366,10 @@ def test_ctl_url_from_environment(capsys, server: ServerThread, monkeypatch):
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "example.com", ""])
 def test_refuses_non_loopback(cluster: FakeCluster, host: str):
-    with pytest.raises(RemoteBindRefused, match="allow_remote=True"):
+    with pytest.raises(RemoteBindRefused, match="control.allow.remote=true and a control.token"):
         ControlServer(cluster, host, 0)
+    with pytest.raises(RemoteBindRefused, match="needs a control.token"):
+        ControlServer(cluster, host, 0, allow_remote=True)
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
@@ -373,7 +378,7 @@ def test_accepts_loopback(cluster: FakeCluster, host: str):
 
 
 async def test_allow_remote_binds_anywhere(cluster: FakeCluster):
-    server = ControlServer(cluster, "0.0.0.0", 0, allow_remote=True)
+    server = ControlServer(cluster, "0.0.0.0", 0, allow_remote=True, token="s3cret")
     await server.start()
     try:
         assert server.port > 0
