@@ -75,11 +75,14 @@ cluster: $(VENV)/.installed-run $(ZOOKEEPER_JAR)
 	wait
 
 COMPOSE ?= docker compose
+# The control APIs listen beyond the containers' loopback, so they need a token: one per clone.
 compose-up:
-	$(COMPOSE) -f docker/docker-compose.yml up -d --build
+	@test -s .control-token || (umask 077; head -c 24 /dev/urandom | base64 | tr -d '/+=' > .control-token)
+	KAFKA_SIM_CONTROL_TOKEN=$$(cat .control-token) $(COMPOSE) -f docker/docker-compose.yml up -d --build
+	@echo "for kafka-sim ctl: export KAFKA_SIM_CONTROL_TOKEN=\$$(cat .control-token)"
 
 compose-down:
-	$(COMPOSE) -f docker/docker-compose.yml down
+	KAFKA_SIM_CONTROL_TOKEN=$$(cat .control-token 2>/dev/null || echo none) $(COMPOSE) -f docker/docker-compose.yml down
 
 pipeline: $(VENV)/.installed-pipeline
 	@echo "pipeline extra installed: $(VENV)/bin/kafka-sim pipeline audit|stats --data-dir $(DATA)"

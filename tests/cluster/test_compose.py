@@ -17,11 +17,15 @@ import yaml
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from broker.control.control_client import ControlClient, ControlError
 from broker.server.zookeeper_runner import free_port
 from tests.process_cluster import ROOT, wait_until
 
 COMPOSE_FILE = ROOT / "docker" / "docker-compose.yml"
 HOST_PORT = re.compile(r"(?P<host>[A-Za-z0-9_.-]+):(?P<port>\d+)")
+REQUIRED_VARIABLE = re.compile(r"\$\{(?P<name>\w+):\?[^}]*\}")
+# What `make compose-up` puts in the environment (a fresh token per clone).
+COMPOSE_ENV = {"KAFKA_SIM_CONTROL_TOKEN": "compose-test-token"}
 
 
 def test_the_compose_file_validates():
@@ -30,8 +34,14 @@ def test_the_compose_file_validates():
         pytest.fail("docker-compose is not installed: apt-get install docker-compose",
                     pytrace=False)
     result = subprocess.run([compose, "-f", str(COMPOSE_FILE), "config", "-q"],
-                            capture_output=True, text=True, check=False)
+                            capture_output=True, text=True, check=False,
+                            env={**os.environ, **COMPOSE_ENV})
     assert result.returncode == 0, result.stderr
+    # Without the token `make compose-up` makes, compose refuses, saying what to do.
+    bare = {k: v for k, v in os.environ.items() if k not in COMPOSE_ENV}
+    result = subprocess.run([compose, "-f", str(COMPOSE_FILE), "config", "-q"],
+                            capture_output=True, text=True, check=False, env=bare)
+    assert result.returncode != 0 and "run make compose-up" in result.stderr, result.stderr
 
 
 def broker_services() -> dict[str, dict]:
@@ -56,6 +66,7 @@ class ServiceMap:
 
     def rewrite(self, service: str, value: str) -> str:
         value = value.replace("zookeeper:2181", self.zk_connect)
+        value = REQUIRED_VARIABLE.sub(lambda m: COMPOSE_ENV[m["name"]], value)
 
         def address(match: re.Match) -> str:
             host, port = match["host"], int(match["port"])
@@ -113,6 +124,12 @@ def test_the_compose_brokers_settings_start_a_working_cluster(zk_connect, tmp_pa
                                  auto_offset_reset="earliest", consumer_timeout_ms=5000)
         assert sorted(int(r.value) for r in consumer) == list(range(30))
         consumer.close()
+        # The published control API answers with the token only (it listens beyond loopback).
+        control = "http://127.0.0.1:{}".format(mapping.ports[("broker-1", 9644)][1])
+        assert len(ControlClient(control, token=COMPOSE_ENV["KAFKA_SIM_CONTROL_TOKEN"]).brokers()) == 3
+        with pytest.raises(ControlError) as refused:
+            ControlClient(control, token="").brokers()
+        assert refused.value.status == 401
     finally:
         for process in processes:
             process.terminate()
