@@ -31,6 +31,9 @@ class RequestContext:
     services: BrokerServices
     client_host: str
     listener: str = "PLAINTEXT"  # the name of the listener the request came in on
+    # Who sent it, as Kafka's KafkaPrincipal prints ("User:alice"): set by the connection once
+    # TLS or SASL authenticated it; the authorizer decides on it.
+    principal: str = "User:ANONYMOUS"
 
     @property
     def api_version(self) -> int:

@@ -58,6 +58,7 @@ class Connection:
         self.decoder = FrameDecoder(services.config["socket.request.max.bytes"])
         self.idle_s = services.config["connections.max.idle.ms"] / 1000
         self.requests_handled = 0
+        self.principal = "User:ANONYMOUS"  # until TLS or SASL says who the client is
         self.waiting_for_client = False  # a response waits for the client to read
 
     async def serve(self) -> None:
@@ -138,7 +139,8 @@ class Connection:
                 if header.api_key == PRODUCE_KEY and request.acks == 0:
                     raise CloseConnection(f"fault {fault.id}: error on acks=0 closes, as Kafka")
                 return self._fault_response(header, request, fault.error_code)
-        return await handler.handle(RequestContext(header, self.services, self.client_host, self.listener), request)
+        return await handler.handle(RequestContext(header, self.services, self.client_host, self.listener,
+                                                   self.principal), request)
 
     def _fault_response(self, header: RequestHeader, request, code: int) -> dict:
         response = error_response(header.api_key, header.api_version, request, code)
