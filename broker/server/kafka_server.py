@@ -100,6 +100,7 @@ class KafkaServer:
                 config["replica.lag.time.max.ms"],
                 config["replica.fetch.wait.max.ms"],
                 config["replica.fetch.max.bytes"],
+                config["max.incremental.fetch.session.cache.slots"],
             ),
         )  # fmt: skip
         self.admin_manager = AdminManager(config, self.store, self.metadata_cache)
@@ -350,7 +351,8 @@ class KafkaServer:
         return {"fetch": rm.fetch_purgatory.stats(), "produce": rm.produce_purgatory.stats(),
                 "delete_records": rm.delete_records_purgatory.stats(),
                 "heartbeat": groups.heartbeat_purgatory.stats(),
-                "rebalance": groups.join_purgatory.stats()}
+                "rebalance": groups.join_purgatory.stats(),
+                "fetch_sessions": rm.fetch_manager.cache.stats()}
 
     # -- registration and controller election -----------------------------------------------
 
