@@ -52,7 +52,7 @@ def open_session(mgr: FetchManager, partitions: list[FetchPartition], *, followe
 
 
 def cached(n: int) -> OrderedDict:
-    return OrderedDict(((("t", i), CachedPartition.of(fp(i))) for i in range(n)))
+    return OrderedDict((("t", i), CachedPartition.of(fp(i))) for i in range(n))
 
 
 def test_epochs_wrap_and_final_stays_final():
