@@ -268,9 +268,20 @@ class FetchManager:
 
     def __init__(self, cache: FetchSessionCache) -> None:
         self.cache = cache
+        self.contexts = {"full": 0, "incremental": 0, "sessionless": 0, "error": 0}
+
+    def stats(self) -> dict:
+        """The cache's counts, and how many fetches of each kind it has seen."""
+        return {**self.cache.stats(), "fetches": dict(self.contexts)}
 
     def new_context(self, metadata: FetchMetadata, partitions: list[FetchPartition],
                     forgotten: list[PartitionKey], *, is_follower: bool) -> FetchContext:
+        context = self._new_context(metadata, partitions, forgotten, is_follower)
+        self.contexts[context.kind] += 1
+        return context
+
+    def _new_context(self, metadata: FetchMetadata, partitions: list[FetchPartition],
+                     forgotten: list[PartitionKey], is_follower: bool) -> FetchContext:
         if metadata.is_full:
             if metadata.session_id != INVALID_SESSION_ID:
                 self.cache.remove(metadata.session_id)  # a full fetch closes the session it names

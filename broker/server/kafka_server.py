@@ -352,7 +352,7 @@ class KafkaServer:
                 "delete_records": rm.delete_records_purgatory.stats(),
                 "heartbeat": groups.heartbeat_purgatory.stats(),
                 "rebalance": groups.join_purgatory.stats(),
-                "fetch_sessions": rm.fetch_manager.cache.stats()}
+                "fetch_sessions": rm.fetch_manager.stats()}
 
     # -- registration and controller election -----------------------------------------------
 
