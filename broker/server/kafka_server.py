@@ -351,8 +351,7 @@ class KafkaServer:
         return {"fetch": rm.fetch_purgatory.stats(), "produce": rm.produce_purgatory.stats(),
                 "delete_records": rm.delete_records_purgatory.stats(),
                 "heartbeat": groups.heartbeat_purgatory.stats(),
-                "rebalance": groups.join_purgatory.stats(),
-                "fetch_sessions": rm.fetch_manager.stats()}
+                "rebalance": groups.join_purgatory.stats()}
 
     # -- registration and controller election -----------------------------------------------
 
