@@ -17,11 +17,13 @@
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.services import BrokerServices
 from broker.replication.delayed_fetch import FetchParams, FetchPartition, distinct_partitions
 from broker.replication.fetch_session import FetchMetadata
 from protocol.errors import ErrorCode
 from protocol.records import ZSTD, iter_batches
 
+API_KEY = 1
 ZSTD_MIN_FETCH_VERSION = 10
 
 
@@ -29,7 +31,17 @@ def _has_zstd(records: bytes) -> bool:
     return any(h.compression == ZSTD for _, h in iter_batches(records))
 
 
-@register(1, "Fetch", 4, 12)
+def session_partitions(services: BrokerServices, request) -> list[tuple[str, int]]:
+    """The partitions of the fetch session an incremental Fetch names (it reads them all without
+    listing them); none for a full or sessionless one. Injected partition faults match these too."""
+    session_id, epoch = request.get("session_id", 0), request.get("session_epoch", -1)
+    if session_id == 0 or epoch <= 0:
+        return []
+    session = services.replica_manager.fetch_manager.cache.get(session_id)
+    return list(session.partitions) if session is not None else []
+
+
+@register(API_KEY, "Fetch", 4, 12)
 async def handle(ctx: RequestContext, request) -> dict:
     version = ctx.api_version
     fetch_max = ctx.services.config["fetch.max.bytes"]

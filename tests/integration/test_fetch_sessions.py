@@ -200,3 +200,20 @@ def test_librdkafka_fetches_sessionless_and_takes_no_slot(kafka_broker):
     # serves it, and no slot of the cache is taken.
     assert stats["sessions"] == 0 and stats["fetches"]["sessionless"] > 0
     assert stats["fetches"]["full"] == stats["fetches"]["incremental"] == 0
+
+
+async def test_a_partition_fault_matches_an_incremental_fetch_that_does_not_name_it(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "fs", 2)
+    full = await client.request(FETCH, 12, fetch_body(0, 0, {0: 0, 1: 0}))
+    faults = async_broker.context.faults
+    fault = faults.add(0, "Fetch", partition=("fs", 1), error="NOT_LEADER_OR_FOLLOWER", count=1)
+    # The session reads partition 1 although this request names only partition 0.
+    await client.request(FETCH, 12, fetch_body(full.session_id, 1, {0: 0}))
+    assert fault.hits == 1 and faults.list() == []
+    # Not so for a full fetch that leaves it out.
+    fault = faults.add(0, "Fetch", partition=("fs", 1), error="NOT_LEADER_OR_FOLLOWER", count=1)
+    await client.request(FETCH, 12, fetch_body(0, -1, {0: 0}))
+    assert fault.hits == 0
+    faults.clear()
+    await client.close()
