@@ -4,13 +4,15 @@ request once the session is open, and a high watermark that moved alone still re
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from broker.server.cluster import Cluster
-from protocol.records import encode_batch
+from protocol.records import encode_batch, iter_batches
 from tests.harness import cluster_config, until
 from tests.integration.raw_client import RawClient
-from tests.integration.test_protocol_edges import CREATE_TOPICS, PRODUCE, produce_body
+from tests.integration.test_protocol_edges import CREATE_TOPICS, FETCH, PRODUCE, produce_body
 from timer import ManualClock
 
 PARTITIONS = 30
@@ -78,3 +80,37 @@ async def test_followers_fetch_only_what_changed(cluster):
     assert named and all(kind == "incremental" for kind, _ in named)
     # Only partition 7 moved: no request named more than it, whatever the partition count.
     assert max(n for _, n in named) == 1
+
+
+async def test_acks_all_and_a_parked_session_fetch_complete_without_the_clock(cluster):
+    """The wake-up chain of an acks=-1 produce needs no timer: the append wakes the followers'
+    parked fetches, their next fetches raise the high watermark, which answers the produce and
+    the consumer's parked incremental fetch. The manual clock never moves here, so a step that
+    waited for an expiry instead of a wake-up would hang the test."""
+    client = await RawClient.connect(cluster.brokers[0].port)
+    response = await client.request(CREATE_TOPICS, 7, {"topics": [{
+        "name": "fol", "num_partitions": 3, "replication_factor": 3, "configs": []}],
+        "timeout_ms": 10_000})
+    assert response.topics[0].error_code == 0, response
+    await client.close()
+    await until(lambda: all(len(b.replica_manager.partitions) == 3
+                            for b in cluster.brokers.values()))
+    leader = cluster.brokers[cluster.active_controller().states[("fol", 1)].leader]
+    consumer = await RawClient.connect(leader.port)
+    body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1 << 20,
+            "session_id": 0, "session_epoch": 0, "forgotten_topics_data": [],
+            "topics": [{"topic": "fol", "partitions": [
+                {"partition": 1, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]}
+    full = await consumer.request(FETCH, 12, {**body, "min_bytes": 0, "max_wait_ms": 0})
+    for round_ in range(3):
+        parked = asyncio.create_task(consumer.request(FETCH, 12, {
+            **body, "session_id": full.session_id, "session_epoch": round_ + 1,
+            "topics": [] if round_ == 0 else [{"topic": "fol", "partitions": [
+                {"partition": 1, "fetch_offset": round_, "partition_max_bytes": 1 << 20}]}]}))
+        await until(lambda: leader.replica_manager.fetch_purgatory.delayed >= 3)
+        await asyncio.wait_for(produce(cluster, 1), 10)  # acks=-1
+        answer = await asyncio.wait_for(parked, 10)
+        (part,) = answer.responses[0].partitions
+        assert (part.partition_index, part.high_watermark) == (1, round_ + 1)
+        assert [h.base_offset for _, h in iter_batches(part.records)] == [round_]
+    await consumer.close()
