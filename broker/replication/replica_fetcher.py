@@ -6,6 +6,10 @@ offset). Its fetch offset is its log end offset, which is how the leader learns 
 that just got a new leader first truncates: it asks the leader (OffsetForLeaderEpoch) where its
 latest epoch ends and cuts off anything beyond, so divergent records never survive a failover.
 
+It fetches in a fetch session (KIP-227, fetch_session_handler.py): once the session is open a
+Fetch names only the partitions whose fetch offset moved, and the leader answers only those with
+something new; a failed or abandoned fetch starts a new session with a full fetch.
+
 The leader is reached through a `LeaderEndpoint` (leader_endpoint.py); the fetcher knows only its
 follower's id and that follower's partitions, not the ReplicaManager that owns it.
 
