@@ -102,6 +102,8 @@ PROPERTIES: tuple[Property, ...] = (
              "a follower not caught up for this long leaves the ISR"),
     Property("replica.fetch.wait.max.ms", int, "500", "longest a follower fetch waits for data"),
     Property("replica.fetch.max.bytes", int, "1048576", "bytes a follower fetches per partition"),
+    Property("max.incremental.fetch.session.cache.slots", int, "1000",
+             "fetch sessions (KIP-227) a broker keeps at once; a full cache evicts as Kafka does"),
     Property("producer.id.expiration.ms", int, "86400000",
              "a partition forgets an idempotent producer idle this long"),
     Property("producer.id.expiration.check.interval.ms", int, "600000",

@@ -213,9 +213,12 @@ class BrokerProcess:
 
     def purgatory(self) -> dict:
         assert self.context is not None
-        brokers = {str(self.broker_id): self.broker.purgatory_stats()} \
-            if self.broker is not None and self.broker.running else {}
-        return {"brokers": brokers, "timer": self.context.timer.stats()}
+        running = self.broker is not None and self.broker.running
+        brokers = {str(self.broker_id): self.broker.purgatory_stats()} if running else {}
+        sessions = {str(self.broker_id): self.broker.replica_manager.fetch_manager.stats()} \
+            if running else {}
+        return {"brokers": brokers, "timer": self.context.timer.stats(),
+                "fetch_sessions": sessions}
 
     def groups(self, group: str | None = None) -> list[dict]:
         broker = self.broker

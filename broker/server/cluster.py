@@ -202,6 +202,8 @@ class Cluster:
             "brokers": {str(b.broker_id): b.purgatory_stats()
                         for b in self.brokers.values() if b.running},
             "timer": self.context.timer.stats(),
+            "fetch_sessions": {str(b.broker_id): b.replica_manager.fetch_manager.stats()
+                               for b in self.brokers.values() if b.running},
         }
 
     def groups(self, group: str | None = None) -> list[dict]:

@@ -100,6 +100,7 @@ class KafkaServer:
                 config["replica.lag.time.max.ms"],
                 config["replica.fetch.wait.max.ms"],
                 config["replica.fetch.max.bytes"],
+                config["max.incremental.fetch.session.cache.slots"],
             ),
         )  # fmt: skip
         self.admin_manager = AdminManager(config, self.store, self.metadata_cache)
