@@ -25,6 +25,11 @@ FINAL_EPOCH = -1  # a full fetch without a session: close the one named, open no
 # Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS: how long a session is safe from eviction by a
 # bigger or privileged newcomer, and how long unused before anyone may take its slot.
 EVICTION_MS = 120_000
+# Partitions all sessions may hold together (~300 B each): a full fetch naming a million made-up
+# partitions must not become a million cached entries, nor a thousand such sessions a thousand
+# times that. Kafka has no such bound; beyond it a fetch goes on sessionless (session id 0), which
+# every client handles, and a session an incremental fetch would grow past it is closed.
+MAX_CACHED_PARTITIONS = 200_000
 
 PartitionKey = tuple[str, int]
 
@@ -135,8 +140,10 @@ class FetchSessionCache:
     evictable only by a follower's, and a follower's only once that old."""
 
     def __init__(self, max_entries: int, now_ms: Callable[[], int], *,
-                 eviction_ms: int = EVICTION_MS, rng: random.Random | None = None) -> None:
+                 eviction_ms: int = EVICTION_MS, rng: random.Random | None = None,
+                 max_partitions: int = MAX_CACHED_PARTITIONS) -> None:
         self.max_entries = max_entries
+        self.max_partitions = max_partitions
         self.eviction_ms = eviction_ms
         self._now_ms = now_ms
         self._rng = rng or random.Random()
@@ -173,6 +180,8 @@ class FetchSessionCache:
                              partitions: OrderedDict[PartitionKey, CachedPartition]) -> int:
         """A new session's id, or INVALID_SESSION_ID when no slot is free or can be taken."""
         now = self.now_ms()
+        if self.num_partitions + len(partitions) > self.max_partitions:
+            return INVALID_SESSION_ID
         if len(self.sessions) >= self.max_entries and not self._try_evict(
                 privileged, (privileged, len(partitions), 0), now):
             return INVALID_SESSION_ID
@@ -297,6 +306,10 @@ class FetchManager:
         if not session.partitions:
             self.cache.remove(session.id)
             return FetchContext("sessionless", partitions)
+        grown = len(session.partitions) - max(session.cached_size, 0)
+        if self.cache.num_partitions + grown > self.cache.max_partitions:
+            self.cache.remove(session.id)  # the client starts over with a full fetch
+            return FetchContext("error", [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
         self.cache.touch(session, self.cache.now_ms())
         session.epoch = next_epoch(session.epoch)
         return FetchContext("incremental",

@@ -208,3 +208,22 @@ def test_handler_against_the_manager_round_trips():
         assert len(request.to_send) == (100 if round_ == 0 else 0)
         assert len(answered) == {0: 100, 1: 0, 2: 1}[round_]
     assert mgr.cache.stats()["privileged"] == 1
+
+
+def test_cached_partitions_are_bounded_across_sessions():
+    """A full fetch that would take the cache past its partition bound goes on sessionless; an
+    incremental one that would grow its session past it closes the session (the client starts
+    over with a full fetch). Below the bound both work as usual."""
+    clock = Clock()
+    mgr = FetchManager(FetchSessionCache(10, clock, rng=random.Random(7), max_partitions=5))
+    first = open_session(mgr, [fp(i) for i in range(3)])
+    too_big = mgr.new_context(FetchMetadata(0, INITIAL_EPOCH), [fp(i, topic="u") for i in range(3)],
+                              [], is_follower=True)
+    assert len(too_big.respond([data()] * 3)) == 3  # answered in full...
+    assert too_big.session_id == INVALID_SESSION_ID  # ...without a session
+    grow = mgr.new_context(FetchMetadata(first, 1), [fp(3), fp(4)], [], is_follower=False)
+    assert grow.kind == "incremental" and mgr.cache.stats()["partitions"] == 5
+    grow.respond([data()] * 5)
+    past = mgr.new_context(FetchMetadata(first, 2), [fp(5)], [], is_follower=False)
+    assert (past.kind, past.error) == ("error", ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+    assert mgr.cache.get(first) is None and mgr.cache.stats()["partitions"] == 0
