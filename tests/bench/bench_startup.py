@@ -2,7 +2,11 @@
 
 Each run spawns the CLI on free ports with an empty temporary data dir and measures the time from
 spawn to the first ApiVersions answer on the bootstrap port, then to all three brokers answering,
-and the process's idle RSS (VmRSS from /proc) a moment after that. Prints median and p90.
+and the process's idle RSS (VmRSS from /proc) a moment after that. Prints median and p90, and
+the CPU time the process had used at its first answer (which other load on the machine inflates
+less than the wall-clock figures).
+Bytecode is cached (in a temporary PYTHONPYCACHEPREFIX, filled by one untimed start), as for
+anyone's second `make run`; `--cold` compiles the sources at every start instead.
 `--runs N` (default 10).
 """
 
@@ -79,6 +83,12 @@ def _read_exactly(conn: socket.socket, n: int) -> bytes | None:
     return data
 
 
+def cpu_ms(pid: int) -> float:
+    """User + system CPU time of the process so far (/proc/PID/stat, fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -86,18 +96,19 @@ def rss_mib(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
-def one_start(data_dir: Path) -> tuple[float, float, float]:
-    """Seconds to the bootstrap broker's first answer, to all brokers' answers, and idle RSS in MiB."""
+def one_start(data_dir: Path, env: dict[str, str]) -> tuple[float, float, float, float]:
+    """Seconds to the bootstrap broker's first answer, the CPU ms used by then, seconds to all
+    brokers' answers, and idle RSS in MiB."""
     base = free_consecutive_ports(BROKERS + 1)  # the last one for the control API
     cmd = [sys.executable, "-c", "import sys; from broker.server.cli import main; sys.exit(main())",
            "run", "--brokers", str(BROKERS), "--listeners", f"PLAINTEXT://127.0.0.1:{base}",
            "--log-dirs", str(data_dir), "-o", f"control.listener=127.0.0.1:{base + BROKERS}"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
     try:
         first = _wait_answering(proc, base, started)
+        cpu = cpu_ms(proc.pid)
         for port in range(base + 1, base + BROKERS):
             _wait_answering(proc, port, started)
         every = time.perf_counter() - started
@@ -112,7 +123,7 @@ def one_start(data_dir: Path) -> tuple[float, float, float]:
             raise
     if proc.returncode != 0:
         raise RuntimeError(f"kafka-sim run exited {proc.returncode}: {err.decode()[-2000:]}")
-    return first, every, rss
+    return first, cpu, every, rss
 
 
 def _wait_answering(proc: subprocess.Popen, port: int, started: float) -> float:
@@ -134,17 +145,33 @@ def p90(values: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--cold", action="store_true",
+                        help="no bytecode cache: every start compiles the sources")
     args = parser.parse_args()
-    firsts, everys, rsss = [], [], []
-    for _ in range(args.runs):
-        with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
-            first, every, rss = one_start(Path(tmp))
-        firsts.append(first * 1000)
-        everys.append(every * 1000)
-        rsss.append(rss)
-    print(f"start-up of `kafka-sim run` ({BROKERS} brokers, empty data dir), {args.runs} runs:")
+    firsts, cpus, everys, rsss = [], [], [], []
+    with tempfile.TemporaryDirectory(prefix="bench-startup-pycache-") as pycache:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        if args.cold:
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
+        else:
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPYCACHEPREFIX"] = pycache
+        for run in range(args.runs + (0 if args.cold else 1)):
+            with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
+                first, cpu, every, rss = one_start(Path(tmp), env)
+            if run == 0 and not args.cold:
+                continue  # the warm-up start that wrote the bytecode
+            firsts.append(first * 1000)
+            cpus.append(cpu)
+            everys.append(every * 1000)
+            rsss.append(rss)
+    cache = "no bytecode cache" if args.cold else "bytecode cached"
+    print(f"start-up of `kafka-sim run` ({BROKERS} brokers, empty data dir, {cache}), "
+          f"{args.runs} runs:")
     print(f"  spawn to first ApiVersions answer: median {statistics.median(firsts):6.1f} ms"
           f"   p90 {p90(firsts):6.1f} ms")
+    print(f"  CPU time used by then:             median {statistics.median(cpus):6.1f} ms"
+          f"   p90 {p90(cpus):6.1f} ms")
     print(f"  spawn to all {BROKERS} brokers answering: median {statistics.median(everys):6.1f} ms"
           f"   p90 {p90(everys):6.1f} ms")
     print(f"  idle RSS {SETTLE_S:.0f} s later:        median {statistics.median(rsss):6.1f} MiB"
