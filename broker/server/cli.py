@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
 
 async def _run(config, num_brokers: int) -> None:
     from broker.config import parse_listener
-    from broker.control.control_api import ControlServer
+    from broker.control.control_server import ControlServer
     if config["zookeeper.connect"]:  # one broker of a multi-process cluster
         from broker.server.broker_process import BrokerProcess
 
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kafka-sim: {exc}", file=sys.stderr)
         return 2
     configure_logging(config["log.level"])
-    from broker.control.control_api import RemoteBindRefused  # aiohttp: only for `run`
+    from broker.control.control_server import RemoteBindRefused
     from broker.metadata.store import MetadataStoreError
     from broker.server.kafka_server import LogDirFailedAtStart
 
