@@ -6,7 +6,6 @@ directory."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import signal
 import sys
@@ -41,6 +40,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _run(config, num_brokers: int) -> None:
+    import asyncio
+
     from broker.config import parse_listener
     from broker.control.control_server import ControlServer
     if config["zookeeper.connect"]:  # one broker of a multi-process cluster
@@ -200,6 +201,8 @@ def _zookeeper(port: int, data_dir: Path) -> int:
 
 
 def _event_loop_runner():
+    import asyncio
+
     try:
         import uvloop
     except ImportError:
