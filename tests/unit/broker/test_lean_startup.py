@@ -1,5 +1,6 @@
 """What `kafka-sim run` loads before its brokers serve: no aiohttp (the control API's, loaded when
-that starts), no Spark, no kazoo, no compression codecs; `kafka-sim ctl` loads no broker at all.
+that starts), no Spark, no kazoo, no compression codecs, no importlib.metadata (crc32c's package
+code); `kafka-sim ctl` loads no broker at all.
 Checked in a fresh interpreter's sys.modules; the timing itself is tests/bench/bench_startup.py's."""
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def run_python(code: str, *args: str) -> str:
 def test_an_embedded_cluster_serves_without_the_optional_packages(tmp_path):
     loaded = json.loads(run_python(START_EMBEDDED_CLUSTER, str(tmp_path)).splitlines()[-1])
     assert loaded_top_level(loaded["serving"]) & set(NOT_AT_STARTUP) == set()
+    assert "importlib.metadata" not in loaded["serving"]
     # The control API brings aiohttp once it starts (what the check above would have caught).
     assert "aiohttp" in loaded_top_level(loaded["with_control"])
 
