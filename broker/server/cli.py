@@ -62,12 +62,12 @@ async def _run(config, num_brokers: int) -> None:
         # them out of the cyclic collector's full passes, which otherwise show up as latency spikes.
         gc.freeze()
         gc.enable()  # off since main: start-up frees little, its collections were wasted work
-        if control is not None:
-            await control.start()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM):  # the brokers serve: stop them cleanly
             loop.add_signal_handler(sig, stop.set)
+        if control is not None:
+            await control.start()
         # A multi-process broker that halted on a failed log dir ends its process (Kafka's
         # Exit.halt); in the embedded cluster the others go on and the halted one can be started.
         halted: asyncio.Event | None = getattr(cluster, "halted", None)

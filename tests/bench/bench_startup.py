@@ -2,7 +2,7 @@
 
 Each run spawns the CLI on free ports with an empty temporary data dir and measures the time from
 spawn to the first ApiVersions answer on the bootstrap port, then to all three brokers answering,
-and the process's idle RSS (VmRSS from /proc) a moment after that. Prints median and p90, and
+and the process's idle RSS (VmRSS from /proc) a moment after its control API listens too. Prints median and p90, and
 the CPU time the process had used at its first answer (which other load on the machine inflates
 less than the wall-clock figures).
 Bytecode is cached (in a temporary PYTHONPYCACHEPREFIX, filled by one untimed start), as for
@@ -84,9 +84,15 @@ def _read_exactly(conn: socket.socket, n: int) -> bytes | None:
 
 
 def cpu_ms(pid: int) -> float:
-    """User + system CPU time of the process so far (/proc/PID/stat, fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+    """CPU time the process's threads have run so far, in ms (/proc/PID/task/*/schedstat:
+    finer than the clock ticks of /proc/PID/stat)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):  # a thread that just ended
+            continue
+    return total / 1e6
 
 
 def rss_mib(pid: int) -> float:
@@ -112,6 +118,7 @@ def one_start(data_dir: Path, env: dict[str, str]) -> tuple[float, float, float,
         for port in range(base + 1, base + BROKERS):
             _wait_answering(proc, port, started)
         every = time.perf_counter() - started
+        _wait_listening(proc, base + BROKERS, started)  # the control API: aiohttp loaded too
         time.sleep(SETTLE_S)
         rss = rss_mib(proc.pid)
     finally:
@@ -135,6 +142,18 @@ def _wait_answering(proc: subprocess.Popen, port: int, started: float) -> float:
             return time.perf_counter() - started
         time.sleep(0.001)  # a refused connect returns at once: do not spin the shared cores
     raise RuntimeError(f"port {port} not answering after {DEADLINE_S} s")
+
+
+def _wait_listening(proc: subprocess.Popen, port: int, started: float) -> None:
+    while time.perf_counter() - started < DEADLINE_S:
+        if proc.poll() is not None:
+            raise RuntimeError(f"kafka-sim run exited {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2.0).close()
+            return
+        except OSError:
+            time.sleep(0.005)
+    raise RuntimeError(f"port {port} not listening after {DEADLINE_S} s")
 
 
 def p90(values: list[float]) -> float:
