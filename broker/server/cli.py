@@ -68,6 +68,7 @@ async def _run(config, num_brokers: int) -> None:
             loop.add_signal_handler(sig, stop.set)
         if control is not None:
             await control.start()
+            gc.freeze()  # aiohttp's modules and the app: loaded for the whole run as well
         # A multi-process broker that halted on a failed log dir ends its process (Kafka's
         # Exit.halt); in the embedded cluster the others go on and the halted one can be started.
         halted: asyncio.Event | None = getattr(cluster, "halted", None)
