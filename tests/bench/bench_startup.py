@@ -185,8 +185,9 @@ def main() -> None:
             everys.append(every * 1000)
             rsss.append(rss)
     cache = "no bytecode cache" if args.cold else "bytecode cached"
+    load = os.getloadavg()[0]  # the wall-clock figures count waiting for a core: say how busy
     print(f"start-up of `kafka-sim run` ({BROKERS} brokers, empty data dir, {cache}), "
-          f"{args.runs} runs:")
+          f"{args.runs} runs, load average {load:.1f} on {os.cpu_count()} cores:")
     print(f"  spawn to first ApiVersions answer: median {statistics.median(firsts):6.1f} ms"
           f"   p90 {p90(firsts):6.1f} ms")
     print(f"  CPU time used by then:             median {statistics.median(cpus):6.1f} ms"
