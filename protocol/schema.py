@@ -75,6 +75,13 @@ class MessagesByKey(Mapping[tuple[int, str], Message]):
             self._decoded[key] = message
         return message
 
+    def get(self, key: tuple[int, str], default: Message | None = None) -> Message | None:
+        # Asked for every request (its header version): a decoded message costs one dict lookup.
+        message = self._decoded.get(key)
+        if message is not None:
+            return message
+        return self[key] if key in self._entries else default
+
     def __iter__(self) -> Iterator[tuple[int, str]]:
         return iter(self._entries)
 
