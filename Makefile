@@ -88,6 +88,7 @@ pipeline: $(VENV)/.installed-pipeline
 	@echo "pipeline extra installed: $(VENV)/bin/kafka-sim pipeline audit|stats --data-dir $(DATA)"
 
 bench: $(VENV)/.installed-test
+	$(PY) tests/bench/bench_startup.py
 	$(PY) tests/bench/bench_timer.py --quick
 	$(PY) tests/bench/bench_protocol.py
 	$(PY) tests/bench/bench_storage.py

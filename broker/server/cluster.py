@@ -122,7 +122,8 @@ class Cluster:
         config = self.configs[broker_id]
         if current is not None:  # come back on the same port
             config = config.with_overrides({"listeners": current.listeners})
-        write_meta_properties(config.data_dir, self.cluster_id, broker_id)
+        # Written atomically and fsynced: in a thread, so that the brokers already up keep serving.
+        await asyncio.to_thread(write_meta_properties, config.data_dir, self.cluster_id, broker_id)
         broker = KafkaServer(config, self.context)
         self.brokers[broker_id] = broker
         await broker.start()
