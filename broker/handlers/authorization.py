@@ -12,8 +12,8 @@ from protocol.errors import ErrorCode, KafkaError
 
 T = TypeVar("T")
 
-__all__ = ["AclOperation", "ResourceType", "authorize", "authorize_cluster", "filter_authorized",
-           "require_cluster"]
+__all__ = ["CLUSTER_NAME", "AclOperation", "ResourceType", "authorize", "authorize_cluster",
+           "authorized_operations", "filter_authorized", "require_cluster"]
 
 
 def authorize(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType,
@@ -47,3 +47,24 @@ def filter_authorized(ctx: RequestContext, operation: AclOperation, resource_typ
     if ctx.services.authorizer is None:
         return names
     return {n for n in names if authorize(ctx, operation, resource_type, n)}
+
+
+# The operations Kafka reports in authorized-operations bitfields, per resource type.
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE,
+                         AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.ALTER,
+                         AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS),
+    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
+    ResourceType.CLUSTER: (AclOperation.CREATE, AclOperation.CLUSTER_ACTION,
+                           AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS,
+                           AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER, AclOperation.DESCRIBE),
+}
+
+
+def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name: str) -> int:
+    """Kafka's authorized-operations bitfield (bit n: the operation with code n is allowed)."""
+    bits = 0
+    for operation in SUPPORTED_OPERATIONS[resource_type]:
+        if authorize(ctx, operation, resource_type, name):
+            bits |= 1 << operation
+    return bits

@@ -14,7 +14,18 @@
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
-from broker.replication.delayed_fetch import FetchParams, FetchPartition, distinct_partitions
+from broker.handlers.authorization import (
+    AclOperation,
+    ResourceType,
+    authorize_cluster,
+    filter_authorized,
+)
+from broker.replication.delayed_fetch import (
+    FetchParams,
+    FetchPartition,
+    FetchPartitionData,
+    distinct_partitions,
+)
 from protocol.errors import ErrorCode
 from protocol.records import ZSTD, iter_batches
 
@@ -48,7 +59,20 @@ async def handle(ctx: RequestContext, request) -> dict:
         for t in request.topics
         for p in t.partitions
     ])
+    refused: list[FetchPartition] = []
+    if ctx.services.authorizer is not None:
+        # A follower needs CLUSTER_ACTION; a consumer READ on each topic it fetches.
+        if params.is_from_follower:
+            readable = set() if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION) else {
+                fp.topic for fp in partitions}
+        else:
+            readable = filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, partitions,
+                                         lambda fp: fp.topic)
+        refused = [fp for fp in partitions if fp.topic not in readable]
+        partitions = [fp for fp in partitions if fp.topic in readable]
     results = await ctx.services.replica_manager.fetch_messages(params, partitions)
+    partitions += refused
+    results += [FetchPartitionData(ErrorCode.TOPIC_AUTHORIZATION_FAILED) for _ in refused]
     by_topic: dict[str, list[dict]] = {}
     for fp, data in zip(partitions, results, strict=True):
         error, records = data.error, data.records
