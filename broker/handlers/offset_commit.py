@@ -37,6 +37,7 @@ async def handle(ctx: RequestContext, request) -> dict:
                 errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif cache.partition_state(*tp) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if tp in errors:
                 continue
             offsets[tp] = OffsetAndMetadata(
                 p.committed_offset, p.get("committed_leader_epoch", -1), p.committed_metadata or "",
