@@ -7,6 +7,7 @@ implies DESCRIBE_CONFIGS; ALL matches every operation; "User:*", host "*", the w
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 
 import structlog
@@ -27,11 +28,11 @@ from broker.authorizer.acl import (
     invalid_binding_reason,
 )
 from broker.authorizer.acl_store import (
-    CHANGE_PREFIX,
     EXTENDED_CHANGES,
     LITERAL_CHANGES,
     AclStore,
     decode_change,
+    sequence_of,
 )
 from broker.config import BrokerConfig, ConfigError
 from broker.metadata.store import MetadataStore, NoNodeError
@@ -44,6 +45,7 @@ log = structlog.get_logger("kafka_sim.authorizer")
 AUTHORIZER_CLASS_NAMES = ("kafka.security.authorizer.AclAuthorizer",
                           "kafka.security.auth.SimpleAclAuthorizer")
 MAX_UPDATE_TRIES = 20  # conditional writes lost to other brokers before giving up
+YIELD_EVERY = 100  # patterns written between two turns of the other tasks on the loop
 
 
 def parse_super_users(value: str) -> frozenset[str]:
@@ -58,6 +60,7 @@ class AclAuthorizer:
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self._cache: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+        self._prefix_lengths: dict[ResourceType, dict[int, int]] = {}  # length -> PREFIXED names
         self._last_change: dict[str, int] = {}  # changes path -> last notification applied
         self._watches: list = []
 
@@ -82,7 +85,7 @@ class AclAuthorizer:
             self._last_change[path] = self._newest_change(path)
             self._watches.append(self.acl_store.store.ChildrenWatch(
                 path, lambda children, path=path: self._on_changes(path, children)))
-        self._cache = self.acl_store.load_all()
+        self._load_all()
 
     def close(self) -> None:
         for watch in self._watches:
@@ -90,26 +93,48 @@ class AclAuthorizer:
         self._watches.clear()
 
     def _newest_change(self, path: str) -> int:
-        return max((_sequence(c) for c in self.acl_store.store.get_children(path)), default=-1)
+        return max((sequence_of(c) for c in self.acl_store.store.get_children(path)), default=-1)
 
     def _on_changes(self, path: str, children: list[str]) -> None:
-        for child in sorted(children, key=_sequence):
-            seq = _sequence(child)
-            if seq <= self._last_change[path]:
-                continue
+        last = self._last_change[path]
+        numbered = [(sequence_of(c), c) for c in children]
+        if numbered and min(numbered)[0] > last + 1:
+            # Everything up to our last one was purged: we may have missed changes, reread all.
+            self._last_change[path] = max(numbered)[0]
+            self._load_all()
+            return
+        for seq, child in sorted(n for n in numbered if n[0] > last):
             self._last_change[path] = seq
             try:
                 data, _ = self.acl_store.store.get(f"{path}/{child}")
                 self._reload(decode_change(path, data))
-            except (NoNodeError, ValueError) as exc:  # removed meanwhile, or not ours to read
+            except (NoNodeError, ValueError) as exc:  # purged meanwhile, or not ours to read
                 log.warning("ACL change notification skipped", node=f"{path}/{child}", error=str(exc))
 
+    def _load_all(self) -> None:
+        self._cache = {}
+        self._prefix_lengths = {}
+        for pattern, entries in self.acl_store.load_all().items():
+            self._set(pattern, entries)
+
     def _reload(self, pattern: ResourcePattern) -> None:
-        entries, _ = self.acl_store.read(pattern)
+        self._set(pattern, self.acl_store.read(pattern)[0])
+
+    def _set(self, pattern: ResourcePattern, entries: frozenset[AccessControlEntry]) -> None:
+        """Update the cache and the count of PREFIXED names per length, which `authorize` uses
+        to look up only the prefixes of a name that some pattern could be."""
+        known = pattern in self._cache
         if entries:
             self._cache[pattern] = entries
         else:
             self._cache.pop(pattern, None)
+        if pattern.pattern_type != PatternType.PREFIXED or known == bool(entries):
+            return
+        lengths = self._prefix_lengths.setdefault(pattern.resource_type, {})
+        length = len(pattern.name)
+        lengths[length] = lengths.get(length, 0) + (1 if entries else -1)
+        if not lengths[length]:
+            del lengths[length]
 
     # -- decisions ------------------------------------------------------------------------------
 
@@ -158,8 +183,10 @@ class AclAuthorizer:
         found: list[AccessControlEntry] = []
         for literal in (name, WILDCARD_RESOURCE):
             found.extend(cache.get(ResourcePattern(resource_type, literal, PatternType.LITERAL), ()))
-        for end in range(1, len(name) + 1):  # every prefix of the name that has a PREFIXED pattern
-            found.extend(cache.get(ResourcePattern(resource_type, name[:end], PatternType.PREFIXED), ()))
+        for length in self._prefix_lengths.get(resource_type, ()):
+            if length <= len(name):
+                found.extend(cache.get(
+                    ResourcePattern(resource_type, name[:length], PatternType.PREFIXED), ()))
         return found
 
     # -- the ACL APIs ---------------------------------------------------------------------------
@@ -179,7 +206,9 @@ class AclAuthorizer:
                 results[i] = KafkaError(ErrorCode.INVALID_REQUEST, f"Failed to create ACL: {reason}")
             else:
                 by_pattern.setdefault(binding.pattern, []).append(i)
-        for pattern, indexes in by_pattern.items():
+        for n, (pattern, indexes) in enumerate(by_pattern.items(), 1):
+            if n % YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # a request with thousands of patterns shares the loop
             new = {bindings[i].entry for i in indexes}
             if not self._update(pattern, lambda current, new=new: current | new):
                 for i in indexes:
@@ -191,7 +220,9 @@ class AclAuthorizer:
     async def delete_acls(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
         """Per filter, the bindings it deleted (a binding two filters match counts for the first)."""
         deleted: list[list[AclBinding]] = [[] for _ in filters]
-        for pattern in list(self._cache):
+        for n, pattern in enumerate(list(self._cache), 1):
+            if n % YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # a filter matching thousands of patterns shares the loop
             matching = [(i, f) for i, f in enumerate(filters) if f.matches_pattern(pattern)]
             if not matching:
                 continue
@@ -243,5 +274,3 @@ def _unstorable_name(name: str) -> str | None:
     return None
 
 
-def _sequence(child: str) -> int:
-    return int(child[len(CHANGE_PREFIX):]) if child.startswith(CHANGE_PREFIX) else -1

@@ -10,6 +10,7 @@ Node paths name resource types as "Topic", notifications as the enum's name "TOP
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 from broker.authorizer.acl import (
@@ -35,6 +36,9 @@ PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
 LITERAL_CHANGES = "/kafka-acl-changes"
 EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
+# Notifications kept per changes path: a broker that falls further behind rereads every ACL
+# (Kafka purges them by age instead, from the ZooKeeper node's ctime, which the store lacks).
+NOTIFICATIONS_KEPT = 100
 STORED_TYPES = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER,
                 ResourceType.TRANSACTIONAL_ID, ResourceType.DELEGATION_TOKEN, ResourceType.USER)
 
@@ -82,8 +86,9 @@ def decode_change(changes_path: str, data: bytes) -> ResourcePattern:
 class AclStore:
     """Reads and conditionally writes the ACL nodes (Kafka's KafkaZkClient ACL calls)."""
 
-    def __init__(self, store: MetadataStore) -> None:
+    def __init__(self, store: MetadataStore, notifications_kept: int = NOTIFICATIONS_KEPT) -> None:
         self.store = store
+        self.notifications_kept = notifications_kept
 
     def create_paths(self) -> None:
         for root in (LITERAL_ROOT, PREFIXED_ROOT):
@@ -135,3 +140,14 @@ class AclStore:
         changes = LITERAL_CHANGES if pattern.pattern_type == PatternType.LITERAL else EXTENDED_CHANGES
         self.store.create(f"{changes}/{CHANGE_PREFIX}", encode_change(pattern), sequence=True,
                           makepath=True)
+        children = self.store.get_children(changes)
+        if len(children) > self.notifications_kept:
+            for child in sorted(children, key=sequence_of)[:-self.notifications_kept]:
+                with contextlib.suppress(NoNodeError):  # another broker purged it first
+                    self.store.delete(f"{changes}/{child}")
+
+
+def sequence_of(child: str) -> int:
+    """The sequence number of a notification node (acl_changes_0000000042 -> 42); -1 if not one."""
+    suffix = child[len(CHANGE_PREFIX):]
+    return int(suffix) if child.startswith(CHANGE_PREFIX) and suffix.isdigit() else -1

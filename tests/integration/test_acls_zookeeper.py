@@ -63,3 +63,22 @@ async def test_acl_changes_reach_every_brokers_cache(stores):
             ALICE, "10.0.0.1", AclOperation.READ, ResourceType.TOPIC, "orders-us"), steps=2_000_000)
     for authorizer in (first, second, third):
         authorizer.close()
+
+
+async def test_a_broker_that_missed_purged_notifications_rereads_everything(stores):
+    """Notifications are purged beyond the newest few; a broker whose watch comes after its
+    last seen one was purged cannot know what changed, so it reloads every ACL."""
+    writer, reader = AclAuthorizer(stores[0]), AclAuthorizer(stores[1])
+    writer.acl_store.notifications_kept = 3
+    writer.start()
+    reader.start()
+    bindings = [AclBinding(ResourcePattern(ResourceType.GROUP, f"g{i}", PatternType.LITERAL),
+                           AccessControlEntry(ALICE, "*", AclOperation.READ,
+                                              AclPermissionType.ALLOW)) for i in range(20)]
+    assert await writer.create_acls(bindings) == [None] * 20  # no await between the writes
+    assert len(stores[2].get_children("/kafka-acl-changes")) == 3
+    await until(lambda: all(reader.authorize(ALICE, "10.0.0.1", AclOperation.READ,
+                                             ResourceType.GROUP, f"g{i}") for i in range(20)),
+                steps=2_000_000)
+    writer.close()
+    reader.close()
