@@ -165,3 +165,31 @@ async def test_forged_inter_broker_requests_need_cluster_action(async_broker):
     assert async_broker.replica_manager.controller_epoch < epoch
     await served_promptly(async_broker.port)
     await client.close()
+
+
+@authorized
+async def test_thousands_of_acls_in_one_request_leave_other_clients_served(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    count = 5000
+    correlation_id = await client.send(CREATE_ACLS, 3, {"creations": [
+        {"resource_type": TOPIC, "resource_name": f"t{i}", "resource_pattern_type": LITERAL,
+         "principal": "User:ANONYMOUS", "host": "*", "operation": READ, "permission_type": ALLOW}
+        for i in range(count)]})
+    await served_promptly(async_broker.port)  # while the ACLs are being written
+    response = await client.receive(CREATE_ACLS, 3, correlation_id)
+    assert [r.error_code for r in response.results] == [ErrorCode.NONE] * count
+    assert len(async_broker.authorizer.acls(filter_of_everything())) == count
+    await client.close()
+
+
+def filter_of_everything():
+    from broker.authorizer.acl import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        PatternType,
+        ResourceType,
+    )
+
+    return AclBindingFilter(ResourceType.ANY, None, PatternType.ANY, None, None, AclOperation.ANY,
+                            AclPermissionType.ANY)
