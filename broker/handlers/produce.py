@@ -24,7 +24,7 @@ from __future__ import annotations
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, ResourceType, authorize, filter_authorized
 from broker.replication.delayed_produce import ProduceResult
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 from protocol.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD, iter_batches
 
 FIRST_VERSION_WITH_UNKNOWN_PRODUCER_ID = 5
@@ -70,7 +70,10 @@ def _more_than_one_batch(records) -> bool:
 def _has_transactional_records(entries: dict) -> bool:
     # Kafka looks at each partition's first batch (one batch per partition is all v3+ allows)
     for records in entries.values():
-        first = next(iter_batches(records or b""), None)
+        try:
+            first = next(iter_batches(records or b""), None)
+        except KafkaError:  # unreadable: the log refuses it with CORRUPT_MESSAGE
+            continue
         if first is not None and first[1].is_transactional:
             return True
     return False

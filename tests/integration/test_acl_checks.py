@@ -193,3 +193,16 @@ def filter_of_everything():
 
     return AclBindingFilter(ResourceType.ANY, None, PatternType.ANY, None, None, AclOperation.ANY,
                             AclPermissionType.ANY)
+
+
+@authorized
+async def test_unreadable_records_with_an_authorizer_get_the_logs_answer(async_broker):
+    """The authorizer's look at a Produce's first batch (is it transactional?) must not trip
+    over bytes that are no batch: the log answers them as without an authorizer."""
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "t")
+    response = await client.request(PRODUCE, 9, produce_body({("t", 0): bytes(70)}))
+    # batch length 0 and magic 0: Kafka's LogValidator checks the magic first
+    assert partition_errors(response) == {("t", 0): ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT}
+    await served_promptly(async_broker.port)
+    await client.close()
