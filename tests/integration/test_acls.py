@@ -208,14 +208,18 @@ def test_closed_cluster_prefixed_grants_on_every_broker_and_super_users(broker_f
 
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     assert set(admin.describe_acls(everything())[0]) == set(grants)  # kept in the store
-    admin.create_topics([NewTopic("app-multi", 3, 1)])  # a leader on each broker
+    # A leader on each broker, three replicas each: followers and the controller work through
+    # in-process calls that no authorizer sees (nobody has CLUSTER_ACTION here).
+    admin.create_topics([NewTopic("app-multi", 3, 3)])
     with pytest.raises(TopicAuthorizationFailedError):
         admin.create_topics([NewTopic("other", 1, 1)], raise_errors=True)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, retries=0)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, retries=0, acks="all")
     for partition in range(3):
         producer.send("app-multi", b"v%d" % partition, partition=partition).get(10)
     with pytest.raises(TopicAuthorizationFailedError):
         producer.send("other", b"no").get(10)
+    cache = broker.cluster.brokers[0].metadata_cache
+    assert [len(cache.partition_state("app-multi", p).isr) for p in range(3)] == [3, 3, 3]
     consumer = KafkaConsumer("app-multi", bootstrap_servers=broker.bootstrap, group_id="app-readers",
                              auto_offset_reset="earliest", consumer_timeout_ms=10_000)
     values = []
