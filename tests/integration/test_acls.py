@@ -4,6 +4,7 @@ describe for the principal of a PLAINTEXT connection (User:ANONYMOUS), as Kafka 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -271,3 +272,40 @@ def test_readme_acl_example_runs_as_written(broker_factory):
     consumer.assign([TopicPartition("payments", 0)])
     assert next(iter(consumer)).value == b"before"
     consumer.close()
+
+
+async def test_aiokafka_producer_and_group_consumer_denied_and_allowed(broker_factory):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.errors import GroupAuthorizationFailedError as AioGroupDenied
+    from aiokafka.errors import TopicAuthorizationFailedError as AioTopicDenied
+
+    broker = broker_factory(OPEN)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.create_topics([NewTopic("aio-open", 1, 1), NewTopic("aio-locked", 1, 1)])
+    admin.create_acls([acl(ACLOperation.DESCRIBE, ALLOW, ResourceType.TOPIC, "aio-locked"),
+                       acl(ACLOperation.DESCRIBE, ALLOW, ResourceType.GROUP, "aio-denied"),
+                       acl(ACLOperation.READ, DENY, ResourceType.GROUP, "aio-denied")])
+    admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait("aio-open", b"hello")
+        with pytest.raises(AioTopicDenied):
+            await producer.send_and_wait("aio-locked", b"no")
+    finally:
+        await producer.stop()
+    allowed = AIOKafkaConsumer("aio-open", bootstrap_servers=broker.bootstrap, group_id="aio-ok",
+                               auto_offset_reset="earliest")
+    await allowed.start()
+    try:
+        assert (await asyncio.wait_for(allowed.getone(), 15)).value == b"hello"
+    finally:
+        await allowed.stop()
+    denied = AIOKafkaConsumer("aio-open", bootstrap_servers=broker.bootstrap,
+                              group_id="aio-denied", auto_offset_reset="earliest")
+    try:
+        with pytest.raises(AioGroupDenied):  # JoinGroup refused (start() joins the group)
+            await denied.start()
+            await asyncio.wait_for(denied.getone(), 15)
+    finally:
+        await denied.stop()
