@@ -35,7 +35,7 @@ from broker.authorizer.acl_store import (
     sequence_of,
 )
 from broker.config import BrokerConfig, ConfigError
-from broker.metadata.store import MetadataStore, NoNodeError
+from broker.metadata.store import MetadataStore, MetadataStoreError, NoNodeError
 from protocol.errors import ErrorCode, KafkaError
 
 log = structlog.get_logger("kafka_sim.authorizer")
@@ -210,12 +210,10 @@ class AclAuthorizer:
             if n % YIELD_EVERY == 0:
                 await asyncio.sleep(0)  # a request with thousands of patterns shares the loop
             new = {bindings[i].entry for i in indexes}
-            if not self._update(pattern, lambda current, new=new: current | new):
-                for i in indexes:
-                    results[i] = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
-                                            f"Failed to update ACLs for {pattern} after retries")
-        await self.acl_store.store.flush()
-        return results
+            error = self._update(pattern, lambda current, new=new: current | new)
+            for i in indexes:
+                results[i] = error
+        return await self._durable(results)
 
     async def delete_acls(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
         """Per filter, the bindings it deleted (a binding two filters match counts for the first)."""
@@ -237,26 +235,40 @@ class AclAuthorizer:
                             break
                 return current - removed.keys()
 
-            if self._update(pattern, remove):
+            if self._update(pattern, remove) is None:
                 for entry, i in removed.items():
                     deleted[i].append(AclBinding(pattern, entry))
-        await self.acl_store.store.flush()
+        await self._durable([])
         return deleted
 
-    def _update(self, pattern: ResourcePattern, change) -> bool:
+    async def _durable(self, results: list[KafkaError | None]) -> list[KafkaError | None]:
+        """The results once the writes are durable; KAFKA_STORAGE_ERROR if the store failed."""
+        try:
+            await self.acl_store.store.flush()
+        except MetadataStoreError as exc:
+            if not results:
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
+            return [r or KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) for r in results]
+        return results
+
+    def _update(self, pattern: ResourcePattern, change) -> KafkaError | None:
         """Apply `change` to the pattern's stored entries with a conditional write (another broker
         may write the same node), notify every broker, update our own cache at once."""
-        for _ in range(MAX_UPDATE_TRIES):
-            current, version = self.acl_store.read(pattern)
-            new = frozenset(change(current))
-            if new == current:
-                self._reload(pattern)
-                return True
-            if self.acl_store.write(pattern, new, version):
-                self.acl_store.notify_change(pattern)
-                self._reload(pattern)
-                return True
-        return False
+        try:
+            for _ in range(MAX_UPDATE_TRIES):
+                current, version = self.acl_store.read(pattern)
+                new = frozenset(change(current))
+                if new == current:
+                    self._reload(pattern)
+                    return None
+                if self.acl_store.write(pattern, new, version):
+                    self.acl_store.notify_change(pattern)
+                    self._reload(pattern)
+                    return None
+        except MetadataStoreError as exc:  # the store unreachable: this pattern fails alone
+            return KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Failed to update ACLs: {exc}")
+        return KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                          f"Failed to update ACLs for {pattern} after {MAX_UPDATE_TRIES} tries")
 
 
 def _applies(entry: AccessControlEntry, principal: str, host: str, operation: AclOperation,

@@ -12,8 +12,8 @@ from protocol.errors import ErrorCode, KafkaError
 
 T = TypeVar("T")
 
-__all__ = ["CLUSTER_NAME", "AclOperation", "ResourceType", "authorize", "authorize_cluster",
-           "authorized_operations", "filter_authorized", "require_cluster"]
+__all__ = ["CLUSTER_NAME", "AclOperation", "ResourceType", "authorize", "authorize_by_resource_type",
+           "authorize_cluster", "authorized_operations", "filter_authorized", "require_cluster"]
 
 
 def authorize(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from broker.handlers import RequestContext, register
 from broker.handlers.acl_requests import NO_AUTHORIZER, binding_fields, filter_of
 from broker.handlers.authorization import AclOperation, authorize_cluster
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 
 
 def _all(request, code: ErrorCode, message: str | None = None) -> dict:
@@ -27,7 +27,10 @@ async def handle(ctx: RequestContext, request) -> dict:
         return _all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     filters = [filter_of(f) for f in request.filters]
     valid = [f for f in filters if not f.has_unknown()]
-    deleted = iter(await authorizer.delete_acls(valid))
+    try:
+        deleted = iter(await authorizer.delete_acls(valid))
+    except KafkaError as exc:  # the store failed to make the deletions durable
+        return _all(request, exc.code, exc.message)
     results = []
     for acl_filter in filters:
         if acl_filter.has_unknown():

@@ -204,3 +204,14 @@ def test_authorizer_class_name_turns_it_on(store):
     with pytest.raises(ConfigError, match="authorizer.class.name"):
         AclAuthorizer.from_config(build_config({"authorizer.class.name": "com.example.Mine"},
                                                environ={}), store)
+
+
+async def test_a_store_that_fails_fails_the_acl_calls_not_the_broker(tmp_path):
+    store = EmbeddedMetadataStore(tmp_path / "md")
+    authorizer = started(store)
+    await authorizer.create_acls([binding("kept")])
+    store.close()  # every write from now on raises MetadataStoreError
+    results = await authorizer.create_acls([binding("t"), binding("u")])
+    assert [r.code for r in results] == [ErrorCode.UNKNOWN_SERVER_ERROR] * 2
+    assert await authorizer.delete_acls([any_filter()]) == [[]]
+    assert authorizer.authorize(ALICE, HOST, Op.READ, RT.TOPIC, "kept")  # the cache is unchanged
