@@ -9,6 +9,8 @@
   client drops those records); followers (replica_id >= 0) read below the log end offset.
 - aborted_transactions is null for read_uncommitted, as Kafka answers; preferred_read_replica = -1.
 - A zstd batch to a fetch below v10 gets UNSUPPORTED_COMPRESSION_TYPE for that partition.
+- With an authorizer: a consumer needs READ on each topic, a follower CLUSTER_ACTION; the rest
+  are answered TOPIC_AUTHORIZATION_FAILED and read nothing.
 """
 
 from __future__ import annotations

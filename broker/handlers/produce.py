@@ -17,6 +17,9 @@
   original base offset and not written again; OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
   UNKNOWN_PRODUCER_ID otherwise. v3-4 predate UNKNOWN_PRODUCER_ID (Kafka 1.0, with v5's
   log_start_offset): those clients get OUT_OF_ORDER_SEQUENCE_NUMBER instead.
+- With an authorizer, first: transactional batches need WRITE on the transactional id (else
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED everywhere), each topic WRITE (else
+  TOPIC_AUTHORIZATION_FAILED); idempotent ones need nothing more (KIP-679).
 """
 
 from __future__ import annotations
