@@ -19,6 +19,7 @@ from broker.authorizer.acl import (
 
 E = TypeVar("E", bound=IntEnum)
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
+V0_PATTERN_TYPE = PatternType.LITERAL  # v0 has no pattern type: Kafka 1.x knew literal names only
 
 
 def _code(enum: type[E], value: int) -> E:
@@ -31,7 +32,7 @@ def _code(enum: type[E], value: int) -> E:
 def binding_of(creation) -> AclBinding:
     return AclBinding(
         ResourcePattern(_code(ResourceType, creation.resource_type), creation.resource_name,
-                        _code(PatternType, creation.resource_pattern_type)),
+                        _code(PatternType, creation.get("resource_pattern_type", V0_PATTERN_TYPE))),
         AccessControlEntry(creation.principal, creation.host, _code(AclOperation, creation.operation),
                            _code(AclPermissionType, creation.permission_type)))
 
@@ -39,7 +40,8 @@ def binding_of(creation) -> AclBinding:
 def filter_of(request) -> AclBindingFilter:
     return AclBindingFilter(
         _code(ResourceType, request.resource_type_filter), request.resource_name_filter,
-        _code(PatternType, request.pattern_type_filter), request.principal_filter,
+        _code(PatternType, request.get("pattern_type_filter", V0_PATTERN_TYPE)),
+        request.principal_filter,
         request.host_filter, _code(AclOperation, request.operation),
         _code(AclPermissionType, request.permission_type))
 

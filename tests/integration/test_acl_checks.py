@@ -206,3 +206,22 @@ async def test_unreadable_records_with_an_authorizer_get_the_logs_answer(async_b
     assert partition_errors(response) == {("t", 0): ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT}
     await served_promptly(async_broker.port)
     await client.close()
+
+
+@authorized
+async def test_v0_acl_requests_mean_literal_patterns(async_broker):
+    """v0 of the three ACL APIs has no pattern type (found by the fuzzer with an authorizer on:
+    an AttributeError escaped): Kafka reads them as LITERAL."""
+    client = await RawClient.connect(async_broker.port)
+    response = await client.request(CREATE_ACLS, 0, {"creations": [
+        {"resource_type": TOPIC, "resource_name": "v0", "principal": "User:ANONYMOUS",
+         "host": "*", "operation": READ, "permission_type": ALLOW}]})
+    assert response.results[0].error_code == ErrorCode.NONE
+    query = {"resource_type_filter": TOPIC, "resource_name_filter": "v0", "principal_filter": None,
+             "host_filter": None, "operation": 1, "permission_type": 1}
+    response = await client.request(DESCRIBE_ACLS, 0, query)
+    assert [(r.resource_name, len(r.acls)) for r in response.resources] == [("v0", 1)]
+    response = await client.request(DELETE_ACLS, 0, {"filters": [query]})
+    assert [m.resource_name for m in response.filter_results[0].matching_acls] == ["v0"]
+    assert async_broker.store.exists("/kafka-acl/Topic/v0") is None
+    await client.close()
