@@ -166,6 +166,12 @@ PROPERTIES: tuple[Property, ...] = (
     Property("control.token", str, "",
              "bearer token every control API request must carry (`kafka-sim ctl --token`, "
              "or KAFKA_SIM_CONTROL_TOKEN); empty: none", sensitive=True),
+    Property("authorizer.class.name", str, "",
+             "kafka.security.authorizer.AclAuthorizer turns on ACLs; empty: every request allowed"),
+    Property("super.users", str, "",
+             "principals the authorizer always allows, separated by ';' (User:admin;User:ANONYMOUS)"),
+    Property("allow.everyone.if.no.acl.found", _bool, "false",
+             "with the authorizer on, allow a resource that has no ACL at all to everyone"),
     Property("log.level", str, "info", "kafka-sim log level (debug shows one line per request)"),
 )
 PROPERTY_BY_NAME: dict[str, Property] = {p.name: p for p in PROPERTIES}

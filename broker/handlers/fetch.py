@@ -12,11 +12,19 @@
   client drops those records); followers (replica_id >= 0) read below the log end offset.
 - aborted_transactions is null for read_uncommitted, as Kafka answers; preferred_read_replica = -1.
 - A zstd batch to a fetch below v10 gets UNSUPPORTED_COMPRESSION_TYPE for that partition.
+- With an authorizer: a consumer needs READ on each topic, a follower CLUSTER_ACTION; the rest
+  are answered TOPIC_AUTHORIZATION_FAILED and read nothing.
 """
 
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import (
+    AclOperation,
+    ResourceType,
+    authorize_cluster,
+    filter_authorized,
+)
 from broker.handlers.services import BrokerServices
 from broker.replication.delayed_fetch import FetchParams, FetchPartition, distinct_partitions
 from broker.replication.fetch_session import FetchMetadata
@@ -66,8 +74,18 @@ async def handle(ctx: RequestContext, request) -> dict:
         forgotten = [(t.topic, p) for t in request.forgotten_topics_data for p in t.partitions]
     else:
         metadata, forgotten = FetchMetadata(), []
-    answer = await ctx.services.replica_manager.fetch_in_session(params, metadata, partitions,
-                                                                 forgotten)
+    readable = None
+    if ctx.services.authorizer is not None:
+        # Checked per fetch over every partition it reads (a session's unnamed ones included), as
+        # Kafka: a follower needs CLUSTER_ACTION, a consumer READ on each topic.
+        def readable(session_partitions: list[FetchPartition]) -> set[str]:
+            if params.is_from_follower:
+                allowed = authorize_cluster(ctx, AclOperation.CLUSTER_ACTION)
+                return {fp.topic for fp in session_partitions} if allowed else set()
+            return filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC,
+                                     session_partitions, lambda fp: fp.topic)
+    answer = await ctx.services.replica_manager.fetch_in_session(
+        params, metadata, partitions, forgotten, readable=readable)
     by_topic: dict[str, list[dict]] = {}
     for (topic, partition), data in answer.partitions.items():
         error, records = data.error, data.records

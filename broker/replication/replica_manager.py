@@ -521,14 +521,25 @@ class ReplicaManager:
     async def fetch_in_session(
         self, params: FetchParams, metadata: FetchMetadata, partitions: list[FetchPartition],
         forgotten: list[tuple[str, int]],
+        readable: Callable[[list[FetchPartition]], set[str]] | None = None,
     ) -> FetchSessionResponse:
         """A Fetch with its session fields (KIP-227): full, incremental or sessionless, read and
-        parked as `fetch_messages`, answered with the partitions the session says to carry."""
+        parked as `fetch_messages`, answered with the partitions the session says to carry.
+        `readable` (an authorizer's) names the topics of the context's partitions it may read; the
+        others are answered TOPIC_AUTHORIZATION_FAILED without being read."""
         context = self.fetch_manager.new_context(metadata, distinct_partitions(partitions),
                                                  forgotten, is_follower=params.is_from_follower)
         if context.error != ErrorCode.NONE:
             return FetchSessionResponse(context.error, INVALID_SESSION_ID)
-        results = await self.fetch_messages(params, context.partitions)
+        if readable is None:
+            results = await self.fetch_messages(params, context.partitions)
+        else:
+            allowed = readable(context.partitions)
+            read = iter(await self.fetch_messages(
+                params, [fp for fp in context.partitions if fp.topic in allowed]))
+            results = [next(read) if fp.topic in allowed
+                       else FetchPartitionData(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                       for fp in context.partitions]
         answered = context.respond(results)
         return FetchSessionResponse(ErrorCode.NONE, context.session_id,
                                     {(fp.topic, fp.partition): data for fp, data in answered})

@@ -19,6 +19,7 @@ import structlog
 
 from broker.admin.admin_manager import AdminManager
 from broker.admin.auto_topic_creation import AutoTopicCreationManager
+from broker.authorizer.acl_authorizer import AclAuthorizer
 from broker.config import BrokerConfig, Listener
 from broker.controller.controller import Controller
 from broker.coordinator.group import OFFSETS_TOPIC, GroupCoordinator
@@ -116,10 +117,11 @@ class KafkaServer:
             self.producer_ids.generate_producer_id,
             TransactionMarkerChannel(self.marker_transport, self.metadata_cache), wall_clock_ms,
             sync_producer_ids=self.producer_ids.store.flush)
+        self.authorizer = AclAuthorizer.from_config(config, self.store)
         self.services = BrokerServices(
             self.broker_id, self.cluster_id, config, self.metadata_cache, self.replica_manager,
             self.group_coordinator, self.transaction_coordinator, self.admin_manager, self.auto_topic_creation,
-            self.producer_ids, self.advertised_address, self)
+            self.producer_ids, self.advertised_address, self, self.authorizer)
         self.controller: Controller | None = None
         self.session: int | None = None
         self._servers: list[asyncio.Server] = []
@@ -178,6 +180,8 @@ class KafkaServer:
         for topic, partition in list(self.log_manager.all_logs()):
             if self.store.exists(paths.topic(topic)) is None:  # deleted while we were down
                 self.log_manager.delete_log(topic, partition)
+        if self.authorizer is not None:
+            self.authorizer.start()  # its cache is loaded before the first request is read
         for name, (host, port) in list(self.addresses.items()):
             server = await asyncio.start_server(
                 functools.partial(self._on_connection, name), host, port)
@@ -233,6 +237,8 @@ class KafkaServer:
             close()
         await self.replica_manager.shutdown()
         await self._close_connections()
+        if self.authorizer is not None:
+            self.authorizer.close()
         self.log_manager.begin_shutdown()
         await asyncio.to_thread(self.log_manager.flusher.drain)  # the loop never waits on fsyncs
         self.log_manager.finish_shutdown()

@@ -26,12 +26,14 @@ BROKER_ALLOWED = {
     "replication": {"config", "metadata"},
     "controller": {"config", "metadata"},
     "admin": {"config", "metadata"},
+    "authorizer": {"config", "metadata"},
     "coordinator": {"config", "metadata", "replication"},
-    "handlers": {"config", "metadata", "replication", "controller", "admin", "coordinator"},
+    "handlers": {"config", "metadata", "replication", "controller", "admin", "coordinator",
+                 "authorizer"},
     "interbroker": {"config", "metadata", "replication", "controller", "coordinator"},
     "network": {"config", "handlers", "control"},
     "server": {"config", "metadata", "replication", "controller", "admin", "coordinator",
-               "handlers", "network", "control", "interbroker"},
+               "handlers", "network", "control", "interbroker", "authorizer"},
 }
 # The console script dispatches `kafka-sim pipeline ...` to the optional Spark jobs; nothing else
 # in broker/ may reach up into pipeline/.
