@@ -7,6 +7,7 @@ is fsynced, so a crash leaves either the old or the new file, never a torn one.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -99,9 +100,12 @@ class OffsetCheckpointFile:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        self._lock = threading.Lock()  # writers in two threads would share the temp file
 
     def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
-        write_checkpoint(self.path, [f"{t} {p} {offset}" for (t, p), offset in offsets.items()])
+        rows = [f"{t} {p} {offset}" for (t, p), offset in offsets.items()]
+        with self._lock:
+            write_checkpoint(self.path, rows)
 
     def read(self, problems: list[str] | None = None) -> dict[tuple[str, int], int]:
         """The stored offsets; {} when the file does not exist. With `problems`, malformed lines

@@ -15,25 +15,30 @@ One pass over a log (Kafka's Cleaner.doClean):
      id/epoch/sequence, timestamps and codec (CRC recomputed); a batch losing all of them goes,
      unless it is its producer's last batch: then an empty one stays, so that the producer's
      sequence survives (Kafka's retainLastBatchSequence / isBatchLastRecordOfProducer);
-  5. swap, crash-safe: write `<base>.log.cleaned`, fsync, rename to `.log.swap`, delete the sources,
-     rename the swap to `<base>.log` (storage/log_loader.py finishes or discards it after a crash);
+  5. swap, crash-safe: write `<base>.log.cleaned`, fsync, rename to `.log.swap`, fsync the folder,
+     delete the sources, rename the swap to `<base>.log` (storage/log_loader.py finishes or
+     discards it after a crash);
   6. the checkpoint moves to the end of the range.
 
 The broker runs its passes off the event loop (`clean_logs_stepwise`), in three steps per log, as
 Kafka's cleaner works on copies and swaps them in under the log's lock: `prepare` on the loop picks
 the range and takes read-only snapshots of its segments (own file descriptors) and of the producer
 state; `compute` in a worker thread builds the offset map and writes the `.cleaned` files from the
-snapshots only; `commit` on the loop swaps them in, after checking that every segment of the range
-is still the log's, unchanged (a truncation, deletion or retention meanwhile aborts the pass for that
-log, its files discarded). Appends only wait for the swaps.
+snapshots only; `stage` on the loop renames them to `.swap` once every segment of the range is
+still the log's, unchanged (a truncation, deletion or retention meanwhile aborts the pass for that
+log, its files discarded), a worker fsyncs the folder, and `commit` on the loop checks again and
+swaps them in (the folder and index fsyncs that follow go to the log's flusher). The checkpoint
+file is written by a worker too. Appends only wait for the swaps.
 
-A pass that fails on one log (an I/O error, a batch it cannot decode) is logged and that log is
-marked uncleanable, as Kafka's LogCleanerManager.markPartitionUncleanable does: the pass goes on
-with the other logs, and later passes skip it until it is deleted (or the cleaner restarts).
+A pass that fails on one log (a batch it cannot decode) is logged and that log is marked
+uncleanable, as Kafka's LogCleanerManager.markPartitionUncleanable does: the pass goes on with the
+other logs, and later passes skip it until it is deleted (or the cleaner restarts). An I/O error
+takes the log's dir offline through the LogDirFailureChannel, as Kafka's cleaner thread does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Callable, Generator, Mapping, MutableMapping, Sequence
@@ -54,6 +59,7 @@ from protocol.records import (
 from storage.checkpoint import OffsetCheckpointFile, fsync_dir
 from storage.log import Log
 from storage.log_config import INT_MAX
+from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel
 from storage.naming import CLEANED_SUFFIX, CLEANER_CHECKPOINT, SWAP_SUFFIX, log_file
 from storage.segment import RECOVERY_CHUNK, LogSegment, SegmentSnapshot
 
@@ -158,6 +164,7 @@ class CleanJob:
     def discard(self) -> None:
         for _, path in self.outputs:
             path.unlink(missing_ok=True)
+            self.log.pending_swaps.discard(path)
         self.outputs.clear()
 
     def close(self) -> None:
@@ -176,8 +183,11 @@ def _still_current(log: Log, group: Sequence[SegmentSnapshot]) -> bool:
 
 
 class LogCleaner:
-    def __init__(self, data_dir: Path, now_ms: Callable[[], int]) -> None:
-        self.checkpoint_file = OffsetCheckpointFile(Path(data_dir) / CLEANER_CHECKPOINT)
+    def __init__(self, data_dir: Path, now_ms: Callable[[], int],
+                 failure_channel: LogDirFailureChannel | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.checkpoint_file = OffsetCheckpointFile(self.data_dir / CLEANER_CHECKPOINT)
+        self.failure_channel = failure_channel or LogDirFailureChannel()
         self._now_ms = now_ms
         self.stats: dict[TopicPartition, CleanerStats] = {}  # the last pass per log, for admins
         # Logs a pass failed on (an I/O error, records it cannot decode): skipped from then on, as
@@ -200,10 +210,12 @@ class LogCleaner:
             try:
                 stats = self.clean(log, checkpoints.get(tp), force=force, now_ms=now_ms)
             except Exception as exc:
-                self._failed(tp, exc)
+                self._failed(tp, log, exc)
                 continue
             cleaned += self._record(tp, stats, checkpoints)
-        self._write_checkpoints(checkpoints, logs, cleaned)
+        write = self._checkpoint_write(checkpoints, logs, cleaned)
+        if write is not None:
+            write()
         return cleaned
 
     def clean_logs_stepwise(
@@ -227,10 +239,18 @@ class LogCleaner:
                 if job is None:
                     continue
                 yield functools.partial(self.compute, job)
+                stats = None
                 if logs.get(tp) is not log:  # deleted while the step ran
                     job.discard()
                     continue
-                stats = self.commit(job)
+                if self.stage(job):
+                    # The swaps' renames durable before any source goes; the log may change
+                    # meanwhile (its pending swaps are then removed, and commit drops the pass).
+                    yield functools.partial(fsync_dir, log.directory)
+                    if logs.get(tp) is not log:
+                        job.discard()
+                        continue
+                    stats = self.commit(job)
                 if stats is None:
                     logger.info("log changed while it was cleaned; the pass is dropped for it",
                                 topic=tp[0], partition=tp[1])
@@ -239,26 +259,40 @@ class LogCleaner:
                     job.discard()
                 raise
             except Exception as exc:
+                if job is not None:
+                    job.discard()
                 if logs.get(tp) is log:  # not merely deleted under the step
-                    self._failed(tp, exc)
+                    self._failed(tp, log, exc)
                 continue
             finally:
                 self.in_progress.discard(tp)
                 if job is not None:
                     job.close()
             cleaned += self._record(tp, stats, checkpoints)
-        self._write_checkpoints(checkpoints, logs, cleaned)
+        write = self._checkpoint_write(checkpoints, logs, cleaned)
+        if write is not None:
+            with contextlib.suppress(KafkaStorageError):  # the dir is offline now
+                yield write
         return cleaned
 
     def _wanted(self, tp: TopicPartition, log: Log) -> bool:
-        return is_compacted(log) and tp not in self.uncleanable and tp not in self.in_progress
+        return (is_compacted(log) and tp not in self.uncleanable and tp not in self.in_progress
+                and not self.failure_channel.is_offline(log.log_dir))
 
     def _read_checkpoints(self, logs: Mapping[TopicPartition, Log]) -> dict[TopicPartition, int]:
         for gone in set(self.uncleanable) - set(logs):  # Kafka's maintainUncleanablePartitions
             del self.uncleanable[gone]
         return self.checkpoint_file.read(self.checkpoint_problems)
 
-    def _failed(self, tp: TopicPartition, exc: Exception) -> None:
+    def _failed(self, tp: TopicPartition, log: Log, exc: Exception) -> None:
+        if isinstance(exc, OSError):
+            # Kafka's cleaner thread on an IOException: the log's dir goes offline (its
+            # partitions answer KAFKA_STORAGE_ERROR from now on; the broker halts on its last dir).
+            self.failure_channel.storage_error(
+                log.log_dir, f"cleaning log {log.directory.name}", exc)
+            logger.error("I/O error cleaning log; its log dir goes offline", topic=tp[0],
+                         partition=tp[1], error=repr(exc))
+            return
         # One bad log does not stop the others (Kafka's LogCleaningException).
         logger.exception("error cleaning log; marking it uncleanable", topic=tp[0], partition=tp[1])
         self.uncleanable[tp] = (exc.message or exc.code.name) if isinstance(exc, KafkaError) \
@@ -272,11 +306,23 @@ class LogCleaner:
         checkpoints[tp] = stats.end_offset
         return 1
 
-    def _write_checkpoints(self, checkpoints: dict[TopicPartition, int],
-                           logs: Mapping[TopicPartition, Log], cleaned: int) -> None:
+    def _checkpoint_write(self, checkpoints: dict[TopicPartition, int],
+                          logs: Mapping[TopicPartition, Log], cleaned: int
+                          ) -> Callable[[], None] | None:
+        """The checkpoint file's write after a pass (to run in any thread), or None when it
+        would not change. Only cleaned data is named: every swap's rename is durable by now."""
         kept = {tp: offset for tp, offset in checkpoints.items() if tp in logs}
-        if cleaned or len(kept) != len(checkpoints):
-            self.checkpoint_file.write(kept)
+        if not cleaned and len(kept) == len(checkpoints):
+            return None
+
+        def write() -> None:
+            try:
+                self.checkpoint_file.write(kept)
+            except OSError as exc:
+                raise self.failure_channel.storage_error(
+                    str(self.data_dir), "writing the cleaner checkpoint", exc) from exc
+
+        return write
 
     def forget(self, tp: TopicPartition) -> None:
         """A deleted log: its checkpoint entry goes."""
@@ -295,6 +341,9 @@ class LogCleaner:
             return None
         try:
             self.compute(job)
+            if not self.stage(job):
+                return None
+            fsync_dir(log.directory)
             return self.commit(job)
         finally:
             job.close()
@@ -344,9 +393,30 @@ class LogCleaner:
             job.discard()
             raise
 
+    def stage(self, job: CleanJob) -> bool:
+        """On the log's thread: rename the `.cleaned` files to `.swap` (the point from which a
+        crash finishes the swap) if the log is unchanged; False (files discarded) otherwise. The
+        caller fsyncs the folder before commit."""
+        if not _still_current(job.log, job.to_clean.segments):  # type: ignore[arg-type]
+            job.discard()
+            return False
+        for i, (group, cleaned) in enumerate(job.outputs):
+            swap = self.swap(cleaned)
+            job.outputs[i] = (group, swap)
+            job.log.pending_swaps.add(swap)
+        return True
+
+    @staticmethod
+    def swap(cleaned: Path) -> Path:
+        """`.cleaned` -> `.swap`: once this rename is durable, a crash finishes the swap."""
+        swap = cleaned.with_name(cleaned.name[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX)
+        cleaned.replace(swap)
+        return swap
+
     def commit(self, job: CleanJob) -> CleanerStats | None:
-        """On the log's thread: swap the cleaned files in if every source segment is still the
-        log's and unchanged; None (and the files discarded) when the log changed under the pass."""
+        """On the log's thread, once the staged `.swap` files' renames are durable: swap them in
+        if every source segment is still the log's and unchanged; None (and the files discarded)
+        when the log changed under the pass."""
         log, outputs = job.log, job.outputs
         # Every segment the offset map was built from must still be there as it was: a truncation
         # anywhere in the range (a follower, Kafka aborts cleaning for it) voids the whole pass.
@@ -355,8 +425,9 @@ class LogCleaner:
             return None
         try:
             while outputs:
-                group, cleaned = outputs.pop(0)
-                self.swap(log, [snapshot.segment for snapshot in group], cleaned)
+                # Out of `outputs` first: once its sources may be gone, the swap is never discarded.
+                group, swap = outputs.pop(0)
+                log.replace_segments([snapshot.segment for snapshot in group], swap)
                 job.stats.segments_cleaned += len(group)
                 job.stats.segments_written += 1
         except BaseException:
@@ -464,10 +535,3 @@ class LogCleaner:
             return rebuild_batch(header, [])
         return None
 
-    @staticmethod
-    def swap(log: Log, group: Sequence[LogSegment], cleaned: Path) -> None:
-        """`.cleaned` -> `.swap` (the point of no return), then the log replaces its sources."""
-        swap = cleaned.with_name(cleaned.name[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX)
-        cleaned.replace(swap)
-        fsync_dir(log.directory)
-        log.replace_segments(group, swap)

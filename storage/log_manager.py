@@ -64,10 +64,19 @@ class LogManager:
         self._checkpoint_lock = threading.Lock()
         self.had_clean_shutdown = False
         self.load_problems: list[str] = []  # what load() skipped, for the broker to warn about
-        self.cleaner = LogCleaner(self.data_dir, now_ms)
+        self.cleaner = LogCleaner(self.data_dir, now_ms, self.failure_channel)
 
     def load(self) -> None:
-        """Open every `topic-N` folder; recover from the checkpoints unless the last stop was clean."""
+        """Open every `topic-N` folder; recover from the checkpoints unless the last stop was clean.
+        Runs in any one thread (the broker uses a worker): nothing else uses the manager yet. An
+        I/O error takes the dir offline (KafkaStorageError), as Kafka's loadLogs does."""
+        try:
+            self._load()
+        except OSError as exc:
+            raise self.failure_channel.storage_error(str(self.data_dir), "loading logs", exc) \
+                from exc
+
+    def _load(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         self.had_clean_shutdown = marker.exists()
@@ -215,8 +224,7 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush, close, checkpoint, then leave the clean-shutdown marker for the next start, on
-        the caller's thread. The broker splits it to wait for the flusher off its event loop:
-        begin_shutdown, the flusher drained in a thread, finish_shutdown."""
+        the caller's thread (the broker's is a worker: nothing else uses the logs by then)."""
         self.begin_shutdown()
         self.finish_shutdown()
 

@@ -79,6 +79,8 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self.rolling_base_ms: int | None = None  # when this segment's segment.ms clock started
         self._dirty = False
+        # recover() rewrote the indexes without fsyncs: the next prepare_flush hands them over.
+        self._indexes_unsynced = False
         # Followers and consumers at the tail fetch from the base offset of a batch just appended:
         # remembering the last few spares the index lookup and the forward scan behind it.
         self._recent: dict[int, tuple[int, BatchHeader]] = {}
@@ -174,6 +176,7 @@ class LogSegment:
 
     def recover(self) -> int:
         """Rebuild both indexes by scanning every batch with its CRC; truncate at the first bad one.
+        The index files are written, not fsynced: prepare_flush names them for the flusher.
 
         Returns the number of bytes cut off the end of the file.
         """
@@ -194,8 +197,9 @@ class LogSegment:
             self.size = valid_end
             self._dirty = True
         self.txn_index.truncate_to(self.next_offset)
-        self.offset_index.flush()
-        self.time_index.flush()
+        self.offset_index.write_appended()
+        self.time_index.write_appended()
+        self._indexes_unsynced = True
         return truncated
 
     def first_batch_header(self) -> BatchHeader | None:
@@ -325,9 +329,17 @@ class LogSegment:
         if self._dirty:
             self.disk.fsync(self._file.fd())
             self._dirty = False
-        self.offset_index.flush()
-        self.time_index.flush()
-        self.txn_index.flush()
+        for index in (self.offset_index, self.time_index, self.txn_index):
+            if self._indexes_unsynced and index.path.exists():
+                index.write_appended()
+                self.disk.fsync_path(index.path)
+            else:
+                index.flush()
+        self._indexes_unsynced = False
+
+    @property
+    def indexes_unsynced(self) -> bool:
+        return self._indexes_unsynced
 
     def prepare_flush(self) -> list[Path]:
         """flush() in two halves: here the index entries are written (no fsync), and the files
@@ -335,8 +347,11 @@ class LogSegment:
         this segment's descriptor is made durable by an fsync on any descriptor of the file."""
         paths = [self.path] if self._dirty else []
         self._dirty = False
-        paths += [index.path for index in (self.offset_index, self.time_index, self.txn_index)
-                  if index.write_appended()]
+        for index in (self.offset_index, self.time_index, self.txn_index):
+            # `|` not `or`: the entries are written either way
+            if index.write_appended() | (self._indexes_unsynced and index.path.exists()):
+                paths.append(index.path)
+        self._indexes_unsynced = False
         return paths
 
     def release_file(self) -> None:
@@ -350,8 +365,8 @@ class LogSegment:
             self.closed = True
 
     def close_unflushed(self) -> None:
-        """Close without writing anything more (its log dir failed): recovery at restart decides
-        what of the file stands."""
+        """Close without writing anything more (its log dir failed, or what is left to write is
+        handed to the flusher: see Log.close_in_background)."""
         self._file.close()
         self.closed = True
 
