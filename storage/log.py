@@ -37,7 +37,7 @@ from protocol.records import (
     validate_produce_records,
 )
 from storage.checkpoint import fsync_path
-from storage.disk_faults import DiskFaults
+from storage.disk_faults import DiskFaults, file_kind
 from storage.file_handles import FileHandleCache
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_config import INT_MAX, LONG_MAX, LogConfig
@@ -45,7 +45,7 @@ from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChan
 from storage.log_flusher import Job, LogFlusher
 from storage.log_info import AppendOrigin, FetchDataInfo, LogAppendInfo
 from storage.log_loader import load_segments, new_segment
-from storage.naming import LOG_SUFFIX, log_file
+from storage.naming import log_file
 from storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
@@ -528,6 +528,7 @@ class Log:
         return LeaderEpochFileCache.load(
             self.directory,
             submit=self._submit,
+            disk=self.disk,
             log_start_offset=self._log_start_offset,
             log_end_offset=self._log_end_offset,
             last_batch=found and (found[1].partition_leader_epoch, found[1].base_offset),
@@ -707,6 +708,7 @@ class Log:
             segment.flush()
         self._recovery_point = self._log_end_offset
 
+    @_handling_io_errors("flushing log")
     def flush_in_background(self) -> None:
         """flush() with the fsyncs run by the flusher; the recovery point moves once they ran."""
         if self.recovery_point >= self._log_end_offset:
@@ -729,8 +731,8 @@ class Log:
 
     def _fsync_all(self, paths: list[Path]) -> None:
         for path in paths:
-            if self.disk is not None and path.suffix == LOG_SUFFIX:
-                self.disk.fsync_path(path)  # where an armed fsync fault fires
+            if self.disk is not None:
+                self.disk.fsync_path(path, file_kind(path))  # where an armed fsync fault fires
             else:
                 fsync_path(path)
 

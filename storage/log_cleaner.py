@@ -57,9 +57,11 @@ from protocol.records import (
     rebuild_batch,
 )
 from storage.checkpoint import OffsetCheckpointFile, fsync_dir
+from storage.disk_faults import DiskFaults, FileKind
 from storage.log import Log
 from storage.log_config import INT_MAX
 from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel
+from storage.log_flusher import Job, run_now
 from storage.naming import CLEANED_SUFFIX, CLEANER_CHECKPOINT, SWAP_SUFFIX, log_file
 from storage.segment import RECOVERY_CHUNK, LogSegment, SegmentSnapshot
 
@@ -184,9 +186,11 @@ def _still_current(log: Log, group: Sequence[SegmentSnapshot]) -> bool:
 
 class LogCleaner:
     def __init__(self, data_dir: Path, now_ms: Callable[[], int],
-                 failure_channel: LogDirFailureChannel | None = None) -> None:
+                 failure_channel: LogDirFailureChannel | None = None,
+                 disk: DiskFaults | None = None) -> None:
         self.data_dir = Path(data_dir)
-        self.checkpoint_file = OffsetCheckpointFile(self.data_dir / CLEANER_CHECKPOINT)
+        self.disk = disk or DiskFaults()  # the dir's injected faults: cleaner and checkpoint kinds
+        self.checkpoint_file = OffsetCheckpointFile(self.data_dir / CLEANER_CHECKPOINT, disk)
         self.failure_channel = failure_channel or LogDirFailureChannel()
         self._now_ms = now_ms
         self.stats: dict[TopicPartition, CleanerStats] = {}  # the last pass per log, for admins
@@ -324,13 +328,24 @@ class LogCleaner:
 
         return write
 
-    def forget(self, tp: TopicPartition) -> None:
-        """A deleted log: its checkpoint entry goes."""
-        checkpoints = self.checkpoint_file.read(self.checkpoint_problems)
+    def forget(self, tp: TopicPartition, submit: Callable[[Job], None] = run_now) -> None:
+        """A deleted log: its checkpoint entry goes, rewritten by `submit` (the flusher's: off the
+        loop); nothing is written to an offline dir."""
         self.stats.pop(tp, None)
         self.uncleanable.pop(tp, None)
-        if checkpoints.pop(tp, None) is not None:
-            self.checkpoint_file.write(checkpoints)
+        if self.failure_channel.is_offline(str(self.data_dir)):
+            return
+
+        def rewrite() -> None:
+            try:
+                checkpoints = self.checkpoint_file.read(self.checkpoint_problems)
+                if checkpoints.pop(tp, None) is not None:
+                    self.checkpoint_file.write(checkpoints)
+            except OSError as exc:
+                raise self.failure_channel.storage_error(
+                    str(self.data_dir), "writing the cleaner checkpoint", exc) from exc
+
+        submit(rewrite)
 
     def clean(
         self, log: Log, checkpoint: int | None, *, force: bool = False, now_ms: int | None = None
@@ -484,7 +499,8 @@ class LogCleaner:
         stats: CleanerStats,
         max_decompressed: int,
     ) -> None:
-        with open(path, "wb") as out:
+        out = _CleanedFile(path, self.disk)
+        with out:
             for segment in group:
                 drop_tombstones = segment.largest_timestamp() < delete_horizon_ms
                 stats.bytes_read += segment.size
@@ -496,8 +512,7 @@ class LogCleaner:
                     if kept is not None:
                         out.write(kept)
                         stats.bytes_written += len(kept)
-            out.flush()
-            os.fsync(out.fileno())
+            out.sync()
 
     @staticmethod
     def filter_batch(
@@ -535,3 +550,37 @@ class LogCleaner:
             return rebuild_batch(header, [])
         return None
 
+
+
+class _CleanedFile:
+    """The `.cleaned` output, written in pieces of about 1 MiB through the dir's injected faults
+    (cleaner kind), so that a failing disk fails the cleaner too."""
+
+    FLUSH_BYTES = 1 << 20
+
+    def __init__(self, path: Path, disk: DiskFaults) -> None:
+        self._disk = disk
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._pending: list[bytes] = []
+        self._size = 0
+
+    def __enter__(self) -> _CleanedFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self._fd)
+
+    def write(self, data: bytes) -> None:
+        self._pending.append(data)
+        self._size += len(data)
+        if self._size >= self.FLUSH_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._disk.write_all(self._fd, b"".join(self._pending), FileKind.CLEANER)
+            self._pending, self._size = [], 0
+
+    def sync(self) -> None:
+        self._flush()
+        self._disk.fsync(self._fd, FileKind.CLEANER)

@@ -27,7 +27,7 @@ from protocol.records import (
     batch_crc_ok,
     decode_batch,
 )
-from storage.disk_faults import DiskFaults
+from storage.disk_faults import DiskFaults, FileKind
 from storage.file_handles import FileHandleCache
 from storage.naming import log_file, offset_index_file, time_index_file, transaction_index_file
 from storage.offset_index import OffsetIndex
@@ -72,6 +72,8 @@ class LogSegment:
             time_index_file(directory, base_offset), base_offset, max_index_size
         )
         self.txn_index = TransactionIndex(transaction_index_file(directory, base_offset), base_offset)
+        for index in (self.offset_index, self.time_index, self.txn_index):
+            index.disk = self.disk
         # Offset after the last batch; set by load_tail(), recover() and append().
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -332,7 +334,7 @@ class LogSegment:
         for index in (self.offset_index, self.time_index, self.txn_index):
             if self._indexes_unsynced and index.path.exists():
                 index.write_appended()
-                self.disk.fsync_path(index.path)
+                self.disk.fsync_path(index.path, FileKind.INDEX)
             else:
                 index.flush()
         self._indexes_unsynced = False
