@@ -403,11 +403,14 @@ class Log:
         self.producer_state.take_snapshot(self._log_end_offset, self._submit)
         return segment
 
-    def replace_segments(self, old: Sequence[LogSegment], swap: Path) -> LogSegment:
+    def replace_segments(self, old: Sequence[LogSegment], swap: Path,
+                         layout: Sequence[tuple[int, BatchHeader]] | None = None) -> LogSegment:
         """The log cleaner's last step: the complete `.swap` file (its rename already fsynced by
         the cleaner) takes the place of `old`, adjacent inactive segments, under the first one's
         base offset. Sources go first, then the rename: a crash in between is finished on load
-        (storage/log_loader.py finish_swap). The folder and index fsyncs go to the flusher."""
+        (storage/log_loader.py finish_swap). The folder and index fsyncs go to the flusher.
+        `layout`, the cleaner's (position, header) of each batch it wrote, spares reading the
+        file back to index it."""
         i = self._segments.index(old[0])
         base = old[0].base_offset
         aborted = [txn for segment in old for txn in segment.txn_index]
@@ -416,7 +419,8 @@ class Log:
         swap.replace(log_file(self.directory, base))
         self.pending_swaps.discard(swap)
         segment = new_segment(self.directory, self.config, base, self.disk, self._files)
-        segment.recover()  # indexes rebuilt from the cleaned batches
+        if layout is None or not segment.index_layout(layout):
+            segment.recover()  # indexes rebuilt from the cleaned batches, read back
         for txn in aborted:  # the cleaner keeps markers: read_committed still needs the aborts
             segment.txn_index.append(txn)
         segment.seal()

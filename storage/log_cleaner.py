@@ -50,6 +50,7 @@ import structlog
 
 from protocol.errors import KafkaError
 from protocol.records import (
+    HEADER_STRUCT,
     MAX_DECOMPRESSED_BYTES,
     BatchHeader,
     decode_batch,
@@ -162,6 +163,9 @@ class CleanJob:
     delete_horizon_ms: int
     segment_bytes: int
     outputs: list[tuple[list[SegmentSnapshot], Path]] = field(default_factory=list)
+    # Per output file (by its group's base offset): (position, header) of every batch written, so
+    # that the swap indexes it without reading the file back on the loop.
+    layouts: dict[int, list[tuple[int, BatchHeader]]] = field(default_factory=dict)
 
     def discard(self) -> None:
         for _, path in self.outputs:
@@ -400,9 +404,10 @@ class LogCleaner:
         job.stats.keys_in_map = len(offset_map)
         try:
             for group in group_segments(job.to_clean.segments, job.segment_bytes):
+                layout = job.layouts[group[0].base_offset] = []
                 cleaned = self.write_cleaned(job.log, group, offset_map, job.producer_last,
                                              job.delete_horizon_ms, job.stats,
-                                             max_decompressed=max_decompressed)
+                                             max_decompressed=max_decompressed, layout=layout)
                 job.outputs.append((list(group), cleaned))  # type: ignore[arg-type]
         except BaseException:
             job.discard()
@@ -442,7 +447,8 @@ class LogCleaner:
             while outputs:
                 # Out of `outputs` first: once its sources may be gone, the swap is never discarded.
                 group, swap = outputs.pop(0)
-                log.replace_segments([snapshot.segment for snapshot in group], swap)
+                log.replace_segments([snapshot.segment for snapshot in group], swap,
+                                     job.layouts.get(group[0].base_offset))
                 job.stats.segments_cleaned += len(group)
                 job.stats.segments_written += 1
         except BaseException:
@@ -478,12 +484,14 @@ class LogCleaner:
         stats: CleanerStats,
         *,
         max_decompressed: int = MAX_DECOMPRESSED_BYTES,
+        layout: list[tuple[int, BatchHeader]] | None = None,
     ) -> Path:
-        """Write the group's retained batches to `<base>.log.cleaned`, fsynced; returns its path."""
+        """Write the group's retained batches to `<base>.log.cleaned`, fsynced; returns its path.
+        Given `layout`, (position, header) of each batch written is appended to it."""
         path = Path(str(log_file(log.directory, group[0].base_offset)) + CLEANED_SUFFIX)
         try:
             self._write_cleaned(path, group, offset_map, producer_last, delete_horizon_ms, stats,
-                                max_decompressed)
+                                max_decompressed, [] if layout is None else layout)
         except BaseException:
             path.unlink(missing_ok=True)  # a half-written `.cleaned` file is worth nothing
             raise
@@ -498,6 +506,7 @@ class LogCleaner:
         delete_horizon_ms: int,
         stats: CleanerStats,
         max_decompressed: int,
+        layout: list[tuple[int, BatchHeader]],
     ) -> None:
         out = _CleanedFile(path, self.disk)
         with out:
@@ -510,6 +519,8 @@ class LogCleaner:
                         max_decompressed=max_decompressed,
                     )
                     if kept is not None:
+                        layout.append((out.position, BatchHeader(
+                            *HEADER_STRUCT.unpack_from(kept, 0))))
                         out.write(kept)
                         stats.bytes_written += len(kept)
             out.sync()
@@ -563,6 +574,7 @@ class _CleanedFile:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self._pending: list[bytes] = []
         self._size = 0
+        self.position = 0  # bytes written so far, pending included
 
     def __enter__(self) -> _CleanedFile:
         return self
@@ -573,6 +585,7 @@ class _CleanedFile:
     def write(self, data: bytes) -> None:
         self._pending.append(data)
         self._size += len(data)
+        self.position += len(data)
         if self._size >= self.FLUSH_BYTES:
             self._flush()
 

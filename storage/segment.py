@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from protocol.records import (
@@ -203,6 +203,27 @@ class LogSegment:
         self.time_index.write_appended()
         self._indexes_unsynced = True
         return truncated
+
+    def index_layout(self, layout: Sequence[tuple[int, BatchHeader]]) -> bool:
+        """recover() for a file whose writer knows each batch's position and header (the log
+        cleaner's output): indexes built from them, the file not read. False, nothing changed,
+        when they do not cover the file exactly."""
+        end = layout[-1][0] + layout[-1][1].size if layout else 0
+        if end != self.size:
+            return False
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._recent.clear()
+        self.max_timestamp, self.offset_of_max_timestamp = -1, -1
+        self.bytes_since_last_index_entry = 0
+        self.next_offset = self.base_offset
+        for pos, header in layout:
+            self._index_batch(pos, header)
+            self.next_offset = header.next_offset
+        self.offset_index.write_appended()
+        self.time_index.write_appended()
+        self._indexes_unsynced = True
+        return True
 
     def first_batch_header(self) -> BatchHeader | None:
         if self.size < HEADER_SIZE:

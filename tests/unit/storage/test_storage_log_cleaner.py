@@ -195,7 +195,7 @@ def test_crash_after_swap_is_finished_on_load(
     fill(log, updates)
     end = log.log_end_offset
 
-    def crash(self, old, swap) -> None:
+    def crash(self, old, swap, *_layout) -> None:
         for segment in old[:crash_after_deleting]:
             segment.delete()
         raise OSError("crash")
@@ -544,3 +544,31 @@ def test_a_log_truncated_while_its_swap_is_fsynced_loses_the_swap_file_at_once(
     assert staged and cleaned == 0 and cleaner.uncleanable == {}
     assert [r.value for r in read_records(log)] == [b"v%d" % i for i in range(5)]
     assert not list(log.directory.glob("*.swap")) and not list(log.directory.glob("*.cleaned"))
+
+
+def test_a_swap_indexes_the_cleaned_file_from_the_cleaners_layout_as_recovery_would(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from storage.segment import LogSegment
+
+    clock = FakeClock()
+    log = open_log(tmp_path, clock, index_interval_bytes=1)
+    fill(log, [(b"k%d" % (i % 4), b"v%d" % i * 5) for i in range(60)])
+    recover = LogSegment.recover
+
+    def unexpected(segment) -> int:
+        raise AssertionError("the swap read its cleaned file back")
+
+    monkeypatch.setattr(LogSegment, "recover", unexpected)
+    assert clean(log, tmp_path, clock) is not None
+    monkeypatch.undo()
+    indexed = [(bytes(s.offset_index._buf), bytes(s.time_index._buf), s.next_offset,
+                s.max_timestamp) for s in log.segments[:-1]]
+    assert any(entries for entries, _, _, _ in indexed)
+    for segment in log.segments[:-1]:
+        recover(segment)  # what reading the file back builds...
+        segment.seal()  # ...with the final time index entry of an inactive segment
+    assert indexed == [(bytes(s.offset_index._buf), bytes(s.time_index._buf), s.next_offset,
+                        s.max_timestamp) for s in log.segments[:-1]]
+    assert latest(log) == {b"k0": b"v56" * 5, b"k1": b"v57" * 5, b"k2": b"v58" * 5,
+                           b"k3": b"v59" * 5}
