@@ -140,6 +140,7 @@ def test_after_a_failed_fsync_the_recovery_point_stays(tmp_path: Path, monkeypat
 
     m, flusher, errors = manager(tmp_path)
     log = m.create_log("t", 0)
+    flusher.drain()  # the new log's folder syncs ran on a working disk (else a race: dir offline)
     fsync = os.fsync
 
     def failing_fsync(fd: int) -> None:  # the disk fails every fsync from now on
