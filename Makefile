@@ -93,6 +93,7 @@ bench: $(VENV)/.installed-test
 	$(PY) tests/bench/bench_protocol.py
 	$(PY) tests/bench/bench_storage.py
 	$(PY) tests/bench/bench_metadata.py
+	$(PY) tests/bench/bench_loop_stall.py
 	$(PY) tests/bench/bench_broker.py
 	$(PY) tests/bench/bench_fetch_sessions.py --quick
 	$(PY) tests/bench/bench_groups.py

@@ -22,7 +22,7 @@ log = structlog.get_logger("kafka_sim.control_api")
 
 FAULT_FIELDS = frozenset({"broker", "api", "partition", "error", "drop_response", "disconnect",
                           "delay_ms", "count"})
-DISK_FAULT_FIELDS = frozenset({"broker", "operation", "errno", "after_bytes", "after_ops"})
+DISK_FAULT_FIELDS = frozenset({"broker", "operation", "errno", "after_bytes", "after_ops", "files"})
 
 
 class ClusterControl(Protocol):
@@ -38,9 +38,11 @@ class ClusterControl(Protocol):
         ...
 
     def add_disk_fault(self, broker_id: int, operation: str, errno: int | str, *,
-                       after_bytes: int | None = None, after_ops: int | None = None) -> dict:
-        """Arm a fault on a broker's log dir (ValueError for a bad spec); returns it as listed:
-        id, broker, operation, errno, after_bytes, after_ops, hits."""
+                       after_bytes: int | None = None, after_ops: int | None = None,
+                       files: list[str] | None = None) -> dict:
+        """Arm a fault on a broker's log dir (ValueError for a bad spec) for some kinds of its
+        files (log, index, checkpoint, cleaner, or all; segment files when None); returns it as
+        listed: id, broker, operation, errno, after_bytes, after_ops, hits, files."""
         ...
 
     def disk_faults(self) -> list[dict]: ...
@@ -328,7 +330,8 @@ async def add_disk_fault(request: web.Request) -> web.Response:
     try:
         fault = control.add_disk_fault(broker_id, body["operation"], body["errno"],
                                        after_bytes=body.get("after_bytes"),
-                                       after_ops=body.get("after_ops"))
+                                       after_ops=body.get("after_ops"),
+                                       files=body.get("files"))
     except KeyError as exc:
         raise ApiError(404, _key_message(exc, "broker")) from None
     except ValueError as exc:

@@ -192,11 +192,12 @@ class BrokerProcess:
         await broker.controller.elect_preferred_leaders()
 
     def add_disk_fault(self, broker_id: int, operation: str, errno: int | str, *,
-                       after_bytes: int | None = None, after_ops: int | None = None) -> dict:
+                       after_bytes: int | None = None, after_ops: int | None = None,
+                       files: list[str] | None = None) -> dict:
         self._this(broker_id)
         assert self.context is not None
         fault = self.context.disk_faults_for(broker_id).add(
-            operation, errno, after_bytes=after_bytes, after_ops=after_ops)
+            operation, errno, after_bytes=after_bytes, after_ops=after_ops, files=files)
         return {"broker": broker_id, **fault.to_dict()}
 
     def disk_faults(self) -> list[dict]:

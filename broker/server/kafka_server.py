@@ -165,7 +165,9 @@ class KafkaServer:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         try:
-            self.log_manager.load()
+            # Loading reads (and after a crash rewrites) every log's files: a worker thread does
+            # it, so that the other brokers of an embedded cluster keep being served meanwhile.
+            await asyncio.to_thread(self.log_manager.load)
             # What recovery kept is fsynced by the flusher: wait for it off the loop, so that a
             # disk failing those fsyncs keeps the broker from starting, as a failed load does.
             await asyncio.to_thread(self.log_manager.flusher.drain)
@@ -239,9 +241,9 @@ class KafkaServer:
         await self._close_connections()
         if self.authorizer is not None:
             self.authorizer.close()
-        self.log_manager.begin_shutdown()
-        await asyncio.to_thread(self.log_manager.flusher.drain)  # the loop never waits on fsyncs
-        self.log_manager.finish_shutdown()
+        # Every log's last writes and fsyncs, then the checkpoints and the clean-shutdown marker,
+        # in a worker thread (nothing else uses the logs any more): the loop never waits on them.
+        await asyncio.to_thread(self.log_manager.shutdown)
         log.info("broker stopped", broker_id=self.broker_id)
 
     # -- a failed log dir (Kafka's ReplicaManager.handleLogDirFailure) ---------------------------
