@@ -45,11 +45,13 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kafka_sim.controller")
 
 
-# Partition states are read and written in the store (one batched call per chunk), and handed to
-# brokers in LeaderAndIsr, this many at a time, the loop served in between: thousands of store
-# round trips, or of logs created by one LeaderAndIsr, held every connection (a Kafka broker does
-# that work on its controller and request handler threads; here it runs on the event loop).
-LEADER_AND_ISR_CHUNK = 200
+# Partition states are read and written in the store STORE_BATCH at a time (one batched call:
+# pipelined round trips with ZooKeeper), and handed to brokers in LeaderAndIsr requests of
+# LEADER_AND_ISR_CHUNK partitions, the loop served in between: thousands of store round trips, or
+# of logs created by one LeaderAndIsr (~1.5-2.5 ms each), held every connection (a Kafka broker
+# does that work on its controller and request handler threads; here it runs on the event loop).
+STORE_BATCH = 200
+LEADER_AND_ISR_CHUNK = 50
 
 # Events a child watch starts, and the node whose children they are about.
 CHILD_EVENTS = {"broker_change": paths.BROKER_IDS, "topic_change": paths.TOPICS,
@@ -177,8 +179,8 @@ class Controller:
     async def _read_topics(self, names: list[str]) -> dict[str, TopicInfo]:
         """Topics and their configs, read in batches (a failover reads every topic)."""
         out = {}
-        for start in range(0, len(names), LEADER_AND_ISR_CHUNK):
-            chunk = names[start : start + LEADER_AND_ISR_CHUNK]
+        for start in range(0, len(names), STORE_BATCH):
+            chunk = names[start : start + STORE_BATCH]
             read = await self.store.get_many(
                 [paths.topic(n) for n in chunk] + [paths.topic_config(n) for n in chunk])
             for name, topic, config in zip(chunk, read[: len(chunk)], read[len(chunk) :], strict=True):
@@ -253,10 +255,10 @@ class Controller:
     async def _update_states(self, changes: list[tuple[tuple[str, int], int, list[int]]]
                              ) -> list[LeaderAndIsr]:
         """_update_state for many partitions (key, leader, ISR): read and written in batches of
-        LEADER_AND_ISR_CHUNK; a partition whose write lost a race goes the one-by-one way."""
+        STORE_BATCH; a partition whose write lost a race goes the one-by-one way."""
         out = []
-        for start in range(0, len(changes), LEADER_AND_ISR_CHUNK):
-            chunk = changes[start : start + LEADER_AND_ISR_CHUNK]
+        for start in range(0, len(changes), STORE_BATCH):
+            chunk = changes[start : start + STORE_BATCH]
             currents = await self._read_states([key for key, _, _ in chunk])
             wanted = []
             for (key, leader, isr), current in zip(chunk, currents, strict=True):
@@ -343,7 +345,7 @@ class Controller:
 
     async def _load_topics(self, names: list[str]) -> list[LeaderAndIsr]:
         """Read topics and their partition states, creating the states of new partitions, in
-        batches of LEADER_AND_ISR_CHUNK with the loop served in between (a topic of thousands of
+        batches of STORE_BATCH with the loop served in between (a topic of thousands of
         partitions is as many nodes: round trips with ZooKeeper)."""
         states: list[LeaderAndIsr] = []
         for info in (await self._read_topics(names)).values():
@@ -364,8 +366,8 @@ class Controller:
                 and self.queue.put_nowait(ControllerEvent("config_change", name))))
         self.topics[name] = info
         partitions = sorted(info.assignment.items())
-        for start in range(0, len(partitions), LEADER_AND_ISR_CHUNK):
-            chunk = partitions[start : start + LEADER_AND_ISR_CHUNK]
+        for start in range(0, len(partitions), STORE_BATCH):
+            chunk = partitions[start : start + STORE_BATCH]
             read = await self._read_states([(name, p) for p, _ in chunk])
             new = []
             for (partition, replicas), state in zip(chunk, read, strict=True):
