@@ -400,6 +400,8 @@ class Controller:
         await self._send_leader_and_isr(list(self.states.values()))
         await self._send_update_metadata()
         await self._on_topic_deletion(self.store.get_children(paths.DELETE_TOPICS))
+        log.info("ready to serve as the new controller", broker_id=self.broker_id,
+                 controller_epoch=self.epoch, partitions=len(self.states))
 
     async def _on_broker_change(self, children: object) -> None:
         live = {int(b) for b in children}  # type: ignore[union-attr]
