@@ -310,6 +310,8 @@ class Controller:
         """LEADER_AND_ISR_CHUNK partitions per request, the loop served in between (a failover
         or a returning broker is told about every partition). The store's writes are made durable
         first: a broker must never act on a leader epoch a crash of the store could take back."""
+        targets = self.live_brokers if only is None else self.live_brokers & only
+        states = [s for s in states if any(r in targets for r in s.replicas)]
         for start in range(0, len(states), LEADER_AND_ISR_CHUNK):
             if start:
                 await _serve_others()  # the brokers serve their clients between two chunks

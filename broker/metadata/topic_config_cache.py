@@ -76,9 +76,10 @@ class TopicConfigCache:
             read = await self._store.get_many([paths.topic_config(t) for t in missing])
             for topic, got in zip(missing, read, strict=True):
                 answers[topic] = _parse(got[0]) if got is not None else {}
-                # A notification for it while reading: the read may be older; answer it, keep
-                # nothing, and read again when a request next names the topic.
-                if self._changed.get(topic, 0) == changed[topic]:
+                # No node yet (a topic being created, or a forged request's name): nothing kept,
+                # as a notification for it while reading (the read may be older): answer what
+                # was read, and read again when a request next names the topic.
+                if got is not None and self._changed.get(topic, 0) == changed[topic]:
                     self._overrides[topic] = answers[topic]
         return {t: dict(self._overrides.get(t, answers.get(t)) or {}) for t in topics}
 

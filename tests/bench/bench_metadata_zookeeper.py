@@ -5,7 +5,8 @@ A probe keeps one connection per broker asking ApiVersions every 5 ms; the longe
 answer is the longest the broker's event loop was stalled (plus a round trip). Prints the time
 CreateTopics took, until every broker's metadata shows every partition with a leader, and the
 longest and p99 answer time per broker while CreateTopics ran, then until all partitions were
-led. `--partitions` (10,000 by default), `--brokers` (3); `--keep DIR` keeps the brokers' logs
+led; then kill -9 of the controller's process, and the survivors' longest answer until the next
+controller has loaded every partition state and told the brokers. `--partitions` (10,000 by default), `--brokers` (3); `--keep DIR` keeps the brokers' logs
 there, `--debug-loop` runs the brokers in asyncio's debug mode (it logs each callback over 100 ms).
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -89,15 +91,43 @@ async def run(cluster: ProcessCluster, partitions: int) -> None:
         while await led_partitions(client, "bench-wide") < partitions:
             await asyncio.sleep(1.0)  # each answer lists every partition: ask seldom
     everywhere = time.perf_counter() - started
-    after = [await probe.stop() for probe in probes]
+    after = [probe.take() for probe in probes]
     for client in clients:
         await client.close()
+    failover = await fail_over(cluster, probes)
     print(f"create 1 topic of {partitions} partitions (RF 1) on {len(probes)} processes: "
           f"CreateTopics {created:6.2f} s, led on every broker {everywhere:6.2f} s")
     for broker_id, (worst, p99), (worst_after, p99_after) in zip(cluster.ids, during, after,
                                                                    strict=True):
         print(f"  broker {broker_id}: longest answer {worst:7.1f} ms, p99 {p99:6.1f} ms during "
               f"CreateTopics; {worst_after:7.1f} ms, p99 {p99_after:6.1f} ms after it")
+    print(failover)
+
+
+async def fail_over(cluster: ProcessCluster, probes: list[AnswerProbe]) -> str:
+    old = next(b["id"] for b in cluster.brokers(cluster.ids[0]) if b["controller"])
+    started = time.perf_counter()
+    cluster.kill(old, signal.SIGKILL)
+    await probes[old].stop()
+    survivors = [i for i in cluster.ids if i != old]
+    for i in survivors:
+        probes[i].take()
+
+    def ready() -> int | None:
+        for i in survivors:
+            if "ready to serve as the new controller" in (
+                    cluster.root / f"broker-{i}.log").read_text(errors="replace"):
+                return i
+        return None
+
+    while (new := ready()) is None:
+        await asyncio.sleep(0.2)
+    took = time.perf_counter() - started
+    stalls = {i: probes[i].take()[0] for i in survivors}
+    for i in survivors:
+        await probes[i].stop()
+    return (f"kill -9 of controller {old}: broker {new} loaded and told everyone in {took:6.2f} s; "
+            + ", ".join(f"broker {i} longest answer {w:7.1f} ms" for i, w in stalls.items()))
 
 
 def main() -> None:
@@ -114,7 +144,7 @@ def main() -> None:
         zookeeper = ZooKeeperServer(Path(tmp) / "zookeeper")
         zookeeper.start()
         cluster = ProcessCluster(f"{zookeeper.connect_string}/bench", Path(tmp) / "cluster",
-                                 args.brokers, {"log.level": "warning"})
+                                 args.brokers, {"log.level": "info"})
         try:
             cluster.start()
             asyncio.run(run(cluster, args.partitions))

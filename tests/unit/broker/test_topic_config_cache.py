@@ -49,6 +49,10 @@ async def test_read_once_per_topic_then_from_the_cache():
     for _ in range(5):  # LeaderAndIsr / UpdateMetadata again and again
         assert await cache.overrides(["a", "b"]) == {"a": {}, "b": {}}
     assert store.config_reads == 2
+    # A name with no config node yet (forged, or being created) is not remembered as empty.
+    assert await cache.overrides(["later"]) == {"later": {}}
+    store.create_json(paths.topic_config("later"), {"version": 1, "config": {"a": "1"}})
+    assert await cache.overrides(["later"]) == {"later": {"a": "1"}}
 
 
 async def test_a_notification_rereads_that_topic_only_and_reports_the_change():
