@@ -225,6 +225,10 @@ class AdminManager:
         ):
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
                                  f"topic '{name}' was created but has no leaders yet")
+        if not kwargs.get("validate_only") and timeout_ms > 0:
+            # The leaders learn their partitions (LeaderAndIsr) once the controller's partition
+            # states are durable: answer after that too, or a client's first produce may come first.
+            await self.sync_store()
         return topic
 
     async def create_partitions(
@@ -280,6 +284,8 @@ class AdminManager:
         ):
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
                              f"topic '{name}' has {count} partitions but not all have leaders yet")
+        if timeout_ms > 0:
+            await self.sync_store()  # as create_topic: the new leaders' LeaderAndIsr waits for it
         return increment
 
     async def delete_topic(self, name: str, timeout_ms: int = 30_000) -> TopicInfo:

@@ -332,10 +332,7 @@ class Controller:
             except KafkaError as exc:
                 log.warning("LeaderAndIsr refused", broker_id=broker_id, error=exc.code.name)
 
-    async def _send_update_metadata(self) -> None:
-        """Every live broker gets the controller's whole view, once the store's writes behind it
-        are durable (clients are told leader epochs from it)."""
-        await self.store.flush()
+    def _send_update_metadata(self) -> None:
         brokers, endpoints = {}, {}
         for broker_id in sorted(self.live_brokers):
             with contextlib.suppress(NoNodeError):
@@ -357,10 +354,14 @@ class Controller:
         batches of STORE_BATCH with the loop served in between (a topic of thousands of
         partitions is as many nodes: round trips with ZooKeeper)."""
         states: list[LeaderAndIsr] = []
+        since_step = 0
         for info in (await self._read_topics(names)).values():
             async for chunk in self._load_topic_chunks(info):
                 states += chunk
-                await _serve_others()
+                since_step += len(chunk)
+                if since_step >= STORE_BATCH:  # many small topics go in one step, as before
+                    since_step = 0
+                    await _serve_others()
         return states
 
     async def _load_topic_chunks(self, info: TopicInfo) -> AsyncIterator[list[LeaderAndIsr]]:
@@ -402,10 +403,10 @@ class Controller:
             (key, state.leader, [r for r in state.isr if r in live])
             for key, state in self.states.items()
             if state.leader in live and any(r not in live for r in state.isr)])
-        await self._send_update_metadata()
+        self._send_update_metadata()
         await self._send_leader_and_isr(list(self.states.values()))
-        await self._send_update_metadata()
-        await self._on_topic_deletion(self.store.get_children(paths.DELETE_TOPICS))
+        self._send_update_metadata()
+        self._on_topic_deletion(self.store.get_children(paths.DELETE_TOPICS))
         log.info("ready to serve as the new controller", broker_id=self.broker_id,
                  controller_epoch=self.epoch, partitions=len(self.states))
 
@@ -428,26 +429,26 @@ class Controller:
                 if (leader, isr) != (state.leader, state.isr):
                     changes.append((key, leader, isr))
             changed = await self._update_states(changes)
-            await self._send_update_metadata()
+            self._send_update_metadata()
             await self._send_leader_and_isr(changed)
         if new:
             log.info("brokers joined", brokers=sorted(new), controller_epoch=self.epoch)
             offline = [k for k, s in self.states.items()
                        if s.leader < 0 and any(r in new for r in s.replicas)]
             await self._elect_for(offline)
-            await self._send_update_metadata()
+            self._send_update_metadata()
             # New brokers get every partition they hold (as followers, most of them).
             await self._send_leader_and_isr(list(self.states.values()), only=new)
             await self._send_leader_and_isr([self.states[k] for k in offline])
-        await self._send_update_metadata()
+        self._send_update_metadata()
 
     async def _on_topic_change(self, children: object) -> None:
         created = [n for n in children if n not in self.topics]  # type: ignore[union-attr]
         states = await self._load_topics(created)
         if states:
-            await self._send_update_metadata()
+            self._send_update_metadata()
             await self._send_leader_and_isr(states)
-            await self._send_update_metadata()
+            self._send_update_metadata()
 
     async def _on_partition_change(self, name: object) -> None:
         """A topic's assignment grew (CreatePartitions): elect leaders for the new partitions."""
@@ -457,20 +458,20 @@ class Controller:
         states = [s for s in await self._load_topics([name])  # type: ignore[list-item]
                   if (s.topic, s.partition) not in known]
         if states:
-            await self._send_update_metadata()
+            self._send_update_metadata()
             await self._send_leader_and_isr(states)
-            await self._send_update_metadata()
+            self._send_update_metadata()
 
-    async def _on_config_change(self, name: object) -> None:
+    def _on_config_change(self, name: object) -> None:
         """A topic's config overrides changed: every broker learns them through UpdateMetadata
         (and applies them to its logs); DescribeConfigs answers from there."""
         current = self.topics.get(name)  # type: ignore[arg-type]
         info = self._read_topic(name) if current is not None else None  # type: ignore[arg-type]
         if info is not None and info.configs != current.configs:  # type: ignore[union-attr]
             self.topics[info.name] = info
-            await self._send_update_metadata()
+            self._send_update_metadata()
 
-    async def _on_topic_deletion(self, children: object) -> None:
+    def _on_topic_deletion(self, children: object) -> None:
         for name in list(children):  # type: ignore[call-overload]
             keys = [k for k in self.states if k[0] == name]
             for broker_id in self.live_brokers:
@@ -482,9 +483,9 @@ class Controller:
                 with contextlib.suppress(NoNodeError):
                     self.store.delete(path, recursive=True)
             log.info("topic deleted", topic=name)
-        await self._send_update_metadata()
+        self._send_update_metadata()
 
-    async def _on_isr_change(self, children: object) -> None:
+    def _on_isr_change(self, children: object) -> None:
         if not children:
             return
         for child in children:  # type: ignore[union-attr]
@@ -496,7 +497,7 @@ class Controller:
                         if state is not None:
                             self.states[(topic, partition)] = state
                 self.store.delete(f"{paths.ISR_CHANGES}/{child}")
-        await self._send_update_metadata()
+        self._send_update_metadata()
 
     async def _on_controlled_shutdown(self, data: object) -> None:
         broker_id, future = data  # type: ignore[misc]
@@ -521,7 +522,7 @@ class Controller:
                 changes.append((key, leader, isr))
             changed = await self._update_states(changes)
             if changed:
-                await self._send_update_metadata()
+                self._send_update_metadata()
                 await self._send_leader_and_isr(changed, only=self.live_brokers - {broker_id})
             remaining = sorted(k for k, s in self.states.items() if s.leader == broker_id)
             # It stops following too, or its fetches would bring it back into the ISRs.
@@ -565,9 +566,9 @@ class Controller:
                 changes.append((key, state.replicas[0], state.isr))
         changed = await self._update_states(changes)
         if changed:
-            await self._send_update_metadata()
+            self._send_update_metadata()
             await self._send_leader_and_isr(changed)
-            await self._send_update_metadata()
+            self._send_update_metadata()
 
 
 async def _serve_others() -> None:

@@ -136,7 +136,10 @@ def test_create_topics_is_answered_only_once_the_store_is_fsynced(tmp_path, monk
             # Meanwhile the broker serves: the topic is visible (in memory), Metadata answers.
             assert "held" in broker.call(lambda: set(broker.cluster.brokers[0].metadata_cache
                                                      .snapshot.topics))
-            assert admin.list_topics() is not None
+            # (over a connection of its own: the admin's waits behind its CreateTopics)
+            other = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+            assert "held" in other.list_topics()
+            other.close()
             released.set()
             answer.result(timeout=10)
         assert "held" in stored_topics(tmp_path)  # on disk while the store is still open
