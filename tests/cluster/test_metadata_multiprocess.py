@@ -1,7 +1,8 @@
-"""Thousands of partitions on the multi-process ZooKeeper cluster: a topic of 2,000 partitions
-created with confluent-kafka's admin client, then a controller failover (kill -9), while every
-broker keeps answering another connection: no broker's event loop is held for a second (the
-controller's store calls are pipelined batches, its LeaderAndIsr requests chunks)."""
+"""Cluster metadata on the multi-process ZooKeeper cluster. A topic of 2,000 partitions created
+with confluent-kafka's admin client, then a controller failover (kill -9), while every broker
+keeps answering another connection: no broker's event loop is held for a second (the
+controller's store calls are pipelined batches, its LeaderAndIsr requests chunks). A config
+change reaches every process through Kafka's /config/changes notification."""
 
 from __future__ import annotations
 
@@ -10,14 +11,15 @@ import signal
 import time
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from kazoo.client import KazooClient
 
 from tests.integration.raw_client import RawClient
 from tests.process_cluster import ProcessCluster, wait_until
 
 pytestmark = pytest.mark.slow
 
-API_VERSIONS, METADATA = 18, 3
+API_VERSIONS, METADATA, DESCRIBE_CONFIGS = 18, 3, 32
 PARTITIONS = 2_000
 MAX_ANSWER_S = 1.0
 
@@ -114,3 +116,41 @@ async def _all_led(port: int) -> bool:
 def _new_controller(cluster: ProcessCluster, survivors: list[int], old: int) -> int | None:
     found = controller_of(cluster, survivors[0])
     return found if found in survivors else None
+
+
+async def test_a_config_change_reaches_every_process_through_a_change_notification(cluster,
+                                                                                  zk_connect):
+    """AlterConfigs (confluent-kafka) writes the config node and a /config/changes notification;
+    every broker process, which read the topic's config once, shows the new value."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    [future] = admin.create_topics([NewTopic("cfg", 3, 3)], request_timeout=30).values()
+    await asyncio.to_thread(future.result, 30)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "cfg", set_config={"retention.ms": "4321"})
+    [future] = admin.alter_configs([resource]).values()
+    await asyncio.to_thread(future.result, 30)
+
+    async def described(port: int) -> str | None:
+        client = await RawClient.connect(port)
+        try:
+            response = await client.request(DESCRIBE_CONFIGS, 4, {"resources": [{
+                "resource_type": 2, "resource_name": "cfg", "configuration_keys": ["retention.ms"]}],
+                "include_synonyms": False, "include_documentation": False})
+        finally:
+            await client.close()
+        return next((c.value for c in response.results[0].configs), None)
+
+    for i in cluster.ids:
+        await until_async(lambda i=i: _equals(described(cluster.ports[i]), "4321"),
+                          f"broker {i} to show retention.ms=4321", 30)
+    zk = KazooClient(hosts=zk_connect)
+    zk.start(10)
+    try:
+        bodies = [zk.get(f"/config/changes/{c}")[0] for c in zk.get_children("/config/changes")]
+    finally:
+        zk.stop()
+        zk.close()
+    assert b'"entity_path":"topics/cfg"' in b"".join(bodies)
+
+
+async def _equals(answer, expected: str) -> bool:
+    return await answer == expected
