@@ -16,6 +16,7 @@ from broker.config import PROPERTIES, TOPIC_DEFAULT_FROM_BROKER, BrokerConfig
 from broker.metadata import zk_paths as paths
 from broker.metadata.metadata_cache import MetadataCache, TopicInfo
 from broker.metadata.store import MetadataStore, MetadataStoreError, NodeExistsError, NoNodeError
+from broker.metadata.topic_config_cache import notification_body
 from broker.metadata.topic_names import is_valid_topic_name, validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
 
@@ -230,6 +231,10 @@ class AdminManager:
         ):
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
                                  f"topic '{name}' was created but has no leaders yet")
+        if not kwargs.get("validate_only") and timeout_ms > 0:
+            # The leaders learn their partitions (LeaderAndIsr) once the controller's partition
+            # states are durable: answer after that too, or a client's first produce may come first.
+            await self.sync_store()
         return topic
 
     async def create_partitions(
@@ -285,6 +290,8 @@ class AdminManager:
         ):
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
                              f"topic '{name}' has {count} partitions but not all have leaders yet")
+        if timeout_ms > 0:
+            await self.sync_store()  # as create_topic: the new leaders' LeaderAndIsr waits for it
         return increment
 
     async def delete_topic(self, name: str, timeout_ms: int = 30_000) -> TopicInfo:
@@ -333,6 +340,9 @@ class AdminManager:
             self.store.set_json(paths.topic_config(name), body)
         except NoNodeError:
             self.store.create_json(paths.topic_config(name), body)
+        # Kafka's change notification: every broker re-reads the topic's node once.
+        self.store.create_json(f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}",
+                               notification_body(name), sequence=True, makepath=True)
 
     def alter_broker_configs(self, name: str, config_names: list[str]) -> None:
         """Broker configs are static here (all read-only in DescribeConfigs): a change is refused as

@@ -1,12 +1,11 @@
 """The controller's requests in Kafka's wire form: LeaderAndIsr (v7), UpdateMetadata (v8) and
 StopReplica (v4) bodies built from the controller's records, and read back (every version) into
 them on the broker. Topic configs are not on the wire: as in Kafka, brokers read them from the
-metadata store."""
+metadata store (broker/metadata/topic_config_cache.py)."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 
 from broker.metadata.metadata_cache import MetadataSnapshot, TopicInfo
 from broker.metadata.partition_state import LeaderAndIsr
@@ -81,10 +80,14 @@ def update_metadata_body(snapshot: MetadataSnapshot) -> dict:
     }
 
 
-def metadata_snapshot(request, version: int,
-                      configs: Callable[[list[str]], dict[str, dict[str, str]]],
+def update_metadata_topics(request, version: int) -> list[str]:
+    """The topics an UpdateMetadata request describes (those with partition states)."""
+    return sorted({topic for topic, _ in _partition_states(request, 5, version)})
+
+
+def metadata_snapshot(request, version: int, overrides: dict[str, dict[str, str]],
                       inter_broker_listener: str) -> MetadataSnapshot:
-    """The snapshot an UpdateMetadata request describes; `configs` reads topics' overrides."""
+    """The snapshot an UpdateMetadata request describes; `overrides`: topics' configs."""
     brokers, endpoints = {}, {}
     for b in request.live_brokers:
         if version == 0:
@@ -104,7 +107,6 @@ def metadata_snapshot(request, version: int,
         assignments.setdefault(topic, {})[p.partition_index] = list(p.replicas)
     ids = {t.topic_name: uuid.UUID(bytes=bytes(t.topic_id)) for t in request.get("topic_states", ())
            if version >= 7}
-    overrides = configs(sorted(assignments))
     topics = {name: TopicInfo(name, ids.get(name, uuid.UUID(int=0)), dict(sorted(parts.items())),
                               overrides.get(name, {}), name in INTERNAL_TOPICS)
               for name, parts in assignments.items()}

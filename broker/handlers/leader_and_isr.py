@@ -3,7 +3,8 @@ follows, with leader epochs and ISRs (inter-broker; a ZooKeeper-mode Kafka 3.9 b
 
 - A controller epoch older than the latest this broker has seen gets STALE_CONTROLLER_EPOCH for
   the whole request; otherwise each partition gets its own error (e.g. a stale leader epoch).
-- Topic configs come from the metadata store, as in Kafka; topic ids are not used.
+- Topic configs come from the metadata store (read once per topic, then kept current by
+  /config/changes notifications), as in Kafka; topic ids are not used.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     states = leader_and_isr_states(request, version)
     try:
         require_cluster(ctx, AclOperation.CLUSTER_ACTION)
-        overrides = target.topic_config_overrides(sorted({s.topic for s in states}))
+        overrides = await target.topic_config_overrides(sorted({s.topic for s in states}))
         configs = {t: ctx.services.config.log_config(o) for t, o in overrides.items()}
         errors = target.apply_leader_and_isr(request.controller_epoch, states, configs)
     except KafkaError as exc:

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -191,6 +191,36 @@ class EmbeddedMetadataStore:
 
     def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
         self._write(partial(self._delete, path, version, recursive))
+
+    # --- batches: answered at once (the tree is in memory; the journal is written off the loop) ---
+
+    async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
+        out: list[tuple[bytes, Stat] | None] = []
+        for path in paths:
+            node = self._nodes.get(_validate(path))
+            out.append((node.data, node.stat()) if node is not None else None)
+        return out
+
+    async def create_many(self, nodes: Sequence[tuple[str, bytes]], *,
+                          makepath: bool = False) -> list[MetadataStoreError | None]:
+        out: list[MetadataStoreError | None] = []
+        for path, data in nodes:
+            try:
+                self.create(path, data, makepath=makepath)
+                out.append(None)
+            except MetadataStoreError as exc:
+                out.append(exc)
+        return out
+
+    async def set_many(self, nodes: Sequence[tuple[str, bytes, int]]
+                       ) -> list[Stat | MetadataStoreError]:
+        out: list[Stat | MetadataStoreError] = []
+        for path, data, version in nodes:
+            try:
+                out.append(self.set(path, data, version))
+            except MetadataStoreError as exc:
+                out.append(exc)
+        return out
 
     # --- durability ---
 

@@ -6,7 +6,7 @@ client can stand behind it. Everything above `broker/metadata/` sees only this P
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -96,6 +96,21 @@ class MetadataStore(Protocol):
     def set_json(self, path: str, obj: Any, version: int = -1) -> Stat: ...
 
     def delete(self, path: str, version: int = -1, recursive: bool = False) -> None: ...
+
+    async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
+        """Many reads in one go, off the event loop (pipelined on one ZooKeeper connection, as
+        Kafka's controller reads partition states): each node's data and stat, None where the
+        node does not exist. Other errors raise."""
+
+    async def create_many(self, nodes: Sequence[tuple[str, bytes]], *,
+                          makepath: bool = False) -> list[MetadataStoreError | None]:
+        """Many persistent creates in one go, off the event loop (pipelined): per node None when
+        created, else the error (NodeExistsError when another writer was first). Not atomic."""
+
+    async def set_many(self, nodes: Sequence[tuple[str, bytes, int]]
+                       ) -> list[Stat | MetadataStoreError]:
+        """Many conditional sets (path, data, version) in one go, off the event loop: per node
+        the new stat, or the error (BadVersionError when it changed meanwhile). Not atomic."""
 
     async def flush(self) -> None:
         """Return once every write made so far survives a crash. Writes are visible to reads at

@@ -7,12 +7,15 @@ CONTROLLER_EPOCH = "/controller_epoch"  # persistent, only grows
 BROKER_IDS = "/brokers/ids"  # ephemeral child per live broker: {"host", "port"}
 TOPICS = "/brokers/topics"  # child per topic: {"topic_id", "partitions": {p: replicas}}
 TOPIC_CONFIGS = "/config/topics"  # child per topic: {"config": {...}}
+CONFIG_CHANGES = "/config/changes"  # sequential config_change_N: {"entity_path": "topics/T"}
+CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"  # child per topic marked for deletion
 ISR_CHANGES = "/isr_change_notification"  # sequential children written by leaders
 CLUSTER_ID = "/cluster/id"  # {"version": "1", "id": ...}: the cluster id, written once
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"  # {"broker", "block_start", "block_end"}
 
-PERSISTENT_ROOTS = (BROKER_IDS, TOPICS, TOPIC_CONFIGS, DELETE_TOPICS, ISR_CHANGES)
+PERSISTENT_ROOTS = (BROKER_IDS, TOPICS, TOPIC_CONFIGS, CONFIG_CHANGES, DELETE_TOPICS,
+                    ISR_CHANGES)
 
 
 def broker(broker_id: int) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import time
 from typing import TYPE_CHECKING
@@ -42,7 +43,7 @@ from broker.metadata.store import (
     NoNodeError,
     WatchedEvent,
 )
-from broker.metadata.topic_names import is_valid_topic_name
+from broker.metadata.topic_config_cache import TopicConfigCache
 from broker.network.connection import Connection
 from broker.network.connection_quotas import ConnectionQuotas
 from broker.replication.leader_endpoint import LeaderEndpoint
@@ -93,6 +94,8 @@ class KafkaServer:
             max_open_files=config["log.segment.open.files.max"],
             flusher=LogFlusher(on_error=self._on_flush_error))
         self.metadata_cache = MetadataCache(context.timer)
+        # Topic configs for the controller's requests over the wire, which carry none.
+        self.topic_configs = TopicConfigCache(self.store, self._on_topic_config_change)
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, context.timer, context.clock,
             alter_isr=self._alter_isr,
@@ -192,6 +195,7 @@ class KafkaServer:
         self.running = True
         self.context.running_brokers[self.broker_id] = self
         self.store.add_session_listener(self._on_session_change)
+        self.topic_configs.start()
         self._register()
         self._schedule_isr_expiration()
         self._background = [
@@ -222,6 +226,7 @@ class KafkaServer:
         for server in self._servers:
             server.close()
         self.context.running_brokers.pop(self.broker_id, None)
+        self.topic_configs.stop()
         if self.controller is not None:
             await self.controller.stop()
             self.controller = None
@@ -462,6 +467,8 @@ class KafkaServer:
     def apply_update_metadata(self, snapshot: MetadataSnapshot) -> None:
         self._check_controller_epoch(snapshot.controller_epoch)
         before = self.metadata_cache.snapshot.topics
+        for name in before.keys() - snapshot.topics.keys():  # deleted: a new one is read afresh
+            self.topic_configs.forget(name)
         for name, topic in snapshot.topics.items():  # AlterConfigs, restarts: configs apply at once
             old = before.get(name)
             if (old.configs if old is not None else {}) != topic.configs:
@@ -484,18 +491,20 @@ class KafkaServer:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, f"broker {self.broker_id} is not the controller")
         return await self.controller.controlled_shutdown(broker_id)
 
-    def topic_config_overrides(self, topics: list[str]) -> dict[str, dict[str, str]]:
-        """Topics' config overrides as the store has them (requests over the wire carry none)."""
-        overrides = {}
-        for name in topics:
-            try:
-                data = None
-                if is_valid_topic_name(name):  # else no store path (the partitions are refused)
-                    data, _ = self.store.get_json(paths.topic_config(name))
-            except NoNodeError:
-                pass
-            overrides[name] = dict((data or {}).get("config", {}))
-        return overrides
+    async def topic_config_overrides(self, topics: list[str]) -> dict[str, dict[str, str]]:
+        """Topics' config overrides (requests over the wire carry none): read from the store
+        once per topic, then kept current by /config/changes notifications."""
+        return await self.topic_configs.overrides(topics)
+
+    def _on_topic_config_change(self, topic: str, overrides: dict[str, str]) -> None:
+        """A notification changed a topic's overrides: its logs and this broker's metadata take
+        them now (the controller's UpdateMetadata may have come before the notification)."""
+        self.log_manager.update_config(topic, self.context.config.log_config(overrides))
+        snapshot = self.metadata_cache.snapshot
+        info = snapshot.topics.get(topic)
+        if info is not None and info.configs != overrides:
+            topics = {**snapshot.topics, topic: dataclasses.replace(info, configs=overrides)}
+            self.metadata_cache.update(dataclasses.replace(snapshot, topics=topics))
 
     # -- replication hooks ------------------------------------------------------------------
 

@@ -10,18 +10,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from protocol import ProtocolDecodeError, decode_request, decode_request_header
 from protocol.framing import FrameDecoder
 from tests.fuzz.grammar import Source, request_frame
 from tests.fuzz.mutate import mutate_frame
 from tests.fuzz.target import FuzzFailure, Outcome
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
-CREATE_TOPICS, CREATE_PARTITIONS = 19, 37
-# Known issue, suppressed until it is fixed: a request for hundreds to 10,000 new partitions is
-# accepted (as Kafka's limit allows), and the controller then rewrites the whole metadata store
-# once per partition state on the event loop: seconds to minutes (issue 12, item 3).
-MASS_PARTITIONS = range(65, 20_001)
 
 
 def corpus_frames() -> list[bytes]:
@@ -61,33 +55,11 @@ def inputs(src: Source, apis: Sequence[tuple[int, int]], corpus: Sequence[bytes]
             yield struct.pack(">i", len(junk)) + junk
 
 
-def known_issue(data: bytes) -> str | None:
-    """Why an input is left out of a run (a known issue not yet fixed), or None."""
-    try:
-        frames = FrameDecoder(2**31).feed(data)
-    except ProtocolDecodeError:
-        return None
-    for frame in frames:
-        try:
-            header, offset = decode_request_header(frame)
-            if header.api_key not in (CREATE_TOPICS, CREATE_PARTITIONS):
-                continue
-            request = decode_request(header.api_key, header.api_version, frame, offset,
-                                     explain=False)
-        except (ProtocolDecodeError, KeyError):
-            continue
-        counts = [t.get("num_partitions", t.get("count", 0)) for t in request.topics]
-        if any(c in MASS_PARTITIONS for c in counts):
-            return "mass partition creation (issue 12, item 3)"
-    return None
-
-
 @dataclass(slots=True)
 class RunStats:
     """A run's figures; failures are kept (the first few with their input) rather than raised."""
 
     inputs: int = 0
-    suppressed: int = 0  # known issues (known_issue)
     answered: int = 0
     closed: int = 0
     max_seconds: float = 0.0

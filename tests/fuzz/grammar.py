@@ -111,7 +111,8 @@ def integer(src: Source, kind: str, name: str) -> int:
     if name == "acks" and src.chance(80):
         return src.pick((-1, 0, 1))
     if name in PARTITION_COUNTS:
-        # Counts the broker refuses (over 10,000 new), or small ones: see campaign.known_issue.
+        # Counts the broker refuses (over 10,000 new), or small ones: each accepted large count
+        # creates as many logs in the fuzz broker for good (mutations still reach them).
         return src.pick((-2, -1, 0, 1, 2, 3, 4, 20_001, 2**31 - 1, -(2**31)))
     roll = src.int(0, 9)
     if roll < 6:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from broker.handlers import HANDLERS
 from protocol import decode_request, decode_request_header
-from tests.fuzz.campaign import corpus_frames, known_issue, scratch_dir
+from tests.fuzz.campaign import corpus_frames, scratch_dir
 from tests.fuzz.grammar import DrawSource, RandomSource, advertised, request_frame, request_frames
 from tests.fuzz.mutate import mutate_frame
 from tests.fuzz.target import FuzzBroker, rss_bytes
@@ -51,8 +51,6 @@ class Running:
         self.inputs = 0
 
     def run(self, data: bytes, *, tcp: bool = False) -> None:
-        if known_issue(data):
-            return
         self.inputs += 1
         self.loop.run_until_complete(self.broker.run_tcp(data) if tcp else self.broker.run(data))
 

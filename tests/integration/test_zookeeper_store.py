@@ -167,3 +167,19 @@ async def test_an_unreachable_zookeeper_is_one_clear_error():
     store = ZooKeeperMetadataStore(f"127.0.0.1:{free_port()}", connection_timeout_ms=500)
     with pytest.raises(ConnectionLossError, match="cannot reach ZooKeeper"):
         store.start()
+
+
+async def test_batched_calls_pipeline_and_answer_per_node(store):
+    """get_many/create_many/set_many: one batch, per-node answers, the loop free meanwhile."""
+    nodes = [(f"/batch/t/partitions/{p}/state", b"%d" % p) for p in range(300)]
+    assert await store.create_many(nodes, makepath=True) == [None] * 300
+    again = await store.create_many(nodes[:2] + [("/batch/new", b"x")])
+    assert [type(e) for e in again] == [NodeExistsError, NodeExistsError, type(None)]
+    read = await store.get_many([p for p, _ in nodes] + ["/batch/missing"])
+    assert [r[0] for r in read[:300]] == [d for _, d in nodes] and read[300] is None
+    assert all(r[1].version == 0 for r in read[:300])
+    written = await store.set_many([(nodes[0][0], b"a", 0), (nodes[1][0], b"b", 7),
+                                    ("/batch/missing", b"c", -1)])
+    assert written[0].version == 1
+    assert [type(w) for w in written[1:]] == [BadVersionError, NoNodeError]
+    assert store.get(nodes[0][0])[0] == b"a" and store.get(nodes[1][0])[0] == b"1"

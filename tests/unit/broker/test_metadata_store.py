@@ -582,3 +582,19 @@ def test_in_memory_store_writes_nothing(tmp_path, monkeypatch):
     store.create("/a")
     store.create_session()
     assert list(tmp_path.iterdir()) == []
+
+
+# --- batches (the ZooKeeper store pipelines them; this one answers at once) ---
+
+
+async def test_batched_calls_answer_per_node(store):
+    nodes = [(f"/t/partitions/{p}/state", b"%d" % p) for p in range(3)]
+    assert await store.create_many(nodes, makepath=True) == [None] * 3
+    again = await store.create_many([nodes[0], ("/t/new", b"x")])
+    assert [type(e) for e in again] == [NodeExistsError, type(None)]
+    read = await store.get_many([p for p, _ in nodes] + ["/missing"])
+    assert [r[0] for r in read[:3]] == [b"0", b"1", b"2"] and read[3] is None
+    written = await store.set_many([(nodes[0][0], b"a", 0), (nodes[1][0], b"b", 5),
+                                    ("/missing", b"c", -1)])
+    assert written[0].version == 1
+    assert [type(w) for w in written[1:]] == [BadVersionError, NoNodeError]
