@@ -93,6 +93,8 @@ _MODULES = (
     "offset_delete",
     "describe_transactions",
     "list_transactions",
+    "sasl_handshake",
+    "sasl_authenticate",
 )
 
 

@@ -47,6 +47,7 @@ from broker.network.connection_quotas import ConnectionQuotas
 from broker.replication.leader_endpoint import LeaderEndpoint
 from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
+from broker.security.listener_security import ListenerSecurity
 from broker.server.worker_steps import run_steps_in_worker
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel, OfflineLogDir
@@ -131,6 +132,7 @@ class KafkaServer:
         # Bound addresses per listener name (port 0 is resolved at start); the first is `address`.
         self.addresses: dict[str, tuple[str, int]] = {
             x.name: (x.host, x.port) for x in config.listeners}
+        self.security: dict[str, ListenerSecurity] = {}  # per listener name, made at start
         self.running = False
         self._halt_task: asyncio.Future | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -161,6 +163,9 @@ class KafkaServer:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        # Key stores, trust stores and JAAS settings are read first: a bad one stops nothing.
+        self.security = {name: ListenerSecurity.from_config(self.config, name, self.store)
+                         for name in self.addresses}
         try:
             self.log_manager.load()
             # What recovery kept is fsynced by the flusher: wait for it off the loop, so that a
@@ -178,8 +183,11 @@ class KafkaServer:
             if self.store.exists(paths.topic(topic)) is None:  # deleted while we were down
                 self.log_manager.delete_log(topic, partition)
         for name, (host, port) in list(self.addresses.items()):
+            # TLS handshakes run inside the loop's transport, a few bytes at a time (never
+            # blocking it); one that fails closes that connection before _on_connection.
             server = await asyncio.start_server(
-                functools.partial(self._on_connection, name), host, port)
+                functools.partial(self._on_connection, name), host, port,
+                ssl=self.security[name].ssl_context)
             self._servers.append(server)
             self.addresses[name] = server.sockets[0].getsockname()[:2]
         self.running = True
@@ -330,7 +338,9 @@ class KafkaServer:
                         peer=f"{peer[0]}:{peer[1]}", reason=refused)
             writer.close()
             return
-        connection = Connection(self.services, self.context.faults, reader, writer, listener)
+        security = self.security[listener]
+        connection = Connection(self.services, self.context.faults, reader, writer, listener,
+                                security if security.protocol != "PLAINTEXT" else None)
         self._connections[task] = connection
         try:
             await connection.serve()
@@ -361,6 +371,7 @@ class KafkaServer:
         try:
             self.store.create_json(paths.broker(self.broker_id), registration(
                 self.advertised_endpoints(), self.config.inter_broker_listener_name, wall_clock_ms(),
+                self.config.security_protocols,
             ), ephemeral=True, session=self.session)
         except NodeExistsError:
             # As Kafka's broker, refuse to start rather than take over another session's node; a

@@ -28,10 +28,11 @@ BROKER_ALLOWED = {
     "admin": {"config", "metadata"},
     "coordinator": {"config", "metadata", "replication"},
     "handlers": {"config", "metadata", "replication", "controller", "admin", "coordinator"},
-    "interbroker": {"config", "metadata", "replication", "controller", "coordinator"},
-    "network": {"config", "handlers", "control"},
+    "interbroker": {"config", "metadata", "replication", "controller", "coordinator", "security"},
+    "security": {"config", "metadata"},
+    "network": {"config", "handlers", "control", "security"},
     "server": {"config", "metadata", "replication", "controller", "admin", "coordinator",
-               "handlers", "network", "control", "interbroker"},
+               "handlers", "network", "control", "interbroker", "security"},
 }
 # The console script dispatches `kafka-sim pipeline ...` to the optional Spark jobs; nothing else
 # in broker/ may reach up into pipeline/.

@@ -1,0 +1,72 @@
+"""SCRAM credentials where Kafka keeps them in ZooKeeper: /config/users/<user>, JSON
+`{"version":1,"config":{"SCRAM-SHA-256":"salt=...,stored_key=...,server_key=...,iterations=4096"}}`.
+Brokers read it at each login, so they need no change notifications to follow it."""
+
+from __future__ import annotations
+
+from broker.metadata.store import MetadataStore, NodeExistsError, NoNodeError
+from broker.security.sasl import SCRAM_SHA_256, SCRAM_SHA_512
+from broker.security.scram import ScramCredential
+
+USERS = "/config/users"
+SCRAM_MECHANISMS = (SCRAM_SHA_256, SCRAM_SHA_512)
+
+
+def user_path(user: str) -> str:
+    return f"{USERS}/{user}"
+
+
+class ScramCredentialStore:
+    """Read on every login (no cache to go stale: a changed password counts at once)."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        self.store = store
+
+    def _config(self, user: str) -> tuple[dict, int | None]:
+        try:
+            data, stat = self.store.get_json(user_path(user))
+        except NoNodeError:
+            return {"version": 1, "config": {}}, None
+        return data, stat.version
+
+    def credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        if not user or "/" in user:
+            return None
+        text = self._config(user)[0].get("config", {}).get(mechanism)
+        try:
+            return ScramCredential.from_string(text) if text else None
+        except (KeyError, ValueError):
+            return None
+
+    def mechanisms(self, user: str) -> dict[str, int]:
+        """Mechanism -> iterations of the user's credentials."""
+        config = self._config(user)[0].get("config", {})
+        out = {}
+        for mechanism in SCRAM_MECHANISMS:
+            if mechanism in config:
+                out[mechanism] = ScramCredential.from_string(config[mechanism]).iterations
+        return out
+
+    def users(self) -> list[str]:
+        try:
+            return sorted(self.store.get_children(USERS))
+        except NoNodeError:
+            return []
+
+    def set(self, user: str, mechanism: str, credential: ScramCredential | None) -> None:
+        """Upsert (or, with None, delete) one mechanism's credential of `user`."""
+        data, version = self._config(user)
+        config = dict(data.get("config", {}))
+        if credential is None:
+            config.pop(mechanism, None)
+        else:
+            config[mechanism] = credential.to_string()
+        data = {**data, "version": 1, "config": config}
+        if version is None:
+            self.store.ensure_path(USERS)
+            try:
+                self.store.create_json(user_path(user), data)
+            except NodeExistsError:
+                self.store.set_json(user_path(user), data)
+        else:
+            self.store.set_json(user_path(user), data)
