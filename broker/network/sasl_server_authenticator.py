@@ -9,6 +9,7 @@ after `connection.failed.authentication.delay.ms` (a timer: the broker goes on s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Protocol
 
@@ -17,7 +18,7 @@ import structlog
 from broker.handlers import HANDLERS
 from broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
 from broker.network.close_connection import CloseConnection
-from broker.security.sasl import SaslAuthenticationFailed, SaslServer
+from broker.security.sasl import PLAIN, SaslAuthenticationFailed, SaslServer
 from protocol import (
     decode_request,
     decode_request_header,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("kafka_sim.sasl")
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+LINGER_S = 1.0  # after a failure's answer, how long the client gets to close first
 
 
 class SaslChannel(Protocol):
@@ -41,6 +43,7 @@ class SaslChannel(Protocol):
 
     peer: str
     principal: str
+    reader: asyncio.StreamReader
     mechanism: str
     writer: asyncio.StreamWriter
 
@@ -109,11 +112,22 @@ class SaslServerAuthenticator:
             challenge = self._evaluate(bytes(request.auth_bytes))
         except SaslAuthenticationFailed as exc:
             return await self._fail(header, {
-                "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "error_message": str(exc),
-                "auth_bytes": b""}, f"SASL authentication failed: {exc}")
+                "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
+                "error_message": self._client_message(exc), "auth_bytes": b""},
+                f"SASL authentication failed: {exc}")
         lifetime_ms = self._complete() if self.server is not None and self.server.complete else 0
         return _response(header, {"error_code": ErrorCode.NONE, "error_message": None,
                                   "auth_bytes": challenge, "session_lifetime_ms": lifetime_ms})
+
+    def _client_message(self, exc: SaslAuthenticationFailed) -> str:
+        """PLAIN's reason goes to the client; SCRAM's does not (it could tell which users exist),
+        as in Kafka."""
+        assert self.server is not None
+        if self.server.mechanism == PLAIN:
+            return str(exc)
+        what = "re-authentication" if self.reauthenticating else "authentication"
+        return (f"Authentication failed during {what} due to invalid credentials with SASL "
+                f"mechanism {self.server.mechanism}")
 
     async def _raw_token(self, token: bytes) -> bytes:
         try:
@@ -154,6 +168,13 @@ class SaslServerAuthenticator:
         if header is not None and body is not None:
             self.connection.writer.write(_response(header, body))
             await self.connection.writer.drain()
+            # Closing at once can lose the answer: a client that reads the answer and the end of
+            # the stream in one go may drop both (kafka-python does). The client closes once it
+            # has read the error; wait for that a moment, discarding anything it sends.
+            with contextlib.suppress(TimeoutError, ConnectionError):
+                async with asyncio.timeout(LINGER_S):
+                    while await self.connection.reader.read(4096):
+                        pass
         raise CloseConnection(reason)
 
 

@@ -87,8 +87,10 @@ class ScramServer(SaslServer):
     client-final (proof) -> server-final (signature)."""
 
     def __init__(self, mechanism: str,
-                 credential_of: Callable[[str, str], ScramCredential | None]) -> None:
+                 credential_of: Callable[[str, str], ScramCredential | None], *,
+                 nonce: str | None = None) -> None:
         self.mechanism = mechanism
+        self._nonce_suffix = nonce or secrets.token_urlsafe(24)  # given only by RFC vector tests
         self._hash = HASHES[mechanism]
         self._credential_of = credential_of  # (username, mechanism) -> the stored credential
         self._state = "first"
@@ -126,7 +128,7 @@ class ScramServer(SaslServer):
         if credential is None:
             raise SaslAuthenticationFailed("Authentication failed: Invalid user credentials")
         self.username, self._credential = username, credential
-        self._nonce = attrs["r"] + secrets.token_urlsafe(24)
+        self._nonce = attrs["r"] + self._nonce_suffix
         self._server_first = (f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},"
                               f"i={credential.iterations}")
         self._state = "final"
