@@ -66,7 +66,7 @@ class Connection:
         self.requests_handled = 0
         self.principal = ANONYMOUS  # until TLS or SASL says who the client is
         self.mechanism = ""  # the SASL mechanism the client logged in with
-        self.session_expires: float | None = None  # KIP-368: loop time the SASL session ends
+        self.session_expires: int | None = None  # KIP-368: when the SASL session ends (clock ms)
         self.waiting_for_client = False  # a response waits for the client to read
         self.security = security
         # What a frame goes to: the request path, or (SASL, until logged in) the authenticator.
@@ -93,7 +93,8 @@ class Connection:
         self.principal, self.mechanism = principal, mechanism
         self.decoder.max_frame_bytes = self.services.config["socket.request.max.bytes"]
         if session_ms > 0:
-            self.session_expires = asyncio.get_running_loop().time() + session_ms / 1000
+            assert self.security is not None
+            self.session_expires = self.security.now_ms() + session_ms
             self.on_frame = self._handle_frame_in_session
         else:
             self.session_expires = None
@@ -104,8 +105,8 @@ class Connection:
         any other request closes the connection."""
         if len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) == SASL_HANDSHAKE:
             return await self._begin_authentication(reauthenticating=True).on_frame(frame)
-        if self.session_expires is not None and \
-                asyncio.get_running_loop().time() > self.session_expires:
+        assert self.security is not None
+        if self.session_expires is not None and self.security.now_ms() > self.session_expires:
             raise CloseConnection("SASL session expired (connections.max.reauth.ms) and the client "
                                   "did not re-authenticate")
         return await self.handle_frame(frame)

@@ -164,7 +164,7 @@ class SaslServerAuthenticator:
                     delay: bool = True) -> None:
         """Answer (when there is an answer) after the failed-authentication delay, then close."""
         if delay:
-            await asyncio.sleep(self.security.failed_authentication_delay_s)
+            await self.security.failed_authentication_delay()
         if header is not None and body is not None:
             self.connection.writer.write(_response(header, body))
             await self.connection.writer.drain()

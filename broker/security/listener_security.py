@@ -4,6 +4,7 @@ for SASL listeners the enabled mechanisms, PLAIN's users and where SCRAM credent
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from dataclasses import dataclass, field
 
@@ -15,6 +16,7 @@ from broker.security.sasl import MECHANISMS, PLAIN, SaslServer
 from broker.security.scram import ScramServer
 from broker.security.scram_credentials import ScramCredentialStore
 from broker.security.ssl_factory import server_context
+from timer import Clock, FunctionTimerTask, SystemTimer
 
 
 def jaas_config(config: BrokerConfig, listener: str, mechanism: str) -> JaasConfig | None:
@@ -47,16 +49,19 @@ class ListenerSecurity:
     max_receive_size: int = 524288
     failed_authentication_delay_s: float = 0.1
     max_reauth_ms: int = 0
+    # The broker's clock and timer: sessions expire and failed logins wait on them (manual in tests)
+    clock: Clock | None = None
+    timer: SystemTimer | None = None
 
     @property
     def sasl(self) -> bool:
         return bool(self.mechanisms)
 
     @classmethod
-    def from_config(cls, config: BrokerConfig, listener: str,
-                    store: MetadataStore) -> ListenerSecurity:
+    def from_config(cls, config: BrokerConfig, listener: str, store: MetadataStore,
+                    clock: Clock | None = None, timer: SystemTimer | None = None) -> ListenerSecurity:
         protocol = config.security_protocol(listener)
-        security = cls(listener, protocol)
+        security = cls(listener, protocol, clock=clock, timer=timer)
         if protocol in ("SSL", "SASL_SSL"):
             security.ssl_context = server_context(config, listener)
         if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
@@ -75,6 +80,22 @@ class ListenerSecurity:
                 config["connection.failed.authentication.delay.ms"] / 1000
             security.max_reauth_ms = int(config.for_listener(listener, "connections.max.reauth.ms"))
         return security
+
+    def now_ms(self) -> int:
+        assert self.clock is not None
+        return self.clock.now_ms()
+
+    async def failed_authentication_delay(self) -> None:
+        """Kafka's connection.failed.authentication.delay.ms, on the broker's timer."""
+        delay_ms = round(self.failed_authentication_delay_s * 1000)
+        if delay_ms <= 0:
+            return
+        if self.timer is None:
+            await asyncio.sleep(delay_ms / 1000)
+            return
+        done = asyncio.get_running_loop().create_future()
+        self.timer.add(FunctionTimerTask(delay_ms, lambda: done.done() or done.set_result(None)))
+        await done
 
     def sasl_server(self, mechanism: str) -> SaslServer:
         if mechanism == PLAIN:

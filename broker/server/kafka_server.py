@@ -164,7 +164,8 @@ class KafkaServer:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         # Key stores, trust stores and JAAS settings are read first: a bad one stops nothing.
-        self.security = {name: ListenerSecurity.from_config(self.config, name, self.store)
+        self.security = {name: ListenerSecurity.from_config(self.config, name, self.store,
+                                                            self.clock, self.context.timer)
                          for name in self.addresses}
         try:
             self.log_manager.load()
