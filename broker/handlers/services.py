@@ -15,6 +15,7 @@ from broker.coordinator.transaction import TransactionCoordinator
 from broker.metadata.metadata_cache import MetadataCache
 from broker.metadata.producer_id_manager import ProducerIdManager
 from broker.replication.replica_manager import ReplicaManager
+from broker.security.scram_credentials import ScramCredentialStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,3 +32,4 @@ class BrokerServices:
     producer_ids: ProducerIdManager
     advertised_address: Callable[[str], tuple[str, int]]  # per listener, once bound
     controller_requests: ControllerRequestTarget  # LeaderAndIsr, UpdateMetadata, StopReplica
+    scram_credentials: ScramCredentialStore | None = None  # /config/users in the metadata store

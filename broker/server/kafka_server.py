@@ -48,6 +48,7 @@ from broker.replication.leader_endpoint import LeaderEndpoint
 from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
 from broker.security.listener_security import ListenerSecurity
+from broker.security.scram_credentials import ScramCredentialStore
 from broker.server.worker_steps import run_steps_in_worker
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel, OfflineLogDir
@@ -119,7 +120,8 @@ class KafkaServer:
         self.services = BrokerServices(
             self.broker_id, self.cluster_id, config, self.metadata_cache, self.replica_manager,
             self.group_coordinator, self.transaction_coordinator, self.admin_manager, self.auto_topic_creation,
-            self.producer_ids, self.advertised_address, self)
+            self.producer_ids, self.advertised_address, self,
+            scram_credentials=ScramCredentialStore(self.store))
         self.controller: Controller | None = None
         self.session: int | None = None
         self._servers: list[asyncio.Server] = []
