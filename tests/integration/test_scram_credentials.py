@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 
-import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
