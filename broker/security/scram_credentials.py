@@ -4,9 +4,11 @@ Brokers read it at each login, so they need no change notifications to follow it
 
 from __future__ import annotations
 
+import asyncio
+
 from broker.metadata.store import MetadataStore, NodeExistsError, NoNodeError
 from broker.security.sasl import SCRAM_SHA_256, SCRAM_SHA_512
-from broker.security.scram import ScramCredential
+from broker.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential, make_credential
 
 USERS = "/config/users"
 SCRAM_MECHANISMS = (SCRAM_SHA_256, SCRAM_SHA_512)
@@ -70,3 +72,34 @@ class ScramCredentialStore:
                 self.store.set_json(user_path(user), data)
         else:
             self.store.set_json(user_path(user), data)
+
+    # -- what `kafka-sim ctl users` shows and changes (the control API) -------------------------
+
+    def describe(self, user: str | None = None) -> list[dict]:
+        """[{"user", "mechanisms": {mechanism: iterations}}]; KeyError for an unknown user."""
+        names = [user] if user is not None else self.users()
+        out = [{"user": name, "mechanisms": self.mechanisms(name)} for name in names]
+        out = [u for u in out if u["mechanisms"]]
+        if user is not None and not out:
+            raise KeyError(f"no SCRAM credentials for user {user!r}")
+        return out
+
+    async def set_password(self, user: str, mechanism: str, password: str,
+                           iterations: int = MIN_ITERATIONS) -> dict:
+        """Upsert from a password (PBKDF2 in a thread); ValueError for what Kafka refuses."""
+        if not user or "/" in user:
+            raise ValueError(f"user name {user!r} is not allowed")
+        if mechanism not in SCRAM_MECHANISMS:
+            raise ValueError(f"mechanism {mechanism!r} is not one of {', '.join(SCRAM_MECHANISMS)}")
+        if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+            raise ValueError(f"iterations must be {MIN_ITERATIONS}-{MAX_ITERATIONS}")
+        if not password:
+            raise ValueError("the password must not be empty")
+        credential = await asyncio.to_thread(make_credential, mechanism, password, iterations)
+        self.set(user, mechanism, credential)
+        return self.describe(user)[0]
+
+    def delete(self, user: str, mechanism: str) -> None:
+        if mechanism not in self.mechanisms(user):
+            raise KeyError(f"user {user!r} has no {mechanism} credential")
+        self.set(user, mechanism, None)

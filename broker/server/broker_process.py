@@ -28,6 +28,7 @@ from broker.metadata.store import MetadataStore, NoNodeError
 from broker.metadata.zookeeper_store import ZooKeeperMetadataStore
 from broker.replication.leader_endpoint import LeaderEndpoint
 from broker.security.client_security import ClientSecurity
+from broker.security.scram_credentials import ScramCredentialStore
 from broker.server.cluster import write_meta_properties
 from broker.server.cluster_context import ClusterContext, RunningBroker
 from broker.server.kafka_server import KafkaServer
@@ -239,6 +240,11 @@ class BrokerProcess:
         if group is not None and not out:
             raise KeyError(f"no group {group!r} on this broker's coordinator")
         return sorted(out, key=lambda g: g["group"])
+
+    @property
+    def scram_credentials(self) -> ScramCredentialStore:
+        """SCRAM users, as the metadata store keeps them (`kafka-sim ctl users`)."""
+        return ScramCredentialStore(self.store)
 
     def transactions(self, transactional_id: str | None = None) -> list[dict]:
         broker = self.broker

@@ -88,3 +88,28 @@ async def test_bad_alterations_and_descriptions(async_broker):
                                          "few": (ErrorCode.RESOURCE_NOT_FOUND, []),
                                          "x": (ErrorCode.DUPLICATE_RESOURCE, [])}
     await client.close()
+
+
+def test_ctl_users(broker_factory, capsys):
+    from broker.control import ctl
+    broker = broker_factory({"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                             "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS},
+                            control=True)
+    url = broker.control.url
+    assert ctl.main(["--url", url, "users", "set", "frank", "--password", "frank-secret",
+                     "--mechanism", "SCRAM-SHA-512", "--iterations", "5000"]) == 0
+    assert ctl.main(["--url", url, "users", "set", "frank", "--password", "frank-secret"]) == 0
+    capsys.readouterr()
+    assert ctl.main(["--url", url, "users", "list"]) == 0
+    listed = capsys.readouterr().out
+    assert "frank" in listed and "SCRAM-SHA-512 (5000 iterations)" in listed
+    assert "SCRAM-SHA-256 (4096 iterations)" in listed
+    assert can_log_in(broker, "SCRAM-SHA-512", "frank", "frank-secret")
+    assert ctl.main(["--url", url, "users", "set", "frank", "--password", "x",
+                     "--iterations", "10"]) == 1
+    assert "iterations must be 4096-16384" in capsys.readouterr().err
+    assert ctl.main(["--url", url, "users", "delete", "frank", "--mechanism", "SCRAM-SHA-512"]) == 0
+    assert ctl.main(["--url", url, "users", "delete", "frank", "--mechanism", "SCRAM-SHA-512"]) == 1
+    assert "has no SCRAM-SHA-512 credential" in capsys.readouterr().err
+    assert not can_log_in(broker, "SCRAM-SHA-512", "frank", "frank-secret")
+    assert can_log_in(broker, "SCRAM-SHA-256", "frank", "frank-secret")
