@@ -13,6 +13,7 @@ from collections import Counter
 from broker.handlers import RequestContext, register
 from broker.security.sasl import SCRAM_SHA_256, SCRAM_SHA_512
 from broker.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted
+from broker.security.scram_credentials import acceptable_user
 from protocol.errors import ErrorCode
 
 MECHANISMS = {1: SCRAM_SHA_256, 2: SCRAM_SHA_512}
@@ -21,8 +22,8 @@ MECHANISMS = {1: SCRAM_SHA_256, 2: SCRAM_SHA_512}
 def _problem(name: str, mechanism: int, iterations: int | None = None) -> tuple[int, str] | None:
     if not name:
         return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
-    if "/" in name:
-        return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not contain '/'"
+    if not acceptable_user(name):
+        return ErrorCode.UNACCEPTABLE_CREDENTIAL, f"Username {name!r} is not allowed"
     if mechanism not in MECHANISMS:
         return ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
     if iterations is not None and iterations < MIN_ITERATIONS:

@@ -5,6 +5,7 @@ Brokers read it at each login, so they need no change notifications to follow it
 from __future__ import annotations
 
 import asyncio
+from urllib.parse import quote, unquote
 
 from broker.metadata.store import MetadataStore, NodeExistsError, NoNodeError
 from broker.security.sasl import SCRAM_SHA_256, SCRAM_SHA_512
@@ -15,7 +16,14 @@ SCRAM_MECHANISMS = (SCRAM_SHA_256, SCRAM_SHA_512)
 
 
 def user_path(user: str) -> str:
-    return f"{USERS}/{user}"
+    """The user's node: its name sanitized as Kafka's Sanitizer does (URL-encoded, so `/` and
+    any other character is safe in a path)."""
+    return f"{USERS}/{quote(user, safe='')}"
+
+
+def acceptable_user(user: str) -> bool:
+    """Not empty, and not a name that sanitizes to a path step ZooKeeper refuses."""
+    return bool(user) and user not in (".", "..")
 
 
 class ScramCredentialStore:
@@ -32,7 +40,7 @@ class ScramCredentialStore:
         return data, stat.version
 
     def credential(self, user: str, mechanism: str) -> ScramCredential | None:
-        if not user or "/" in user:
+        if not acceptable_user(user):
             return None
         text = self._config(user)[0].get("config", {}).get(mechanism)
         try:
@@ -51,7 +59,7 @@ class ScramCredentialStore:
 
     def users(self) -> list[str]:
         try:
-            return sorted(self.store.get_children(USERS))
+            return sorted(unquote(name) for name in self.store.get_children(USERS))
         except NoNodeError:
             return []
 
@@ -87,7 +95,7 @@ class ScramCredentialStore:
     async def set_password(self, user: str, mechanism: str, password: str,
                            iterations: int = MIN_ITERATIONS) -> dict:
         """Upsert from a password (PBKDF2 in a thread); ValueError for what Kafka refuses."""
-        if not user or "/" in user:
+        if not acceptable_user(user):
             raise ValueError(f"user name {user!r} is not allowed")
         if mechanism not in SCRAM_MECHANISMS:
             raise ValueError(f"mechanism {mechanism!r} is not one of {', '.join(SCRAM_MECHANISMS)}")

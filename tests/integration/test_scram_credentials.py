@@ -72,7 +72,8 @@ async def test_bad_alterations_and_descriptions(async_broker):
                                              "upsertions": [
         upsert, {**upsert, "name": "few", "iterations": 100},
         {**upsert, "name": "many", "iterations": 20000}, {**upsert, "name": "", "mechanism": 1},
-        {**upsert, "name": "odd", "mechanism": 9}, {**upsert, "name": "twice"}, {**upsert, "name": "twice"}]})
+        {**upsert, "name": "odd", "mechanism": 9}, {**upsert, "name": "twice"}, {**upsert, "name": "twice"},
+        {**upsert, "name": "a/b c"}, {**upsert, "name": ".."}]})
     assert {r.user: (r.error_code, r.error_message) for r in answer.results} == {
         "nobody": (ErrorCode.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist"),
         "erin": (ErrorCode.NONE, None),
@@ -80,7 +81,10 @@ async def test_bad_alterations_and_descriptions(async_broker):
         "many": (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations"),
         "": (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"),
         "odd": (ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"),
-        "twice": (ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request")}
+        "twice": (ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request"),
+        "a/b c": (ErrorCode.NONE, None),
+        "..": (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username '..' is not allowed")}
+    assert async_broker.store.exists("/config/users/a%2Fb%20c") is not None  # sanitized, as Kafka
     answer = await client.request(DESCRIBE, 0, {"users": [{"name": "erin"}, {"name": "few"},
                                                           {"name": "x"}, {"name": "x"}]})
     assert {r.user: (r.error_code, [(c.mechanism, c.iterations) for c in r.credential_infos])
