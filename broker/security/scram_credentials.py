@@ -33,6 +33,8 @@ class ScramCredentialStore:
         self.store = store
 
     def _config(self, user: str) -> tuple[dict, int | None]:
+        if not acceptable_user(user):  # no node can have that name: no credentials
+            return {"version": 1, "config": {}}, None
         try:
             data, stat = self.store.get_json(user_path(user))
         except NoNodeError:
@@ -40,8 +42,6 @@ class ScramCredentialStore:
         return data, stat.version
 
     def credential(self, user: str, mechanism: str) -> ScramCredential | None:
-        if not acceptable_user(user):
-            return None
         text = self._config(user)[0].get("config", {}).get(mechanism)
         try:
             return ScramCredential.from_string(text) if text else None
@@ -65,6 +65,8 @@ class ScramCredentialStore:
 
     def set(self, user: str, mechanism: str, credential: ScramCredential | None) -> None:
         """Upsert (or, with None, delete) one mechanism's credential of `user`."""
+        if not acceptable_user(user):
+            raise ValueError(f"user name {user!r} is not allowed")
         data, version = self._config(user)
         config = dict(data.get("config", {}))
         if credential is None:

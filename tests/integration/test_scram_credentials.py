@@ -86,11 +86,14 @@ async def test_bad_alterations_and_descriptions(async_broker):
         "..": (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username '..' is not allowed")}
     assert async_broker.store.exists("/config/users/a%2Fb%20c") is not None  # sanitized, as Kafka
     answer = await client.request(DESCRIBE, 0, {"users": [{"name": "erin"}, {"name": "few"},
-                                                          {"name": "x"}, {"name": "x"}]})
+                                                          {"name": "x"}, {"name": "x"}, {"name": ""},
+                                                          {"name": ".."}]})
     assert {r.user: (r.error_code, [(c.mechanism, c.iterations) for c in r.credential_infos])
             for r in answer.results} == {"erin": (0, [(1, 4096)]),
                                          "few": (ErrorCode.RESOURCE_NOT_FOUND, []),
-                                         "x": (ErrorCode.DUPLICATE_RESOURCE, [])}
+                                         "x": (ErrorCode.DUPLICATE_RESOURCE, []),
+                                         "": (ErrorCode.RESOURCE_NOT_FOUND, []),
+                                         "..": (ErrorCode.RESOURCE_NOT_FOUND, [])}
     await client.close()
 
 
