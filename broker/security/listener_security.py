@@ -72,7 +72,8 @@ class ListenerSecurity:
                     raise ConfigError(
                         f"listener {listener} enables PLAIN: set listener.name.{listener.lower()}"
                         ".plain.sasl.jaas.config to 'org.apache.kafka.common.security.plain."
-                        'PlainLoginModule required user_<name>="<password>" ...;\'')
+                        'PlainLoginModule required user_<name>="<password>" ...;\' (or leave PLAIN '
+                        "out of sasl.enabled.mechanisms)")
                 security.plain_users = jaas.plain_users
             security.credentials = ScramCredentialStore(store)
             security.max_receive_size = int(config.for_listener(listener, "sasl.server.max.receive.size"))
