@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("kafka_sim.broker")
 SHUTDOWN_GRACE_S = 5.0
+TLS_HANDSHAKE_TIMEOUT_S = 60.0  # asyncio's default; connections.max.idle.ms when shorter
 NEVER_MS = 2**62  # an interval this long (Kafka's Long.MAX defaults) means the job never runs
 
 
@@ -186,11 +187,15 @@ class KafkaServer:
             if self.store.exists(paths.topic(topic)) is None:  # deleted while we were down
                 self.log_manager.delete_log(topic, partition)
         for name, (host, port) in list(self.addresses.items()):
-            # TLS handshakes run inside the loop's transport, a few bytes at a time (never
-            # blocking it); one that fails closes that connection before _on_connection.
+            # The TLS handshake runs inside the loop's transport, a few bytes at a time (never
+            # blocking it); one that fails or stalls (connections.max.idle.ms, at most 60 s)
+            # closes that connection before _on_connection. (StreamWriter.start_tls after the
+            # connection quotas would count it sooner, but stalls under uvloop.)
+            ssl_context = self.security[name].ssl_context
             server = await asyncio.start_server(
-                functools.partial(self._on_connection, name), host, port,
-                ssl=self.security[name].ssl_context)
+                functools.partial(self._on_connection, name), host, port, ssl=ssl_context,
+                ssl_handshake_timeout=min(TLS_HANDSHAKE_TIMEOUT_S, self.config[
+                    "connections.max.idle.ms"] / 1000) if ssl_context is not None else None)
             self._servers.append(server)
             self.addresses[name] = server.sockets[0].getsockname()[:2]
         self.running = True
@@ -342,10 +347,10 @@ class KafkaServer:
             writer.close()
             return
         security = self.security[listener]
-        connection = Connection(self.services, self.context.faults, reader, writer, listener,
-                                security if security.protocol != "PLAINTEXT" else None)
-        self._connections[task] = connection
         try:
+            connection = Connection(self.services, self.context.faults, reader, writer, listener,
+                                    security if security.protocol != "PLAINTEXT" else None)
+            self._connections[task] = connection
             await connection.serve()
         except asyncio.CancelledError:
             pass  # shutdown cut this connection; finishing quietly keeps asyncio from logging it

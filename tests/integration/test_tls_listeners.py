@@ -173,3 +173,22 @@ def test_per_listener_settings(tmp_path, certs):
     assert config.for_listener("CLIENTS", "ssl.client.auth") == "required"
     with pytest.raises(ConfigError, match="unknown property"):
         cluster_config(tmp_path, {"listener.name.clients.log.dirs": "/tmp"})
+
+
+async def test_a_stalled_handshake_is_closed_at_the_idle_limit(tmp_path, certs):
+    cluster = Cluster(cluster_config(tmp_path, {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", **tls_settings(certs),
+        "connections.max.idle.ms": "1000"}), 1)
+    await cluster.start()
+    try:
+        broker = cluster.brokers[0]
+        port = broker.addresses["SSL"][1]
+        silent = await RawClient.connect(port)  # TCP only: no ClientHello
+        assert await asyncio.wait_for(silent.is_closed_by_peer(), 5)  # after 1 s, not 60
+        await served_promptly(broker.addresses["PLAINTEXT"][1])
+        again = await RawClient.connect(port, ssl=client_ssl_context(certs))
+        await asyncio.wait_for(again.request(METADATA, 12, {
+            "topics": [], "allow_auto_topic_creation": False}), 1.0)
+        await again.close()
+    finally:
+        await cluster.stop()
