@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
+from broker.control.faults import error_response
 from broker.handlers import HANDLERS
 from broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
 from broker.network.close_connection import CloseConnection
@@ -27,7 +28,7 @@ from protocol import (
     encode_response_header,
     response_header_version,
 )
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, ProtocolDecodeError
 from protocol.headers import RequestHeader
 
 if TYPE_CHECKING:
@@ -79,9 +80,24 @@ class SaslServerAuthenticator:
                                       "handshake: the client may not be configured for SASL")
             return await self._handshake(header, self._decode(header, frame, offset))
         if header.api_key != SASL_AUTHENTICATE:
-            return await self._fail(header, None, f"unexpected request (API key {header.api_key}) "
-                                                  "during SASL authentication")
+            return await self._fail(header, self._illegal_state(header, frame, offset),
+                                    f"unexpected request (API key {header.api_key}) during SASL "
+                                    "authentication")
         return await self._authenticate(header, self._decode(header, frame, offset))
+
+    def _illegal_state(self, header: RequestHeader, frame: bytes, offset: int) -> dict | None:
+        """Kafka answers a request other than SaslAuthenticate after the handshake with that
+        request's own error response, ILLEGAL_SASL_STATE throughout (when it can read it)."""
+        handler = HANDLERS.get(header.api_key)
+        if handler is None or not handler.min_version <= header.api_version <= handler.max_version:
+            return None
+        try:
+            request = decode_request(header.api_key, header.api_version, frame, offset,
+                                     explain=False)
+            return error_response(header.api_key, header.api_version, request,
+                                  ErrorCode.ILLEGAL_SASL_STATE)
+        except (ProtocolDecodeError, ValueError):
+            return None
 
     @staticmethod
     def _decode(header: RequestHeader, frame: bytes, offset: int):

@@ -18,7 +18,7 @@ from tests.integration.test_hostile_input import served_promptly
 from tests.integration.test_sasl import PLAIN_JAAS
 from timer import ManualClock
 
-METADATA, SASL_HANDSHAKE, API_VERSIONS, SASL_AUTHENTICATE = 3, 17, 18, 36
+METADATA, SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS, SASL_AUTHENTICATE = 3, 17, 18, 19, 36
 NO_TOPICS = {"topics": [], "allow_auto_topic_creation": False}
 
 
@@ -53,11 +53,6 @@ async def after_failure_delay(broker, awaitable):
     return await asyncio.wait_for(task, 5)
 
 
-async def closed_after(client: RawClient, api_key: int, version: int, body: dict) -> bool:
-    await client.send(api_key, version, body)
-    return await client.is_closed_by_peer()
-
-
 async def secured_served(broker) -> None:
     """The PLAINTEXT listener answers within a second, and so does a fresh SASL login."""
     await served_promptly(broker.addresses["PLAINTEXT"][1])
@@ -84,7 +79,12 @@ async def test_requests_before_authentication_close_the_connection(sasl_broker):
     assert await asyncio.wait_for(client.is_closed_by_peer(), 5)
     client = await RawClient.connect(port)  # after the handshake, only SaslAuthenticate
     await client.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
-    assert await after_failure_delay(sasl_broker, closed_after(client, METADATA, 12, NO_TOPICS))
+    answer = await after_failure_delay(sasl_broker, client.request(
+        CREATE_TOPICS, 7, {"topics": [{"name": "t", "num_partitions": 1, "replication_factor": 1,
+                                       "configs": []}]}))  # as Kafka: its error response
+    assert [t.error_code for t in answer.topics] == [ErrorCode.ILLEGAL_SASL_STATE]
+    assert await asyncio.wait_for(client.is_closed_by_peer(), 5)
+    assert "t" not in sasl_broker.metadata_cache.snapshot.topics
     await secured_served(sasl_broker)
 
 
