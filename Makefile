@@ -88,11 +88,14 @@ pipeline: $(VENV)/.installed-pipeline
 	@echo "pipeline extra installed: $(VENV)/bin/kafka-sim pipeline audit|stats --data-dir $(DATA)"
 
 bench: $(VENV)/.installed-test
+	$(PY) tests/bench/bench_startup.py
 	$(PY) tests/bench/bench_timer.py --quick
 	$(PY) tests/bench/bench_protocol.py
 	$(PY) tests/bench/bench_storage.py
 	$(PY) tests/bench/bench_metadata.py
+	$(PY) tests/bench/bench_loop_stall.py
 	$(PY) tests/bench/bench_broker.py
+	$(PY) tests/bench/bench_fetch_sessions.py --quick
 	$(PY) tests/bench/bench_groups.py
 	$(PY) tests/bench/bench_idempotence.py
 	$(PY) tests/bench/bench_transactions.py --quick

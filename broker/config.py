@@ -131,6 +131,8 @@ PROPERTIES: tuple[Property, ...] = (
              "a follower not caught up for this long leaves the ISR"),
     Property("replica.fetch.wait.max.ms", int, "500", "longest a follower fetch waits for data"),
     Property("replica.fetch.max.bytes", int, "1048576", "bytes a follower fetches per partition"),
+    Property("max.incremental.fetch.session.cache.slots", int, "1000",
+             "fetch sessions (KIP-227) a broker keeps at once; a full cache evicts as Kafka does"),
     Property("producer.id.expiration.ms", int, "86400000",
              "a partition forgets an idempotent producer idle this long"),
     Property("producer.id.expiration.check.interval.ms", int, "600000",
@@ -193,6 +195,12 @@ PROPERTIES: tuple[Property, ...] = (
     Property("control.token", str, "",
              "bearer token every control API request must carry (`kafka-sim ctl --token`, "
              "or KAFKA_SIM_CONTROL_TOKEN); empty: none", sensitive=True),
+    Property("authorizer.class.name", str, "",
+             "kafka.security.authorizer.AclAuthorizer turns on ACLs; empty: every request allowed"),
+    Property("super.users", str, "",
+             "principals the authorizer always allows, separated by ';' (User:admin;User:ANONYMOUS)"),
+    Property("allow.everyone.if.no.acl.found", _bool, "false",
+             "with the authorizer on, allow a resource that has no ACL at all to everyone"),
     Property("log.level", str, "info", "kafka-sim log level (debug shows one line per request)"),
 )
 PROPERTY_BY_NAME: dict[str, Property] = {p.name: p for p in PROPERTIES}

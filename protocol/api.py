@@ -15,7 +15,7 @@ from protocol.errors import ProtocolDecodeError
 from protocol.schema import BY_KEY, Codec, codec, format_path, within
 
 API_NAMES: dict[int, str] = {
-    key: m.name.removesuffix("Request") for (key, kind), m in sorted(BY_KEY.items()) if kind == "request"
+    key: BY_KEY.name((key, kind)).removesuffix("Request") for key, kind in sorted(BY_KEY) if kind == "request"
 }
 API_VERSIONS_KEY = 18
 HEADER_V0 = frozenset({(7, 0)})  # ControlledShutdown v0 sends request header v0

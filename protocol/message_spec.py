@@ -1,11 +1,13 @@
 """How a Kafka message is declared as data: its fields with version ranges, tags and defaults.
 
-protocol/messages.py (generated) holds one `Message` per request, response and header;
-protocol/schema.py turns them into construct structures per version.
+protocol/messages.py (generated) holds one entry per request, response and header, its fields as
+text that `decode_fields` turns into `Field`s; protocol/schema.py makes them construct structures
+per version.
 """
 
 from __future__ import annotations
 
+import ast
 from typing import Any, NamedTuple
 
 Versions = tuple[int, int]
@@ -30,3 +32,16 @@ class Message(NamedTuple):
     valid: Versions
     flexible: Versions
     fields: tuple[Field, ...]
+
+
+def decode_fields(text: str) -> tuple[Field, ...]:
+    """A message's fields from their text in protocol/messages.py."""
+    return _fields(ast.literal_eval(text))
+
+
+def _fields(raw: tuple) -> tuple[Field, ...]:
+    return tuple(
+        Field(name, type_, versions,
+              **{key: _fields(value) if key == "fields" else value for key, value in options.items()})
+        for name, type_, versions, options in raw
+    )

@@ -36,8 +36,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from crc32c import crc32c
-
+from protocol.checksum import crc32c
 from protocol.compression import GZIP as GZIP  # re-exported: codecs are part of the batch format
 from protocol.compression import LZ4 as LZ4
 from protocol.compression import MAX_DECOMPRESSED_BYTES as MAX_DECOMPRESSED_BYTES

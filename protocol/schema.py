@@ -8,11 +8,12 @@ missing key takes the field's default, tagged fields equal to their default are 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 from construct import Construct, ConstructError, Container
 
-from protocol.message_spec import Field, Message, Versions
+from protocol.message_spec import Field, Message, Versions, decode_fields
 from protocol.messages import MESSAGES
 from protocol.types import (
     BOOL,
@@ -56,7 +57,43 @@ VARIABLE: dict[tuple[str, bool], type[Construct]] = {  # (type, compact) -> clas
 ZERO: dict[str, Any] = {"string": "", "bytes": b"", "records": b"", "uuid": b"\x00" * 16,
                         "bool": False, "float64": 0.0}
 
-BY_KEY: dict[tuple[int, str], Message] = {(m.api_key, m.kind): m for m in MESSAGES if m.api_key is not None}
+
+class MessagesByKey(Mapping[tuple[int, str], Message]):
+    """The request and response messages by (api_key, kind), each decoded on first use."""
+
+    def __init__(self) -> None:
+        self._entries = {(api_key, kind): (name, kind, api_key, valid, flexible, fields)
+                         for name, kind, api_key, valid, flexible, fields in MESSAGES
+                         if api_key is not None}
+        self._decoded: dict[tuple[int, str], Message] = {}
+
+    def __getitem__(self, key: tuple[int, str]) -> Message:
+        message = self._decoded.get(key)
+        if message is None:
+            name, kind, api_key, valid, flexible, fields = self._entries[key]
+            message = Message(name, kind, api_key, valid, flexible, decode_fields(fields))
+            self._decoded[key] = message
+        return message
+
+    def get(self, key: tuple[int, str], default: Message | None = None) -> Message | None:
+        # Asked for every request (its header version): a decoded message costs one dict lookup.
+        message = self._decoded.get(key)
+        if message is not None:
+            return message
+        return self[key] if key in self._entries else default
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def name(self, key: tuple[int, str]) -> str:
+        """The message's name without decoding it."""
+        return self._entries[key][0]
+
+
+BY_KEY = MessagesByKey()
 
 
 def within(versions: Versions, version: int) -> bool:

@@ -7,11 +7,16 @@ is fsynced, so a crash leaves either the old or the new file, never a torn one.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from protocol.errors import ErrorCode, KafkaError
+from storage.disk_faults import DiskFaults, FileKind
+from storage.file_sync import fsync_dir, fsync_path
 from storage.naming import TEMP_SUFFIX
+
+__all__ = ["fsync_dir", "fsync_path"]  # re-exported: their callers import them from here
 
 CHECKPOINT_VERSION = 0
 
@@ -20,30 +25,10 @@ def malformed_checkpoint(path: Path, why: str) -> KafkaError:
     return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"malformed checkpoint {path}: {why}")
 
 
-def fsync_dir(directory: Path) -> None:
-    """Make a rename or file creation in `directory` durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_path(path: Path) -> None:
-    """fsync a file or folder by name, from any thread; one deleted meanwhile needs nothing."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_checkpoint(path: Path, rows: Sequence[str]) -> None:
+def write_checkpoint(path: Path, rows: Sequence[str], disk: DiskFaults | None = None) -> None:
     """Kafka's checkpoint layout: a version line, a count line, then one line per entry."""
-    write_text_atomically(path, "\n".join([str(CHECKPOINT_VERSION), str(len(rows)), *rows]) + "\n")
+    write_text_atomically(path, "\n".join([str(CHECKPOINT_VERSION), str(len(rows)), *rows]) + "\n",
+                          disk)
 
 
 def read_checkpoint(
@@ -97,11 +82,15 @@ def read_checkpoint(
 class OffsetCheckpointFile:
     """One checkpoint file mapping (topic, partition) to an offset."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, disk: DiskFaults | None = None) -> None:
         self.path = Path(path)
+        self.disk = disk  # its log dir's injected faults (checkpoint kind)
+        self._lock = threading.Lock()  # writers in two threads would share the temp file
 
     def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
-        write_checkpoint(self.path, [f"{t} {p} {offset}" for (t, p), offset in offsets.items()])
+        rows = [f"{t} {p} {offset}" for (t, p), offset in offsets.items()]
+        with self._lock:
+            write_checkpoint(self.path, rows, self.disk)
 
     def read(self, problems: list[str] | None = None) -> dict[tuple[str, int], int]:
         """The stored offsets; {} when the file does not exist. With `problems`, malformed lines
@@ -118,12 +107,21 @@ class OffsetCheckpointFile:
         return offsets
 
 
-def write_text_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` so that a crash leaves the old file or the new one, never a torn one."""
+def write_text_atomically(path: Path, text: str, disk: DiskFaults | None = None) -> None:
+    """Write `text` to `path` so that a crash leaves the old file or the new one, never a torn one
+    (through `disk`'s injected checkpoint faults when given)."""
     tmp = path.with_name(path.name + TEMP_SUFFIX)
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        if disk is None:
+            view, written = memoryview(text.encode("utf-8")), 0
+            while written < len(view):
+                written += os.write(fd, view[written:])
+            os.fsync(fd)
+        else:
+            disk.write_all(fd, text.encode("utf-8"), FileKind.CHECKPOINT)
+            disk.fsync(fd, FileKind.CHECKPOINT)
+    finally:
+        os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)

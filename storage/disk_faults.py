@@ -1,5 +1,7 @@
-"""DiskFaults: one log directory's injected disk faults, consulted by its segments at every write,
-fsync and truncation of a `.log` file (the control API arms them; with none armed the calls go straight to os).
+"""DiskFaults: one log directory's injected disk faults, consulted at every write, fsync and
+truncation of its files: segments (`.log`), indexes, checkpoint files and the cleaner's output, each
+fault armed for some of those kinds (the control API arms them; with none armed the calls go
+straight to os).
 """
 
 from __future__ import annotations
@@ -9,17 +11,60 @@ import errno as errno_codes
 import itertools
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from storage.checkpoint import fsync_path
+from storage.file_sync import fsync_path
 
 
 class DiskOperation(enum.StrEnum):
     WRITE = "write"
     FSYNC = "fsync"
+
+
+class FileKind(enum.StrEnum):
+    """Which files of a log dir a fault hits."""
+
+    LOG = "log"  # segment files
+    INDEX = "index"  # .index, .timeindex, .txnindex
+    CHECKPOINT = "checkpoint"  # recovery-point, log-start-offset, high-watermark, cleaner, leader-epoch
+    CLEANER = "cleaner"  # the log cleaner's `.cleaned` output
+
+
+DEFAULT_FILES = frozenset({FileKind.LOG})
+INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
+
+
+def file_kind(path: Path) -> FileKind | None:
+    """The kind of a file the log flusher fsyncs by name (None: a folder, never faulted)."""
+    if path.suffix == ".log":
+        return FileKind.LOG
+    if path.suffix in INDEX_SUFFIXES:
+        return FileKind.INDEX
+    return None
+
+
+def resolve_files(files: Iterable[str] | None) -> frozenset[FileKind]:
+    """File kinds by name ("all" for every kind); ValueError names an unknown one."""
+    if files is None:
+        return DEFAULT_FILES
+    if isinstance(files, str) or not all(isinstance(f, str) for f in files):
+        raise ValueError(f"files must be a list of file kinds, not {files!r}")
+    names = list(files)
+    if "all" in names:
+        return frozenset(FileKind)
+    kinds = set()
+    for name in names:
+        try:
+            kinds.add(FileKind(name))
+        except ValueError:
+            raise ValueError(f"file kind must be one of {', '.join(FileKind)} or all, "
+                             f"not {name!r}") from None
+    if not kinds:
+        raise ValueError("files must name at least one file kind")
+    return frozenset(kinds)
 
 
 @dataclass(slots=True)
@@ -30,12 +75,14 @@ class DiskFault:
     after_bytes: int | None = None  # write: bytes still written for real before it fails
     after_ops: int | None = None  # calls that still succeed before it fails
     hits: int = 0  # calls it failed
+    files: frozenset[FileKind] = DEFAULT_FILES  # the kinds of file it hits
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, as the control API lists it."""
         return {"id": self.id, "operation": self.operation.value,
                 "errno": errno_codes.errorcode.get(self.errno, str(self.errno)),
-                "after_bytes": self.after_bytes, "after_ops": self.after_ops, "hits": self.hits}
+                "after_bytes": self.after_bytes, "after_ops": self.after_ops, "hits": self.hits,
+                "files": sorted(self.files)}
 
 
 def resolve_errno(value: int | str) -> int:
@@ -64,9 +111,10 @@ class DiskFaults:
 
     def add(
         self, operation: str, errno: int | str, *, after_bytes: int | None = None,
-        after_ops: int | None = None,
+        after_ops: int | None = None, files: Iterable[str] | None = None,
     ) -> DiskFault:
-        """Arm a fault; ValueError names what is wrong with the spec."""
+        """Arm a fault on the given kinds of file (segment files when None); ValueError names
+        what is wrong with the spec."""
         try:
             op = DiskOperation(operation)
         except ValueError:
@@ -74,7 +122,8 @@ class DiskFaults:
         if after_bytes is not None and op is not DiskOperation.WRITE:
             raise ValueError("after_bytes applies to write faults only; use after_ops")
         fault = DiskFault(next(self._ids), op, resolve_errno(errno),
-                          _count(after_bytes, "after_bytes"), _count(after_ops, "after_ops"))
+                          _count(after_bytes, "after_bytes"), _count(after_ops, "after_ops"),
+                          files=resolve_files(files))
         self._faults[fault.id] = fault
         return fault
 
@@ -88,41 +137,51 @@ class DiskFaults:
             del self._faults[i]
         return len(gone)
 
-    # -- the file-I/O calls of a segment ------------------------------------------------------------
+    # -- the file-I/O calls of the log dir (the loop's, the flusher's and workers' threads) ------------
 
-    def write(self, fd: int, data: memoryview) -> int:
+    def write(self, fd: int, data: memoryview | bytes, kind: FileKind = FileKind.LOG) -> int:
         """os.write, unless a write fault fires: then the part it still allows is written for real
         (a partial write, as on a disk that fills up mid-write) and OSError is raised."""
-        for fault in self._faults.values():
-            if fault.operation is DiskOperation.WRITE:
-                allowed = self._allowance(fault, len(data))
-                if allowed < len(data):
-                    if allowed:
-                        os.write(fd, data[:allowed])
-                    self._fail(fault)
-        return os.write(fd, data)
-
-    def fsync(self, fd: int) -> None:
-        self._check_fsync()
-        os.fsync(fd)
-
-    def fsync_path(self, path: Path) -> None:
-        """fsync a segment file by name, as the log flusher's thread does."""
-        self._check_fsync()
-        fsync_path(path)
-
-    def _check_fsync(self) -> None:
         with self._lock:
             for fault in list(self._faults.values()):
-                if fault.operation is DiskOperation.FSYNC and self._allowance(fault, 1) < 1:
+                if fault.operation is DiskOperation.WRITE and kind in fault.files:
+                    allowed = self._allowance(fault, len(data))
+                    if allowed < len(data):
+                        if allowed:
+                            os.write(fd, data[:allowed])
+                        self._fail(fault)
+        return os.write(fd, data)
+
+    def write_all(self, fd: int, data: memoryview | bytes, kind: FileKind) -> None:
+        view, written = memoryview(data), 0
+        while written < len(view):
+            written += self.write(fd, view[written:], kind)
+
+    def fsync(self, fd: int, kind: FileKind = FileKind.LOG) -> None:
+        self._check_fsync(kind)
+        os.fsync(fd)
+
+    def fsync_path(self, path: Path, kind: FileKind | None = FileKind.LOG) -> None:
+        """fsync a file by name, as the log flusher's thread does (a folder: kind None)."""
+        if kind is not None:
+            self._check_fsync(kind)
+        fsync_path(path)
+
+    def _check_fsync(self, kind: FileKind) -> None:
+        with self._lock:
+            for fault in list(self._faults.values()):
+                if (fault.operation is DiskOperation.FSYNC and kind in fault.files
+                        and self._allowance(fault, 1) < 1):
                     self._fail(fault)
 
-    def truncate(self, fd: int, size: int) -> None:
+    def truncate(self, fd: int, size: int, kind: FileKind = FileKind.LOG) -> None:
         """os.ftruncate, which a fired write fault fails too, except ENOSPC: shrinking a file on
         a full disk frees space, a device answering EIO refuses that write as well."""
-        for fault in self._faults.values():
-            if fault.operation is DiskOperation.WRITE and fault.hits and fault.errno != errno_codes.ENOSPC:
-                self._fail(fault)
+        with self._lock:
+            for fault in list(self._faults.values()):
+                if (fault.operation is DiskOperation.WRITE and kind in fault.files and fault.hits
+                        and fault.errno != errno_codes.ENOSPC):
+                    self._fail(fault)
         os.ftruncate(fd, size)
 
     @staticmethod

@@ -11,6 +11,8 @@ import struct
 from pathlib import Path
 from typing import ClassVar
 
+from storage.disk_faults import DiskFaults, FileKind
+
 
 class Index:
     """Sorted fixed-size entries whose first field is the search key."""
@@ -30,6 +32,8 @@ class Index:
             self._buf = bytearray()
             self.existed = False
         self._persisted = len(self._buf)  # bytes of _buf already in the file
+        # The log dir's injected faults (index kind); its segment sets it.
+        self.disk: DiskFaults | None = None
 
     @property
     def entries(self) -> int:
@@ -87,21 +91,33 @@ class Index:
         """Write entries appended since the last flush and fsync the file."""
         if self._persisted == len(self._buf) and self.path.exists():
             return
-        with open(self.path, "ab") as f:
-            f.write(memoryview(self._buf)[self._persisted :])
-            f.flush()
-            if self._buf:  # an empty index lost in a crash is rebuilt on load: no fsync for it
-                os.fsync(f.fileno())
-        self._persisted = len(self._buf)
+        # An empty index lost in a crash is rebuilt on load: no fsync for it.
+        self._write_pending(sync=bool(self._buf))
 
     def write_appended(self) -> bool:
         """flush() without the fsync (the caller has it done elsewhere); True when the file changed."""
         if self._persisted == len(self._buf) and self.path.exists():
             return False
-        with open(self.path, "ab") as f:
-            f.write(memoryview(self._buf)[self._persisted :])
-        self._persisted = len(self._buf)
+        self._write_pending(sync=False)
         return True
+
+    def _write_pending(self, *, sync: bool) -> None:
+        pending = bytes(self._buf[self._persisted :])  # a copy: the owner may append meanwhile
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            if self.disk is None:
+                view, written = memoryview(pending), 0
+                while written < len(view):
+                    written += os.write(fd, view[written:])
+                if sync:
+                    os.fsync(fd)
+            else:
+                self.disk.write_all(fd, pending, FileKind.INDEX)
+                if sync:
+                    self.disk.fsync(fd, FileKind.INDEX)
+        finally:
+            os.close(fd)
+        self._persisted += len(pending)
 
     def delete(self) -> None:
         self.path.unlink(missing_ok=True)

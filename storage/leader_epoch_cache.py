@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from protocol.errors import KafkaError
 from storage.checkpoint import malformed_checkpoint, read_checkpoint, write_checkpoint
+from storage.disk_faults import DiskFaults
 from storage.log_flusher import Job, run_now
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
@@ -33,11 +34,12 @@ class EpochEntry(NamedTuple):
 class LeaderEpochCheckpointFile:
     """The file alone: Kafka's text format, replaced atomically (temp file, fsync, rename)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, disk: DiskFaults | None = None) -> None:
         self.path = Path(path)
+        self.disk = disk  # its log dir's injected faults (checkpoint kind)
 
     def write(self, entries: Sequence[EpochEntry]) -> None:
-        write_checkpoint(self.path, [f"{e.epoch} {e.start_offset}" for e in entries])
+        write_checkpoint(self.path, [f"{e.epoch} {e.start_offset}" for e in entries], self.disk)
 
     def read(self) -> list[EpochEntry] | None:
         """The stored entries; None when there is no file. Raises on a malformed or unordered file."""
@@ -85,6 +87,7 @@ class LeaderEpochFileCache:
         last_batch: tuple[int, int] | None,
         scan: Callable[[], Iterable[tuple[int, int]]],
         submit: Callable[[Job], None] = run_now,
+        disk: DiskFaults | None = None,
     ) -> LeaderEpochFileCache:
         """Open a partition's cache: trust the checkpoint when it agrees with the log, else rebuild.
 
@@ -93,7 +96,7 @@ class LeaderEpochFileCache:
         written before their batches, but the write may not have landed when the broker crashed:
         a last batch of an epoch the file does not know makes a rebuild, as a damaged file does.
         """
-        checkpoint = LeaderEpochCheckpointFile(Path(directory) / LEADER_EPOCH_CHECKPOINT)
+        checkpoint = LeaderEpochCheckpointFile(Path(directory) / LEADER_EPOCH_CHECKPOINT, disk)
         try:
             entries = checkpoint.read()
         except KafkaError:

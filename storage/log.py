@@ -36,8 +36,8 @@ from protocol.records import (
     set_log_append_time,
     validate_produce_records,
 )
-from storage.checkpoint import fsync_dir, fsync_path
-from storage.disk_faults import DiskFaults
+from storage.checkpoint import fsync_path
+from storage.disk_faults import DiskFaults, file_kind
 from storage.file_handles import FileHandleCache
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_config import INT_MAX, LONG_MAX, LogConfig
@@ -45,7 +45,7 @@ from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChan
 from storage.log_flusher import Job, LogFlusher
 from storage.log_info import AppendOrigin, FetchDataInfo, LogAppendInfo
 from storage.log_loader import load_segments, new_segment
-from storage.naming import LOG_SUFFIX, log_file
+from storage.naming import log_file
 from storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
@@ -119,6 +119,8 @@ class Log:
         self._files = FileHandleCache() if files is None else files
         self._flusher = flusher or LogFlusher(threaded=False)
         self.deleted = False
+        # `.swap` files of a cleaner pass whose rename is being fsynced (see abandon_pending_swaps).
+        self.pending_swaps: set[Path] = set()
         # A failed flush job leaves data whose fsync was handed over but not done: the recovery
         # point must not move past it again (the broker is told through the flusher's on_error).
         self.flush_failed = False
@@ -173,6 +175,11 @@ class Log:
             recovery_point, producer_id_expiration_ms, clean_shutdown=clean_shutdown, disk=disk,
             failure_channel=failure_channel, files=files, flusher=flusher,
         )  # fmt: skip
+        # Indexes rebuilt by recovery are fsynced by the flusher, not by the loading thread.
+        rebuilt = [path for segment in log._segments if segment.indexes_unsynced
+                   for path in segment.prepare_flush()]
+        if rebuilt:
+            log._submit(functools.partial(log._fsync_all, rebuilt))
         if not clean_shutdown:
             # What recovery kept is made durable; then the recovery point moves to the LEO.
             log.flush_in_background()
@@ -396,25 +403,41 @@ class Log:
         self.producer_state.take_snapshot(self._log_end_offset, self._submit)
         return segment
 
-    def replace_segments(self, old: Sequence[LogSegment], swap: Path) -> LogSegment:
-        """The log cleaner's last step: the complete `.swap` file takes the place of `old`, adjacent
-        inactive segments, under the first one's base offset. Sources go first, then the rename:
-        a crash in between is finished on load (storage/log_loader.py finish_swap)."""
+    def replace_segments(self, old: Sequence[LogSegment], swap: Path,
+                         layout: Sequence[tuple[int, BatchHeader]] | None = None) -> LogSegment:
+        """The log cleaner's last step: the complete `.swap` file (its rename already fsynced by
+        the cleaner) takes the place of `old`, adjacent inactive segments, under the first one's
+        base offset. Sources go first, then the rename: a crash in between is finished on load
+        (storage/log_loader.py finish_swap). The folder and index fsyncs go to the flusher.
+        `layout`, the cleaner's (position, header) of each batch it wrote, spares reading the
+        file back to index it."""
         i = self._segments.index(old[0])
         base = old[0].base_offset
         aborted = [txn for segment in old for txn in segment.txn_index]
         for segment in old:
             segment.delete()
         swap.replace(log_file(self.directory, base))
-        fsync_dir(self.directory)
+        self.pending_swaps.discard(swap)
         segment = new_segment(self.directory, self.config, base, self.disk, self._files)
-        segment.recover()  # indexes rebuilt from the cleaned batches
+        if layout is None or not segment.index_layout(layout):
+            segment.recover()  # indexes rebuilt from the cleaned batches, read back
         for txn in aborted:  # the cleaner keeps markers: read_committed still needs the aborts
             segment.txn_index.append(txn)
-        segment.on_become_inactive()
+        segment.seal()
+        paths = [self.directory, *segment.prepare_flush()]
+        segment.release_file()
         self._segments[i : i + len(old)] = [segment]
         self._bases[i : i + len(old)] = [base]
+        self._submit(functools.partial(self._fsync_all, paths))
         return segment
+
+    def abandon_pending_swaps(self) -> None:
+        """Before the log's segments change under a cleaner pass waiting on its `.swap` files'
+        fsync: those files go now, so that a crash cannot finish a swap over the changed log
+        (the cleaner sees the change and drops its pass)."""
+        for swap in self.pending_swaps:
+            swap.unlink(missing_ok=True)
+        self.pending_swaps.clear()
 
     # -- reads ---------------------------------------------------------------------------------------
 
@@ -509,6 +532,7 @@ class Log:
         return LeaderEpochFileCache.load(
             self.directory,
             submit=self._submit,
+            disk=self.disk,
             log_start_offset=self._log_start_offset,
             log_end_offset=self._log_end_offset,
             last_batch=found and (found[1].partition_leader_epoch, found[1].base_offset),
@@ -605,6 +629,7 @@ class Log:
             doomed.append(segment)
         if not doomed:
             return 0
+        self.abandon_pending_swaps()
         if len(doomed) == len(self._segments):
             self.roll()  # keep an (empty) active segment at the log end offset
         del self._segments[: len(doomed)]
@@ -643,6 +668,7 @@ class Log:
         """
         if offset >= self._log_end_offset:
             return False
+        self.abandon_pending_swaps()
         if offset <= self._segments[0].base_offset or offset < self._log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return True
@@ -663,6 +689,7 @@ class Log:
     @_handling_io_errors("truncating log")
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and restart the log empty at `offset`."""
+        self.abandon_pending_swaps()
         for segment in self._segments:
             segment.delete()
         self._segments = [new_segment(self.directory, self.config, offset, self.disk,
@@ -685,6 +712,7 @@ class Log:
             segment.flush()
         self._recovery_point = self._log_end_offset
 
+    @_handling_io_errors("flushing log")
     def flush_in_background(self) -> None:
         """flush() with the fsyncs run by the flusher; the recovery point moves once they ran."""
         if self.recovery_point >= self._log_end_offset:
@@ -693,19 +721,24 @@ class Log:
         paths = [path for segment in self._segments[i:] for path in segment.prepare_flush()]
         self._flush_paths(paths, self._log_end_offset)
 
-    def _flush_paths(self, paths: list[Path], upto: int) -> None:
+    def _flush_paths(self, paths: list[Path] | Callable[[], list[Path]], upto: int) -> None:
+        """fsync `paths` in the flusher (given as a function, it runs there first to name them),
+        then let the recovery point move to `upto`."""
         truncations = self._truncations
 
         def job() -> None:
-            for path in paths:
-                if self.disk is not None and path.suffix == LOG_SUFFIX:
-                    self.disk.fsync_path(path)  # where an armed fsync fault fires
-                else:
-                    fsync_path(path)
+            self._fsync_all(paths() if callable(paths) else paths)
             if not self.flush_failed:
                 self._flushed = (truncations, upto)  # one assignment: read whole by the log's thread
 
         self._submit(job)
+
+    def _fsync_all(self, paths: list[Path]) -> None:
+        for path in paths:
+            if self.disk is not None:
+                self.disk.fsync_path(path, file_kind(path))  # where an armed fsync fault fires
+            else:
+                fsync_path(path)
 
     def _submit(self, job: Job) -> None:
         """Hand a durability job to the flusher; it does nothing once the log is deleted."""
@@ -748,17 +781,19 @@ class Log:
     def close_in_background(self) -> None:
         """close() with its fsyncs and producer snapshot run by the flusher; the recovery point
         becomes the log end offset once they have run."""
-        paths = []
-        for segment in self._segments:
+        segments = list(self._segments)
+        for segment in segments:
             segment.seal()
-            paths += segment.prepare_flush()
-        self._flush_paths(paths, self._log_end_offset)
+            segment.close_unflushed()  # only the descriptor: the flusher writes what is left
+        # The index files (created now for segments that have none) are written in the flusher
+        # too: a broker stop with thousands of segments does no file I/O on the loop.
+        self._flush_paths(lambda: [p for s in segments for p in s.prepare_flush()],
+                          self._log_end_offset)
         self.producer_state.take_snapshot(self._log_end_offset, self._submit)
-        for segment in self._segments:
-            segment.close()  # its data and indexes are written: this only closes the file
 
     def delete(self) -> None:
         self.deleted = True  # the flusher skips this log's queued jobs
+        self.abandon_pending_swaps()
         for segment in self._segments:
             segment.delete()
         shutil.rmtree(self.directory, ignore_errors=True)

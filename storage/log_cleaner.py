@@ -15,25 +15,30 @@ One pass over a log (Kafka's Cleaner.doClean):
      id/epoch/sequence, timestamps and codec (CRC recomputed); a batch losing all of them goes,
      unless it is its producer's last batch: then an empty one stays, so that the producer's
      sequence survives (Kafka's retainLastBatchSequence / isBatchLastRecordOfProducer);
-  5. swap, crash-safe: write `<base>.log.cleaned`, fsync, rename to `.log.swap`, delete the sources,
-     rename the swap to `<base>.log` (storage/log_loader.py finishes or discards it after a crash);
+  5. swap, crash-safe: write `<base>.log.cleaned`, fsync, rename to `.log.swap`, fsync the folder,
+     delete the sources, rename the swap to `<base>.log` (storage/log_loader.py finishes or
+     discards it after a crash);
   6. the checkpoint moves to the end of the range.
 
 The broker runs its passes off the event loop (`clean_logs_stepwise`), in three steps per log, as
 Kafka's cleaner works on copies and swaps them in under the log's lock: `prepare` on the loop picks
 the range and takes read-only snapshots of its segments (own file descriptors) and of the producer
 state; `compute` in a worker thread builds the offset map and writes the `.cleaned` files from the
-snapshots only; `commit` on the loop swaps them in, after checking that every segment of the range
-is still the log's, unchanged (a truncation, deletion or retention meanwhile aborts the pass for that
-log, its files discarded). Appends only wait for the swaps.
+snapshots only; `stage` on the loop renames them to `.swap` once every segment of the range is
+still the log's, unchanged (a truncation, deletion or retention meanwhile aborts the pass for that
+log, its files discarded), a worker fsyncs the folder, and `commit` on the loop checks again and
+swaps them in (the folder and index fsyncs that follow go to the log's flusher). The checkpoint
+file is written by a worker too. Appends only wait for the swaps.
 
-A pass that fails on one log (an I/O error, a batch it cannot decode) is logged and that log is
-marked uncleanable, as Kafka's LogCleanerManager.markPartitionUncleanable does: the pass goes on
-with the other logs, and later passes skip it until it is deleted (or the cleaner restarts).
+A pass that fails on one log (a batch it cannot decode) is logged and that log is marked
+uncleanable, as Kafka's LogCleanerManager.markPartitionUncleanable does: the pass goes on with the
+other logs, and later passes skip it until it is deleted (or the cleaner restarts). An I/O error
+takes the log's dir offline through the LogDirFailureChannel, as Kafka's cleaner thread does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Callable, Generator, Mapping, MutableMapping, Sequence
@@ -45,6 +50,7 @@ import structlog
 
 from protocol.errors import KafkaError
 from protocol.records import (
+    HEADER_STRUCT,
     MAX_DECOMPRESSED_BYTES,
     BatchHeader,
     decode_batch,
@@ -52,8 +58,11 @@ from protocol.records import (
     rebuild_batch,
 )
 from storage.checkpoint import OffsetCheckpointFile, fsync_dir
+from storage.disk_faults import DiskFaults, FileKind
 from storage.log import Log
 from storage.log_config import INT_MAX
+from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel
+from storage.log_flusher import Job, run_now
 from storage.naming import CLEANED_SUFFIX, CLEANER_CHECKPOINT, SWAP_SUFFIX, log_file
 from storage.segment import RECOVERY_CHUNK, LogSegment, SegmentSnapshot
 
@@ -154,10 +163,14 @@ class CleanJob:
     delete_horizon_ms: int
     segment_bytes: int
     outputs: list[tuple[list[SegmentSnapshot], Path]] = field(default_factory=list)
+    # Per output file (by its group's base offset): (position, header) of every batch written, so
+    # that the swap indexes it without reading the file back on the loop.
+    layouts: dict[int, list[tuple[int, BatchHeader]]] = field(default_factory=dict)
 
     def discard(self) -> None:
         for _, path in self.outputs:
             path.unlink(missing_ok=True)
+            self.log.pending_swaps.discard(path)
         self.outputs.clear()
 
     def close(self) -> None:
@@ -176,8 +189,13 @@ def _still_current(log: Log, group: Sequence[SegmentSnapshot]) -> bool:
 
 
 class LogCleaner:
-    def __init__(self, data_dir: Path, now_ms: Callable[[], int]) -> None:
-        self.checkpoint_file = OffsetCheckpointFile(Path(data_dir) / CLEANER_CHECKPOINT)
+    def __init__(self, data_dir: Path, now_ms: Callable[[], int],
+                 failure_channel: LogDirFailureChannel | None = None,
+                 disk: DiskFaults | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.disk = disk or DiskFaults()  # the dir's injected faults: cleaner and checkpoint kinds
+        self.checkpoint_file = OffsetCheckpointFile(self.data_dir / CLEANER_CHECKPOINT, disk)
+        self.failure_channel = failure_channel or LogDirFailureChannel()
         self._now_ms = now_ms
         self.stats: dict[TopicPartition, CleanerStats] = {}  # the last pass per log, for admins
         # Logs a pass failed on (an I/O error, records it cannot decode): skipped from then on, as
@@ -200,10 +218,12 @@ class LogCleaner:
             try:
                 stats = self.clean(log, checkpoints.get(tp), force=force, now_ms=now_ms)
             except Exception as exc:
-                self._failed(tp, exc)
+                self._failed(tp, log, exc)
                 continue
             cleaned += self._record(tp, stats, checkpoints)
-        self._write_checkpoints(checkpoints, logs, cleaned)
+        write = self._checkpoint_write(checkpoints, logs, cleaned)
+        if write is not None:
+            write()
         return cleaned
 
     def clean_logs_stepwise(
@@ -227,10 +247,18 @@ class LogCleaner:
                 if job is None:
                     continue
                 yield functools.partial(self.compute, job)
+                stats = None
                 if logs.get(tp) is not log:  # deleted while the step ran
                     job.discard()
                     continue
-                stats = self.commit(job)
+                if self.stage(job):
+                    # The swaps' renames durable before any source goes; the log may change
+                    # meanwhile (its pending swaps are then removed, and commit drops the pass).
+                    yield functools.partial(fsync_dir, log.directory)
+                    if logs.get(tp) is not log:
+                        job.discard()
+                        continue
+                    stats = self.commit(job)
                 if stats is None:
                     logger.info("log changed while it was cleaned; the pass is dropped for it",
                                 topic=tp[0], partition=tp[1])
@@ -239,26 +267,40 @@ class LogCleaner:
                     job.discard()
                 raise
             except Exception as exc:
+                if job is not None:
+                    job.discard()
                 if logs.get(tp) is log:  # not merely deleted under the step
-                    self._failed(tp, exc)
+                    self._failed(tp, log, exc)
                 continue
             finally:
                 self.in_progress.discard(tp)
                 if job is not None:
                     job.close()
             cleaned += self._record(tp, stats, checkpoints)
-        self._write_checkpoints(checkpoints, logs, cleaned)
+        write = self._checkpoint_write(checkpoints, logs, cleaned)
+        if write is not None:
+            with contextlib.suppress(KafkaStorageError):  # the dir is offline now
+                yield write
         return cleaned
 
     def _wanted(self, tp: TopicPartition, log: Log) -> bool:
-        return is_compacted(log) and tp not in self.uncleanable and tp not in self.in_progress
+        return (is_compacted(log) and tp not in self.uncleanable and tp not in self.in_progress
+                and not self.failure_channel.is_offline(log.log_dir))
 
     def _read_checkpoints(self, logs: Mapping[TopicPartition, Log]) -> dict[TopicPartition, int]:
         for gone in set(self.uncleanable) - set(logs):  # Kafka's maintainUncleanablePartitions
             del self.uncleanable[gone]
         return self.checkpoint_file.read(self.checkpoint_problems)
 
-    def _failed(self, tp: TopicPartition, exc: Exception) -> None:
+    def _failed(self, tp: TopicPartition, log: Log, exc: Exception) -> None:
+        if isinstance(exc, OSError):
+            # Kafka's cleaner thread on an IOException: the log's dir goes offline (its
+            # partitions answer KAFKA_STORAGE_ERROR from now on; the broker halts on its last dir).
+            self.failure_channel.storage_error(
+                log.log_dir, f"cleaning log {log.directory.name}", exc)
+            logger.error("I/O error cleaning log; its log dir goes offline", topic=tp[0],
+                         partition=tp[1], error=repr(exc))
+            return
         # One bad log does not stop the others (Kafka's LogCleaningException).
         logger.exception("error cleaning log; marking it uncleanable", topic=tp[0], partition=tp[1])
         self.uncleanable[tp] = (exc.message or exc.code.name) if isinstance(exc, KafkaError) \
@@ -272,19 +314,42 @@ class LogCleaner:
         checkpoints[tp] = stats.end_offset
         return 1
 
-    def _write_checkpoints(self, checkpoints: dict[TopicPartition, int],
-                           logs: Mapping[TopicPartition, Log], cleaned: int) -> None:
+    def _checkpoint_write(self, checkpoints: dict[TopicPartition, int],
+                          logs: Mapping[TopicPartition, Log], cleaned: int
+                          ) -> Callable[[], None] | None:
+        """The checkpoint file's write after a pass (to run in any thread), or None when it
+        would not change. Only cleaned data is named: every swap's rename is durable by now."""
         kept = {tp: offset for tp, offset in checkpoints.items() if tp in logs}
-        if cleaned or len(kept) != len(checkpoints):
-            self.checkpoint_file.write(kept)
+        if not cleaned and len(kept) == len(checkpoints):
+            return None
 
-    def forget(self, tp: TopicPartition) -> None:
-        """A deleted log: its checkpoint entry goes."""
-        checkpoints = self.checkpoint_file.read(self.checkpoint_problems)
+        def write() -> None:
+            try:
+                self.checkpoint_file.write(kept)
+            except OSError as exc:
+                raise self.failure_channel.storage_error(
+                    str(self.data_dir), "writing the cleaner checkpoint", exc) from exc
+
+        return write
+
+    def forget(self, tp: TopicPartition, submit: Callable[[Job], None] = run_now) -> None:
+        """A deleted log: its checkpoint entry goes, rewritten by `submit` (the flusher's: off the
+        loop); nothing is written to an offline dir."""
         self.stats.pop(tp, None)
         self.uncleanable.pop(tp, None)
-        if checkpoints.pop(tp, None) is not None:
-            self.checkpoint_file.write(checkpoints)
+        if self.failure_channel.is_offline(str(self.data_dir)):
+            return
+
+        def rewrite() -> None:
+            try:
+                checkpoints = self.checkpoint_file.read(self.checkpoint_problems)
+                if checkpoints.pop(tp, None) is not None:
+                    self.checkpoint_file.write(checkpoints)
+            except OSError as exc:
+                raise self.failure_channel.storage_error(
+                    str(self.data_dir), "writing the cleaner checkpoint", exc) from exc
+
+        submit(rewrite)
 
     def clean(
         self, log: Log, checkpoint: int | None, *, force: bool = False, now_ms: int | None = None
@@ -295,6 +360,9 @@ class LogCleaner:
             return None
         try:
             self.compute(job)
+            if not self.stage(job):
+                return None
+            fsync_dir(log.directory)
             return self.commit(job)
         finally:
             job.close()
@@ -336,17 +404,39 @@ class LogCleaner:
         job.stats.keys_in_map = len(offset_map)
         try:
             for group in group_segments(job.to_clean.segments, job.segment_bytes):
+                layout = job.layouts[group[0].base_offset] = []
                 cleaned = self.write_cleaned(job.log, group, offset_map, job.producer_last,
                                              job.delete_horizon_ms, job.stats,
-                                             max_decompressed=max_decompressed)
+                                             max_decompressed=max_decompressed, layout=layout)
                 job.outputs.append((list(group), cleaned))  # type: ignore[arg-type]
         except BaseException:
             job.discard()
             raise
 
+    def stage(self, job: CleanJob) -> bool:
+        """On the log's thread: rename the `.cleaned` files to `.swap` (the point from which a
+        crash finishes the swap) if the log is unchanged; False (files discarded) otherwise. The
+        caller fsyncs the folder before commit."""
+        if not _still_current(job.log, job.to_clean.segments):  # type: ignore[arg-type]
+            job.discard()
+            return False
+        for i, (group, cleaned) in enumerate(job.outputs):
+            swap = self.swap(cleaned)
+            job.outputs[i] = (group, swap)
+            job.log.pending_swaps.add(swap)
+        return True
+
+    @staticmethod
+    def swap(cleaned: Path) -> Path:
+        """`.cleaned` -> `.swap`: once this rename is durable, a crash finishes the swap."""
+        swap = cleaned.with_name(cleaned.name[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX)
+        cleaned.replace(swap)
+        return swap
+
     def commit(self, job: CleanJob) -> CleanerStats | None:
-        """On the log's thread: swap the cleaned files in if every source segment is still the
-        log's and unchanged; None (and the files discarded) when the log changed under the pass."""
+        """On the log's thread, once the staged `.swap` files' renames are durable: swap them in
+        if every source segment is still the log's and unchanged; None (and the files discarded)
+        when the log changed under the pass."""
         log, outputs = job.log, job.outputs
         # Every segment the offset map was built from must still be there as it was: a truncation
         # anywhere in the range (a follower, Kafka aborts cleaning for it) voids the whole pass.
@@ -355,8 +445,10 @@ class LogCleaner:
             return None
         try:
             while outputs:
-                group, cleaned = outputs.pop(0)
-                self.swap(log, [snapshot.segment for snapshot in group], cleaned)
+                # Out of `outputs` first: once its sources may be gone, the swap is never discarded.
+                group, swap = outputs.pop(0)
+                log.replace_segments([snapshot.segment for snapshot in group], swap,
+                                     job.layouts.get(group[0].base_offset))
                 job.stats.segments_cleaned += len(group)
                 job.stats.segments_written += 1
         except BaseException:
@@ -392,12 +484,14 @@ class LogCleaner:
         stats: CleanerStats,
         *,
         max_decompressed: int = MAX_DECOMPRESSED_BYTES,
+        layout: list[tuple[int, BatchHeader]] | None = None,
     ) -> Path:
-        """Write the group's retained batches to `<base>.log.cleaned`, fsynced; returns its path."""
+        """Write the group's retained batches to `<base>.log.cleaned`, fsynced; returns its path.
+        Given `layout`, (position, header) of each batch written is appended to it."""
         path = Path(str(log_file(log.directory, group[0].base_offset)) + CLEANED_SUFFIX)
         try:
             self._write_cleaned(path, group, offset_map, producer_last, delete_horizon_ms, stats,
-                                max_decompressed)
+                                max_decompressed, [] if layout is None else layout)
         except BaseException:
             path.unlink(missing_ok=True)  # a half-written `.cleaned` file is worth nothing
             raise
@@ -412,8 +506,10 @@ class LogCleaner:
         delete_horizon_ms: int,
         stats: CleanerStats,
         max_decompressed: int,
+        layout: list[tuple[int, BatchHeader]],
     ) -> None:
-        with open(path, "wb") as out:
+        out = _CleanedFile(path, self.disk)
+        with out:
             for segment in group:
                 drop_tombstones = segment.largest_timestamp() < delete_horizon_ms
                 stats.bytes_read += segment.size
@@ -423,10 +519,11 @@ class LogCleaner:
                         max_decompressed=max_decompressed,
                     )
                     if kept is not None:
+                        layout.append((out.position, BatchHeader(
+                            *HEADER_STRUCT.unpack_from(kept, 0))))
                         out.write(kept)
                         stats.bytes_written += len(kept)
-            out.flush()
-            os.fsync(out.fileno())
+            out.sync()
 
     @staticmethod
     def filter_batch(
@@ -464,10 +561,39 @@ class LogCleaner:
             return rebuild_batch(header, [])
         return None
 
-    @staticmethod
-    def swap(log: Log, group: Sequence[LogSegment], cleaned: Path) -> None:
-        """`.cleaned` -> `.swap` (the point of no return), then the log replaces its sources."""
-        swap = cleaned.with_name(cleaned.name[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX)
-        cleaned.replace(swap)
-        fsync_dir(log.directory)
-        log.replace_segments(group, swap)
+
+
+class _CleanedFile:
+    """The `.cleaned` output, written in pieces of about 1 MiB through the dir's injected faults
+    (cleaner kind), so that a failing disk fails the cleaner too."""
+
+    FLUSH_BYTES = 1 << 20
+
+    def __init__(self, path: Path, disk: DiskFaults) -> None:
+        self._disk = disk
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._pending: list[bytes] = []
+        self._size = 0
+        self.position = 0  # bytes written so far, pending included
+
+    def __enter__(self) -> _CleanedFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self._fd)
+
+    def write(self, data: bytes) -> None:
+        self._pending.append(data)
+        self._size += len(data)
+        self.position += len(data)
+        if self._size >= self.FLUSH_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._disk.write_all(self._fd, b"".join(self._pending), FileKind.CLEANER)
+            self._pending, self._size = [], 0
+
+    def sync(self) -> None:
+        self._flush()
+        self._disk.fsync(self._fd, FileKind.CLEANER)

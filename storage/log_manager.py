@@ -58,16 +58,26 @@ class LogManager:
         self._now_ms = now_ms
         self._logs: dict[TopicPartition, Log] = {}
         self._topic_configs: dict[str, LogConfig] = {}
-        self._recovery_points = OffsetCheckpointFile(self.data_dir / RECOVERY_POINT_CHECKPOINT)
-        self._log_start_offsets = OffsetCheckpointFile(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
-        self._high_watermarks = OffsetCheckpointFile(self.data_dir / HIGH_WATERMARK_CHECKPOINT)
+        self._recovery_points = OffsetCheckpointFile(self.data_dir / RECOVERY_POINT_CHECKPOINT, disk)
+        self._log_start_offsets = OffsetCheckpointFile(self.data_dir / LOG_START_OFFSET_CHECKPOINT,
+                                                       disk)
+        self._high_watermarks = OffsetCheckpointFile(self.data_dir / HIGH_WATERMARK_CHECKPOINT, disk)
         self._checkpoint_lock = threading.Lock()
         self.had_clean_shutdown = False
         self.load_problems: list[str] = []  # what load() skipped, for the broker to warn about
-        self.cleaner = LogCleaner(self.data_dir, now_ms)
+        self.cleaner = LogCleaner(self.data_dir, now_ms, self.failure_channel, disk)
 
     def load(self) -> None:
-        """Open every `topic-N` folder; recover from the checkpoints unless the last stop was clean."""
+        """Open every `topic-N` folder; recover from the checkpoints unless the last stop was clean.
+        Runs in any one thread (the broker uses a worker): nothing else uses the manager yet. An
+        I/O error takes the dir offline (KafkaStorageError), as Kafka's loadLogs does."""
+        try:
+            self._load()
+        except OSError as exc:
+            raise self.failure_channel.storage_error(str(self.data_dir), "loading logs", exc) \
+                from exc
+
+    def _load(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         self.had_clean_shutdown = marker.exists()
@@ -115,10 +125,14 @@ class LogManager:
             if parse_log_dir_name(directory.name) != (topic, partition):
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"bad topic name {topic!r}")
             self.failure_channel.check_online(str(self.data_dir), f"creating log {directory.name}")
-            log = Log.open(directory, self.config_for(topic), now_ms=self._now_ms,
-                           producer_id_expiration_ms=self.producer_id_expiration_ms,
-                           disk=self.disk, failure_channel=self.failure_channel,
-                           files=self.files, flusher=self.flusher)
+            try:
+                log = Log.open(directory, self.config_for(topic), now_ms=self._now_ms,
+                               producer_id_expiration_ms=self.producer_id_expiration_ms,
+                               disk=self.disk, failure_channel=self.failure_channel,
+                               files=self.files, flusher=self.flusher)
+            except OSError as exc:  # its folder, segment or index files: the dir goes offline
+                raise self.failure_channel.storage_error(
+                    str(self.data_dir), f"creating log {directory.name}", exc) from exc
 
             def make_durable() -> None:  # the new folder and its first segment file
                 try:
@@ -141,7 +155,7 @@ class LogManager:
         if log is None:
             return False
         log.delete()
-        self.cleaner.forget((topic, partition))
+        self.cleaner.forget((topic, partition), self.flusher.submit)
         if not any(t == topic for t, _ in self._logs):
             self._topic_configs.pop(topic, None)
         return True
@@ -215,8 +229,7 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush, close, checkpoint, then leave the clean-shutdown marker for the next start, on
-        the caller's thread. The broker splits it to wait for the flusher off its event loop:
-        begin_shutdown, the flusher drained in a thread, finish_shutdown."""
+        the caller's thread (the broker's is a worker: nothing else uses the logs by then)."""
         self.begin_shutdown()
         self.finish_shutdown()
 

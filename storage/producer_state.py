@@ -51,8 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from crc32c import crc32c
-
+from protocol.checksum import crc32c
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import BatchHeader, decode_batch
 from protocol.transaction_records import ControlType, read_control_type, read_coordinator_epoch

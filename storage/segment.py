@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from protocol.records import (
@@ -27,7 +27,7 @@ from protocol.records import (
     batch_crc_ok,
     decode_batch,
 )
-from storage.disk_faults import DiskFaults
+from storage.disk_faults import DiskFaults, FileKind
 from storage.file_handles import FileHandleCache
 from storage.naming import log_file, offset_index_file, time_index_file, transaction_index_file
 from storage.offset_index import OffsetIndex
@@ -72,6 +72,8 @@ class LogSegment:
             time_index_file(directory, base_offset), base_offset, max_index_size
         )
         self.txn_index = TransactionIndex(transaction_index_file(directory, base_offset), base_offset)
+        for index in (self.offset_index, self.time_index, self.txn_index):
+            index.disk = self.disk
         # Offset after the last batch; set by load_tail(), recover() and append().
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -79,6 +81,8 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self.rolling_base_ms: int | None = None  # when this segment's segment.ms clock started
         self._dirty = False
+        # recover() rewrote the indexes without fsyncs: the next prepare_flush hands them over.
+        self._indexes_unsynced = False
         # Followers and consumers at the tail fetch from the base offset of a batch just appended:
         # remembering the last few spares the index lookup and the forward scan behind it.
         self._recent: dict[int, tuple[int, BatchHeader]] = {}
@@ -174,6 +178,7 @@ class LogSegment:
 
     def recover(self) -> int:
         """Rebuild both indexes by scanning every batch with its CRC; truncate at the first bad one.
+        The index files are written, not fsynced: prepare_flush names them for the flusher.
 
         Returns the number of bytes cut off the end of the file.
         """
@@ -194,9 +199,31 @@ class LogSegment:
             self.size = valid_end
             self._dirty = True
         self.txn_index.truncate_to(self.next_offset)
-        self.offset_index.flush()
-        self.time_index.flush()
+        self.offset_index.write_appended()
+        self.time_index.write_appended()
+        self._indexes_unsynced = True
         return truncated
+
+    def index_layout(self, layout: Sequence[tuple[int, BatchHeader]]) -> bool:
+        """recover() for a file whose writer knows each batch's position and header (the log
+        cleaner's output): indexes built from them, the file not read. False, nothing changed,
+        when they do not cover the file exactly."""
+        end = layout[-1][0] + layout[-1][1].size if layout else 0
+        if end != self.size:
+            return False
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._recent.clear()
+        self.max_timestamp, self.offset_of_max_timestamp = -1, -1
+        self.bytes_since_last_index_entry = 0
+        self.next_offset = self.base_offset
+        for pos, header in layout:
+            self._index_batch(pos, header)
+            self.next_offset = header.next_offset
+        self.offset_index.write_appended()
+        self.time_index.write_appended()
+        self._indexes_unsynced = True
+        return True
 
     def first_batch_header(self) -> BatchHeader | None:
         if self.size < HEADER_SIZE:
@@ -325,9 +352,17 @@ class LogSegment:
         if self._dirty:
             self.disk.fsync(self._file.fd())
             self._dirty = False
-        self.offset_index.flush()
-        self.time_index.flush()
-        self.txn_index.flush()
+        for index in (self.offset_index, self.time_index, self.txn_index):
+            if self._indexes_unsynced and index.path.exists():
+                index.write_appended()
+                self.disk.fsync_path(index.path, FileKind.INDEX)
+            else:
+                index.flush()
+        self._indexes_unsynced = False
+
+    @property
+    def indexes_unsynced(self) -> bool:
+        return self._indexes_unsynced
 
     def prepare_flush(self) -> list[Path]:
         """flush() in two halves: here the index entries are written (no fsync), and the files
@@ -335,8 +370,11 @@ class LogSegment:
         this segment's descriptor is made durable by an fsync on any descriptor of the file."""
         paths = [self.path] if self._dirty else []
         self._dirty = False
-        paths += [index.path for index in (self.offset_index, self.time_index, self.txn_index)
-                  if index.write_appended()]
+        for index in (self.offset_index, self.time_index, self.txn_index):
+            # `|` not `or`: the entries are written either way
+            if index.write_appended() | (self._indexes_unsynced and index.path.exists()):
+                paths.append(index.path)
+        self._indexes_unsynced = False
         return paths
 
     def release_file(self) -> None:
@@ -350,8 +388,8 @@ class LogSegment:
             self.closed = True
 
     def close_unflushed(self) -> None:
-        """Close without writing anything more (its log dir failed): recovery at restart decides
-        what of the file stands."""
+        """Close without writing anything more (its log dir failed, or what is left to write is
+        handed to the flusher: see Log.close_in_background)."""
         self._file.close()
         self.closed = True
 

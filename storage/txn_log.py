@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from crc32c import crc32c
+from protocol.checksum import crc32c
 
 FRAME_HEADER = struct.Struct(">II")  # payload length, CRC32C of the payload
 

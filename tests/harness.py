@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 from broker.config import build_config
-from broker.control.control_api import ControlServer
+from broker.control.control_server import ControlServer
 from broker.server.cluster import Cluster
 
 

@@ -199,7 +199,12 @@ class AdminManager:
         topic = TopicInfo(name, uuid.uuid4(), assignment, overrides, internal)
         if validate_only:
             return topic
-        self.store.create_json(paths.topic_config(name), {"version": 1, "config": overrides})
+        config = {"version": 1, "config": overrides}
+        try:
+            self.store.create_json(paths.topic_config(name), config)
+        except NodeExistsError:  # left by a racing creator (two brokers auto-creating a topic at
+            # once): set it, as Kafka's setOrCreateEntityConfigs; the topic node decides who won
+            self.store.set_json(paths.topic_config(name), config)
         try:
             self.store.create_json(paths.topic(name), {
                 # Kafka's TopicZNode (version 3); whether a topic is internal goes by its name

@@ -1,12 +1,11 @@
 """The control API: HTTP JSON routes over a `ClusterControl` (stop/start brokers, pause replication,
-inject faults, inspect partitions and purgatories). Loopback only unless asked: it can stop brokers,
-so no web page may drive it either (`RequestGuard`).
+inject faults, inspect partitions and purgatories), behind a `RequestGuard` so that no web page
+can drive it; control_server.py is its listener.
 """
 
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 import urllib.parse
 from collections.abc import Awaitable, Callable
@@ -16,15 +15,14 @@ from typing import Any, Protocol
 import structlog
 from aiohttp import web
 
+from broker.control.addresses import is_loopback, is_wildcard
 from broker.control.faults import FaultInjector
 
 log = structlog.get_logger("kafka_sim.control_api")
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 9644
 FAULT_FIELDS = frozenset({"broker", "api", "partition", "error", "drop_response", "disconnect",
                           "delay_ms", "count"})
-DISK_FAULT_FIELDS = frozenset({"broker", "operation", "errno", "after_bytes", "after_ops"})
+DISK_FAULT_FIELDS = frozenset({"broker", "operation", "errno", "after_bytes", "after_ops", "files"})
 
 
 class ClusterControl(Protocol):
@@ -40,9 +38,11 @@ class ClusterControl(Protocol):
         ...
 
     def add_disk_fault(self, broker_id: int, operation: str, errno: int | str, *,
-                       after_bytes: int | None = None, after_ops: int | None = None) -> dict:
-        """Arm a fault on a broker's log dir (ValueError for a bad spec); returns it as listed:
-        id, broker, operation, errno, after_bytes, after_ops, hits."""
+                       after_bytes: int | None = None, after_ops: int | None = None,
+                       files: list[str] | None = None) -> dict:
+        """Arm a fault on a broker's log dir (ValueError for a bad spec) for some kinds of its
+        files (log, index, checkpoint, cleaner, or all; segment files when None); returns it as
+        listed: id, broker, operation, errno, after_bytes, after_ops, hits, files."""
         ...
 
     def disk_faults(self) -> list[dict]: ...
@@ -88,10 +88,6 @@ class ClusterControl(Protocol):
         ...
 
 
-class RemoteBindRefused(ValueError):
-    """The control API was asked to listen beyond loopback without allow_remote."""
-
-
 class ApiError(Exception):
     """A request the API refuses, answered with `status` and {"error": message}."""
 
@@ -99,22 +95,6 @@ class ApiError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a host name other than localhost may resolve anywhere
-        return False
-
-
-def is_wildcard(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_unspecified
-    except ValueError:
-        return False
 
 
 # --- who may call ---------------------------------------------------------------------------------
@@ -356,7 +336,8 @@ async def add_disk_fault(request: web.Request) -> web.Response:
     try:
         fault = control.add_disk_fault(broker_id, body["operation"], body["errno"],
                                        after_bytes=body.get("after_bytes"),
-                                       after_ops=body.get("after_ops"))
+                                       after_ops=body.get("after_ops"),
+                                       files=body.get("files"))
     except KeyError as exc:
         raise ApiError(404, _key_message(exc, "broker")) from None
     except ValueError as exc:
@@ -477,49 +458,3 @@ def build_app(control: ClusterControl, guard: RequestGuard) -> web.Application:
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
     return app
-
-
-class ControlServer:
-    """The control API's HTTP listener; `port` is the bound port once started (0 picks one)."""
-
-    def __init__(self, control: ClusterControl, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-                 allow_remote: bool = False, token: str = "") -> None:
-        if not is_loopback(host):
-            if not allow_remote:
-                raise RemoteBindRefused(
-                    f"refusing to serve the control API on non-loopback address {host!r}: anyone "
-                    "who reaches it can stop brokers; set control.allow.remote=true and a "
-                    "control.token (-o control.token=SECRET) to do it anyway")
-            if not token:
-                raise RemoteBindRefused(
-                    f"the control API on non-loopback address {host!r} needs a control.token "
-                    "(-o control.token=SECRET; ctl --token): anyone who reaches it could stop "
-                    "brokers")
-        self.host = host
-        self.port = port
-        self.guard = RequestGuard(host, port, token)
-        self.app = build_app(control, self.guard)
-        self._runner: web.AppRunner | None = None
-
-    @property
-    def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
-
-    async def start(self) -> None:
-        # A short grace period: control requests are quick, and stopping must not hang a shutdown.
-        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0)
-        await runner.setup()
-        try:
-            await web.TCPSite(runner, self.host, self.port).start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        self.port = self.guard.port = runner.addresses[0][1]
-        log.info("control API listening", url=self.url)
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            runner, self._runner = self._runner, None
-            await runner.cleanup()

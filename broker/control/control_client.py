@@ -82,10 +82,12 @@ class ControlClient:
         return self._call("GET", "/disk-faults")
 
     def add_disk_fault(self, broker: int, operation: str, errno: str | int, *,
-                       after_bytes: int | None = None, after_ops: int | None = None) -> dict:
-        """Make a broker's log dir fail writes or fsyncs (after N more bytes or calls)."""
+                       after_bytes: int | None = None, after_ops: int | None = None,
+                       files: list[str] | None = None) -> dict:
+        """Make a broker's log dir fail writes or fsyncs (after N more bytes or calls) of some
+        kinds of file: log (the default), index, checkpoint, cleaner, or all."""
         body = {"broker": broker, "operation": operation, "errno": errno,
-                "after_bytes": after_bytes, "after_ops": after_ops}
+                "after_bytes": after_bytes, "after_ops": after_ops, "files": files}
         return self._call("POST", "/disk-faults", body={k: v for k, v in body.items()
                                                          if v is not None})
 

@@ -109,22 +109,27 @@ def cmd_fault_clear(client: ControlClient, args: argparse.Namespace) -> str:
 def _describe_disk_fault(f: dict) -> str:
     delay = [f"after {f[k]} {k.split('_')[1]}" for k in ("after_bytes", "after_ops")
              if f.get(k) is not None]
-    return f"broker {f['broker']} {f['operation']}: {f['errno']}" + \
+    files = f.get("files") or ["log"]
+    kinds = "" if files == ["log"] else f" ({', '.join(files)} files)"
+    return f"broker {f['broker']} {f['operation']}{kinds}: {f['errno']}" + \
         (f" {' '.join(delay)}" if delay else "") + ", until cleared"
 
 
 def cmd_disk_fault_add(client: ControlClient, args: argparse.Namespace) -> str:
     fault = client.add_disk_fault(args.broker, args.operation, args.errno,
-                                  after_bytes=args.after_bytes, after_ops=args.after_ops)
+                                  after_bytes=args.after_bytes, after_ops=args.after_ops,
+                                  files=args.files.split(",") if args.files else None)
     return f"disk fault {fault['id']} added: {_describe_disk_fault(fault)}"
 
 
 def cmd_disk_fault_list(client: ControlClient, args: argparse.Namespace) -> str:
     rows = [[f["id"], f["broker"], f["operation"], f["errno"],
              "-" if f.get("after_bytes") is None else f["after_bytes"],
-             "-" if f.get("after_ops") is None else f["after_ops"], f.get("hits", 0)]
+             "-" if f.get("after_ops") is None else f["after_ops"], f.get("hits", 0),
+             ",".join(f.get("files") or ["log"])]
             for f in client.disk_faults()]
-    return table(rows, ["ID", "BROKER", "OPERATION", "ERRNO", "AFTER_BYTES", "AFTER_OPS", "HITS"])
+    return table(rows, ["ID", "BROKER", "OPERATION", "ERRNO", "AFTER_BYTES", "AFTER_OPS", "HITS",
+                        "FILES"])
 
 
 def cmd_disk_fault_clear(client: ControlClient, args: argparse.Namespace) -> str:
@@ -272,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
         "disk-fault", help="make a broker's log dir fail writes or fsyncs").add_subparsers(
         dest="action", required=True, metavar="ACTION")
     add = leaf(disk, "add", cmd_disk_fault_add,
-               "fail a broker's log-segment writes or fsyncs with an errno (the broker takes its "
+               "fail a broker's log-dir writes or fsyncs with an errno (the broker takes its "
                "log dir offline and halts)")
     add.add_argument("--broker", type=int, required=True, metavar="ID", help="broker id")
     add.add_argument("--operation", required=True, choices=["write", "fsync"])
@@ -280,6 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--after-bytes", type=int, metavar="N",
                      help="write N more bytes first (the write crossing N is partial)")
     add.add_argument("--after-ops", type=int, metavar="N", help="let N more calls succeed first")
+    add.add_argument("--files", metavar="KINDS",
+                     help="comma-separated kinds of file it hits: log (the default), index, "
+                          "checkpoint, cleaner, or all")
     leaf(disk, "list", cmd_disk_fault_list, "list armed disk faults")
     clear = leaf(disk, "clear", cmd_disk_fault_clear, "clear one disk fault, a broker's, or all")
     clear.add_argument("--id", type=int, metavar="N", help="only this fault")

@@ -134,10 +134,14 @@ class FaultInjector:
             del self._faults[fid]
         return len(gone)
 
-    def match(self, broker_id: int, api_key: int, request: Mapping[str, Any]) -> Fault | None:
+    def match(self, broker_id: int, api_key: int, request: Mapping[str, Any], *,
+              also_touches: Callable[[], Iterable[tuple[str, int]]] | None = None,
+              ) -> Fault | None:
         """The oldest fault that applies to this request, with one use consumed; None if none.
 
-        A fault with a partition applies only to requests that touch that partition.
+        A fault with a partition applies only to requests that touch that partition: those the
+        request names, and `also_touches()` (an incremental Fetch reads its session's partitions
+        without naming them).
         """
         if not self._faults:  # the common case costs one check
             return None
@@ -146,7 +150,7 @@ class FaultInjector:
                 continue
             if fault.partition is not None and fault.partition not in set(
                 REQUEST_PARTITIONS[api_key](request)
-            ):
+            ) and (also_touches is None or fault.partition not in set(also_touches())):
                 continue
             fault.hits += 1
             if fault.remaining is not None:

@@ -3,7 +3,7 @@ serves; a handler decodes nothing itself (the connection did), calls a subsystem
 
 ApiVersions is answered from this registry, so the broker advertises exactly what it implements.
 Handlers reach the broker's subsystems only through `BrokerServices` (services.py), never the server.
-May import: broker.admin, broker.coordinator, broker.controller (the controller's requests),
+May import: broker.admin, broker.authorizer, broker.coordinator, broker.controller (the controller's requests),
 broker.replication, broker.metadata, broker.config, broker.security (SCRAM credentials),
 storage, protocol.
 """
@@ -85,6 +85,9 @@ _MODULES = (
     "end_txn",
     "write_txn_markers",
     "txn_offset_commit",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
     "offset_for_leader_epoch",
     "describe_configs",
     "alter_configs",

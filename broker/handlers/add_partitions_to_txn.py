@@ -12,6 +12,13 @@ write to, before its first batch to each.
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import (
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorize_cluster,
+    filter_authorized,
+)
 from broker.handlers.txn_errors import for_version
 from protocol.errors import ErrorCode
 
@@ -20,11 +27,15 @@ async def _one(ctx: RequestContext, transactional_id: str, producer_id: int, epo
                topics, verify_only: bool) -> list[dict]:
     cache = ctx.services.metadata_cache
     keys = [(t.name, p) for t in topics for p in t.partitions]
-    unknown = {tp for tp in keys if cache.partition_state(*tp) is None}
+    writable = filter_authorized(ctx, AclOperation.WRITE, ResourceType.TOPIC, keys, lambda tp: tp[0])
+    failed = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in keys if tp[0] not in writable}
+    failed |= {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in keys
+               if tp not in failed and cache.partition_state(*tp) is None}
     coordinator = ctx.services.transaction_coordinator
-    if unknown:
-        errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
-                  else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in keys}
+    if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        errors = dict.fromkeys(keys, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif failed:
+        errors = {tp: failed.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in keys}
     elif verify_only:
         errors = coordinator.verify_partitions(transactional_id, producer_id, epoch, set(keys))
     else:
@@ -45,6 +56,9 @@ async def handle(ctx: RequestContext, request) -> dict:
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": await _one(
             ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
             request.v3_and_below_producer_epoch, request.v3_and_below_topics, False)}
+    if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):  # v4+ is the brokers' batch
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "results_by_transaction": []}
     results = []
     for txn in request.transactions:
         results.append({"transactional_id": txn.transactional_id, "topic_results": await _one(

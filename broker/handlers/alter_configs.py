@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from broker.admin.admin_manager import RESOURCE_BROKER, RESOURCE_TOPIC
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, ResourceType, authorize, require_cluster
 from protocol.errors import ErrorCode, KafkaError
 
 
@@ -27,9 +28,12 @@ def alter_resource(
     name = resource.resource_name
     try:
         if resource.resource_type == RESOURCE_TOPIC:
+            if not authorize(ctx, AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, name):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             overrides = admin.topic_config_overrides(name)
             admin.alter_topic_configs(name, change(overrides), validate_only=validate_only)
         elif resource.resource_type == RESOURCE_BROKER:
+            require_cluster(ctx, AclOperation.ALTER_CONFIGS)
             admin.alter_broker_configs(name, [c.name for c in resource.configs])
         else:
             raise KafkaError(ErrorCode.INVALID_REQUEST,

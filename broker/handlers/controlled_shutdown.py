@@ -7,12 +7,14 @@ lists the partitions the broker still leads, which it may retry for.
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, require_cluster
 from protocol.errors import ErrorCode, KafkaError
 
 
 @register(7, "ControlledShutdown", 0, 3)
 async def handle(ctx: RequestContext, request) -> dict:
     try:
+        require_cluster(ctx, AclOperation.CLUSTER_ACTION)
         remaining = await ctx.services.controller_requests.controlled_shutdown(request.broker_id)
     except KafkaError as exc:
         return {"error_code": exc.code, "remaining_partitions": []}

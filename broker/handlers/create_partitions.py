@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from broker.admin.admin_manager import MAX_PARTITIONS_PER_REQUEST
 from broker.handlers import RequestContext, refuse_repeated, register, repeated_topics
+from broker.handlers.authorization import AclOperation, ResourceType, authorize
 from protocol.errors import ErrorCode, KafkaError
 
 
@@ -25,6 +26,8 @@ async def handle(ctx: RequestContext, request) -> dict:
     for topic in request.topics:
         try:
             refuse_repeated(repeated, topic.name)
+            if not authorize(ctx, AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             assignments = ([list(a.broker_ids) for a in topic.assignments]
                            if topic.assignments is not None else None)
             budget -= await ctx.services.admin_manager.create_partitions(

@@ -16,10 +16,16 @@ from __future__ import annotations
 
 from broker.admin.admin_manager import MAX_PARTITIONS_PER_REQUEST
 from broker.handlers import RequestContext, refuse_repeated, register, repeated_topics
+from broker.handlers.authorization import (
+    AclOperation,
+    ResourceType,
+    authorize_cluster,
+    filter_authorized,
+)
 from protocol.errors import ErrorCode, KafkaError
 
 
-async def _create(ctx: RequestContext, request, topic, budget: int) -> dict:
+async def _create(ctx: RequestContext, request, topic, budget: int, configs_shown: bool) -> dict:
     admin = ctx.services.admin_manager
     num_partitions, replication_factor = topic.num_partitions, topic.replication_factor
     if topic.assignments and (num_partitions != -1 or replication_factor != -1):
@@ -49,7 +55,9 @@ async def _create(ctx: RequestContext, request, topic, budget: int) -> dict:
              "config_source": e.source,
              "is_sensitive": False}
             for e in (admin.topic_configs(topic.name) if admin.cache.topic(topic.name) else [])
-        ],
+        ] if configs_shown else [],
+        # without DESCRIBE_CONFIGS on the topic the answer leaves its configs out, and says why
+        "topic_config_error_code": ErrorCode.NONE if configs_shown else ErrorCode.TOPIC_AUTHORIZATION_FAILED,
     }
 
 
@@ -58,10 +66,17 @@ async def handle(ctx: RequestContext, request) -> dict:
     repeated = repeated_topics(t.name for t in request.topics)
     results = []
     budget = MAX_PARTITIONS_PER_REQUEST  # partitions this request may still create
+    names = [t.name for t in request.topics]
+    creatable = (set(names) if authorize_cluster(ctx, AclOperation.CREATE)
+                 else filter_authorized(ctx, AclOperation.CREATE, ResourceType.TOPIC, names))
+    configs_shown = filter_authorized(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names)
     for topic in request.topics:
         try:
             refuse_repeated(repeated, topic.name)
-            results.append(created := await _create(ctx, request, topic, budget))
+            if topic.name not in creatable:
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+            results.append(created := await _create(ctx, request, topic, budget,
+                                                    topic.name in configs_shown))
             budget -= created["num_partitions"]
         except KafkaError as exc:
             results.append({"name": topic.name, "error_code": exc.code,

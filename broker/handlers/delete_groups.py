@@ -7,11 +7,15 @@
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, ResourceType, authorize
+from protocol.errors import ErrorCode
 
 
 @register(42, "DeleteGroups", 0, 2)
 async def handle(ctx: RequestContext, request) -> dict:
     names = list(dict.fromkeys(request.groups_names))
-    errors = await ctx.services.group_coordinator.handle_delete_groups(names)
+    allowed = [n for n in names if authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, n)]
+    errors = {n: ErrorCode.GROUP_AUTHORIZATION_FAILED for n in names}
+    errors |= await ctx.services.group_coordinator.handle_delete_groups(allowed)
     return {"throttle_time_ms": 0, "results": [
         {"group_id": name, "error_code": errors[name]} for name in names]}

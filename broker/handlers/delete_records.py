@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, ResourceType, filter_authorized
 from broker.replication.delayed_delete_records import DeleteRecordsPartitionStatus
 from protocol.errors import ErrorCode
 
@@ -21,11 +22,16 @@ async def handle(ctx: RequestContext, request) -> dict:
     cache = ctx.services.metadata_cache
     offsets: dict[tuple[str, int], int] = {}
     refused: dict[tuple[str, int], DeleteRecordsPartitionStatus] = {}
+    deletable = filter_authorized(ctx, AclOperation.DELETE, ResourceType.TOPIC, request.topics,
+                                  lambda t: t.name)
     for topic in request.topics:
         info = cache.topic(topic.name)
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
-            if info is not None and info.internal:
+            if topic.name not in deletable:
+                refused[key] = DeleteRecordsPartitionStatus(
+                    -1, error=ErrorCode.TOPIC_AUTHORIZATION_FAILED, acks_pending=False)
+            elif info is not None and info.internal:
                 refused[key] = DeleteRecordsPartitionStatus(
                     -1, error=ErrorCode.INVALID_TOPIC_EXCEPTION, acks_pending=False)
             else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, ResourceType, authorize
 from broker.handlers.metadata import ZERO_UUID
 from protocol.errors import ErrorCode, KafkaError
 
@@ -30,7 +31,12 @@ async def handle(ctx: RequestContext, request) -> dict:
                 topic = cache.topic_by_id(uuid.UUID(bytes=topic_id))
                 if topic is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
+                if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name):
+                    # a topic id is not a secret, its name is: the answer leaves it out
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 name = topic.name
+            if not authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             deleted = await ctx.services.admin_manager.delete_topic(name, request.timeout_ms)
             responses.append({"name": name, "topic_id": deleted.topic_id.bytes,
                               "error_code": ErrorCode.NONE})

@@ -9,14 +9,19 @@ from __future__ import annotations
 
 from broker.admin.admin_manager import RESOURCE_BROKER, RESOURCE_TOPIC, ConfigEntry
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, ResourceType, authorize, require_cluster
 from protocol.errors import ErrorCode, KafkaError
 
 
 def _entries(ctx: RequestContext, resource) -> list[ConfigEntry]:
     admin = ctx.services.admin_manager
     if resource.resource_type == RESOURCE_TOPIC:
+        if not authorize(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
+                         resource.resource_name):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         return admin.topic_configs(resource.resource_name)
     if resource.resource_type == RESOURCE_BROKER:
+        require_cluster(ctx, AclOperation.DESCRIBE_CONFIGS)
         if resource.resource_name not in ("", str(ctx.services.broker_id)):
             raise KafkaError(ErrorCode.INVALID_REQUEST, "not this broker's id")
         return admin.broker_configs()

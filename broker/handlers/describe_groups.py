@@ -8,16 +8,27 @@ from __future__ import annotations
 
 from broker.coordinator.group.group_metadata import GroupState
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import (
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorized_operations,
+)
 from protocol.errors import ErrorCode
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
-def describe(ctx: RequestContext, group_id: str) -> dict:
-    error, group = ctx.services.group_coordinator.handle_describe_group(group_id)
+def describe(ctx: RequestContext, group_id: str, operations: bool = False) -> dict:
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        error, group = ErrorCode.GROUP_AUTHORIZATION_FAILED, None
+    else:
+        error, group = ctx.services.group_coordinator.handle_describe_group(group_id)
     entry = {"error_code": error, "group_id": group_id, "group_state": "", "protocol_type": "",
              "protocol_data": "", "members": [],
              "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+    if operations and error != ErrorCode.GROUP_AUTHORIZATION_FAILED:
+        entry["authorized_operations"] = authorized_operations(ctx, ResourceType.GROUP, group_id)
     if error != ErrorCode.NONE:
         return entry
     if group is None:
@@ -35,4 +46,5 @@ def describe(ctx: RequestContext, group_id: str) -> dict:
 
 @register(15, "DescribeGroups", 0, 5)
 async def handle(ctx: RequestContext, request) -> dict:
-    return {"throttle_time_ms": 0, "groups": [describe(ctx, g) for g in request.groups]}
+    operations = request.get("include_authorized_operations", False)
+    return {"throttle_time_ms": 0, "groups": [describe(ctx, g, operations) for g in request.groups]}

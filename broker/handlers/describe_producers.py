@@ -9,6 +9,7 @@ last marker's coordinator epoch and the open transaction's first offset (-1 when
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, ResourceType, filter_authorized
 from protocol.errors import ErrorCode, KafkaError
 
 
@@ -16,11 +17,17 @@ from protocol.errors import ErrorCode, KafkaError
 async def handle(ctx: RequestContext, request) -> dict:
     rm = ctx.services.replica_manager
     topics = []
+    readable = filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, request.topics,
+                                 lambda t: t.name)
     for topic in request.topics:
         partitions = []
         for index in topic.partition_indexes:
             answer: dict = {"partition_index": index, "error_code": ErrorCode.NONE,
                             "error_message": None, "active_producers": []}
+            if topic.name not in readable:
+                answer["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                partitions.append(answer)
+                continue
             try:
                 partition = rm.leader_partition(topic.name, index)
             except KafkaError as exc:

@@ -11,6 +11,7 @@ several keys at once).
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, ResourceType, authorize
 from broker.metadata.topic_names import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from protocol.errors import ErrorCode
 
@@ -20,6 +21,12 @@ NO_NODE = {"node_id": -1, "host": "", "port": -1}
 
 def find_coordinator(ctx: RequestContext, key: str, key_type: int) -> dict:
     services = ctx.services
+    if key_type == KEY_TYPE_GROUP and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": None, **NO_NODE}
+    if key_type == KEY_TYPE_TRANSACTION and not authorize(
+            ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "error_message": None,
+                **NO_NODE}
     if key_type == KEY_TYPE_GROUP:
         topic, ensure = OFFSETS_TOPIC, services.auto_topic_creation.ensure_offsets_topic
         partition_for = services.group_coordinator.manager.partition_for

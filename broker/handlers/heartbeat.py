@@ -7,10 +7,14 @@
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, ResourceType, authorize
+from protocol.errors import ErrorCode
 
 
 @register(12, "Heartbeat", 0, 4)
 async def handle(ctx: RequestContext, request) -> dict:
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     error = ctx.services.group_coordinator.handle_heartbeat(
         request.group_id, request.member_id, request.get("group_instance_id"), request.generation_id)
     return {"throttle_time_ms": 0, "error_code": error}

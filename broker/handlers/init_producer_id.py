@@ -21,6 +21,13 @@
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import (
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorize_by_resource_type,
+    authorize_cluster,
+)
 from broker.handlers.txn_errors import for_version
 from broker.metadata.store import MetadataStoreError
 from protocol.errors import ErrorCode
@@ -43,10 +50,17 @@ async def handle(ctx: RequestContext, request) -> dict:
     if (producer_id == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
         return _answer(ErrorCode.INVALID_REQUEST)
     if request.transactional_id is not None:
+        if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                         request.transactional_id):
+            return _answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         expected = None if producer_id == NO_PRODUCER_ID else (producer_id, epoch)
         error, pid, epoch = await ctx.services.transaction_coordinator.handle_init_producer_id(
             request.transactional_id, request.transaction_timeout_ms, expected)
         return _answer(for_version(22, ctx.api_version, error), pid, epoch)
+    # An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679).
+    if not (authorize_cluster(ctx, AclOperation.IDEMPOTENT_WRITE)
+            or authorize_by_resource_type(ctx, AclOperation.WRITE, ResourceType.TOPIC)):
+        return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     ids = ctx.services.producer_ids
     if producer_id >= 0 and epoch < MAX_EPOCH - 1 and ids.was_issued(producer_id):
         return _answer(ErrorCode.NONE, producer_id, epoch + 1)

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 from broker.coordinator.group import await_callback
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, ResourceType, authorize
+from protocol.errors import ErrorCode
 
 
 @register(11, "JoinGroup", 0, 9)
 async def handle(ctx: RequestContext, request) -> dict:
     version = ctx.api_version
     coordinator = ctx.services.group_coordinator
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                "generation_id": -1, "protocol_type": None,
+                "protocol_name": None if version >= 7 else "", "leader": "", "skip_assignment": False,
+                "member_id": request.member_id, "members": []}
     session_timeout = request.session_timeout_ms
     rebalance_timeout = session_timeout if version == 0 else request.rebalance_timeout_ms
     protocols = [(p.name, bytes(p.metadata)) for p in request.protocols]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from broker.controller.wire import leader_and_isr_states
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, require_cluster
 from protocol.errors import ErrorCode, KafkaError
 
 
@@ -19,6 +20,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     target = ctx.services.controller_requests
     states = leader_and_isr_states(request, version)
     try:
+        require_cluster(ctx, AclOperation.CLUSTER_ACTION)
         overrides = target.topic_config_overrides(sorted({s.topic for s in states}))
         configs = {t: ctx.services.config.log_config(o) for t, o in overrides.items()}
         errors = target.apply_leader_and_isr(request.controller_epoch, states, configs)

@@ -8,12 +8,16 @@
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, ResourceType, authorize
 from protocol.errors import ErrorCode
 
 
 @register(13, "LeaveGroup", 0, 5)
 async def handle(ctx: RequestContext, request) -> dict:
     coordinator = ctx.services.group_coordinator
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                "members": []}
     if ctx.api_version < 3:
         error, errors = coordinator.handle_leave_group(request.group_id, [(request.member_id, None)])
         return {"throttle_time_ms": 0, "error_code": error or (errors[0] if errors else ErrorCode.NONE)}

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, ResourceType, authorize, authorize_cluster
 
 GROUP_TYPE = "classic"
 
@@ -18,6 +19,9 @@ async def handle(ctx: RequestContext, request) -> dict:
         set(request.get("states_filter", ())))
     if types and GROUP_TYPE not in types:
         groups = []
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):  # else only the groups it may describe
+        groups = [g for g in groups
+                  if authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)]
     return {"throttle_time_ms": 0, "error_code": error, "groups": [
         {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
          "group_state": g.state.value, "group_type": GROUP_TYPE}

@@ -8,6 +8,8 @@
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, ResourceType, filter_authorized
+from protocol.errors import ErrorCode
 
 
 @register(2, "ListOffsets", 1, 9)
@@ -15,9 +17,16 @@ async def handle(ctx: RequestContext, request) -> dict:
     rm = ctx.services.replica_manager
     isolation = request.isolation_level if ctx.api_version >= 2 else 0
     topics = []
+    described = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, request.topics,
+                                  lambda t: t.name)
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
+            if topic.name not in described:
+                partitions.append({"partition_index": p.partition_index, "timestamp": -1,
+                                   "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                   "offset": -1, "leader_epoch": -1})
+                continue
             found = await rm.offset_for_timestamp(
                 topic.name, p.partition_index, p.timestamp, p.get("current_leader_epoch", -1), isolation
             )

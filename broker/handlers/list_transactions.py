@@ -5,6 +5,7 @@ how long the transaction has been open."""
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, ResourceType, authorize
 
 
 @register(66, "ListTransactions", 0, 1)
@@ -15,4 +16,6 @@ async def handle(ctx: RequestContext, request) -> dict:
     return {"throttle_time_ms": 0, "error_code": error, "unknown_state_filters": unknown,
             "transaction_states": [
                 {"transactional_id": t.transactional_id, "producer_id": t.producer_id,
-                 "transaction_state": t.state.kafka_name} for t in found]}
+                 "transaction_state": t.state.kafka_name} for t in found
+                if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                             t.transactional_id)]}

@@ -8,6 +8,10 @@
   controller has elected its leaders, as Kafka does; clients retry.
 - Partitions without a live leader: LEADER_NOT_AVAILABLE, leader -1; replicas on stopped brokers
   are listed as offline.
+- With an authorizer: all topics means those the principal may DESCRIBE; a listed topic it may
+  not describe is TOPIC_AUTHORIZATION_FAILED whether or not it exists, and auto-creation needs
+  CREATE on the cluster or the topic (else TOPIC_AUTHORIZATION_FAILED). Authorized operations
+  (v8+) are reported when asked for.
 """
 
 from __future__ import annotations
@@ -15,6 +19,14 @@ from __future__ import annotations
 import uuid
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import (
+    CLUSTER_NAME,
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorize_cluster,
+    authorized_operations,
+)
 from broker.metadata.metadata_cache import TopicInfo
 from protocol.errors import ErrorCode, KafkaError, ProtocolDecodeError
 
@@ -22,7 +34,7 @@ ZERO_UUID = bytes(16)  # "no topic id" on the wire
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
-def _topic_entry(ctx: RequestContext, topic: TopicInfo) -> dict:
+def _topic_entry(ctx: RequestContext, topic: TopicInfo, operations: bool = False) -> dict:
     cache = ctx.services.metadata_cache
     live = cache.brokers  # membership only: the same ids on every listener
     partitions = []
@@ -44,7 +56,9 @@ def _topic_entry(ctx: RequestContext, topic: TopicInfo) -> dict:
         "topic_id": topic.topic_id.bytes,
         "is_internal": topic.internal,
         "partitions": partitions,
-        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "topic_authorized_operations": (
+            authorized_operations(ctx, ResourceType.TOPIC, topic.name) if operations
+            else AUTHORIZED_OPERATIONS_OMITTED),
     }
 
 
@@ -53,19 +67,27 @@ def _error_entry(name: str | None, error: ErrorCode, topic_id: bytes = ZERO_UUID
             "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
-def _lookup(ctx: RequestContext, requested, auto_create: bool) -> dict:
+def _lookup(ctx: RequestContext, requested, auto_create: bool, operations: bool) -> dict:
     cache = ctx.services.metadata_cache
     name = requested.name
     if name is None:  # v10+: by topic id
         topic = cache.topic_by_id(uuid.UUID(bytes=requested.topic_id))
-        return (_topic_entry(ctx, topic) if topic else
-                _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, requested.topic_id))
+        if topic is None:
+            return _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, requested.topic_id)
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name):
+            return _error_entry(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)  # nor name nor id
+        return _topic_entry(ctx, topic, operations)
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+        return _error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)  # exists or not: not said
     topic = cache.topic(name)
     if topic is not None:
-        return _topic_entry(ctx, topic)
+        return _topic_entry(ctx, topic, operations)
     try:
         if not auto_create:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not (authorize_cluster(ctx, AclOperation.CREATE)
+                or authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         ctx.services.auto_topic_creation.create_topic(name)
     except KafkaError as exc:
         if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:  # already on its way
@@ -81,14 +103,16 @@ async def handle(ctx: RequestContext, request) -> dict:
     auto_create = services.config["auto.create.topics.enable"] and (
         version < 4 or request.allow_auto_topic_creation
     )
+    operations = request.get("include_topic_authorized_operations", False)
     if request.topics is None or (version == 0 and not request.topics):
-        topics = [_topic_entry(ctx, t) for _, t in sorted(cache.topics.items())]
+        topics = [_topic_entry(ctx, t, operations) for name, t in sorted(cache.topics.items())
+                  if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name)]
     else:
         if version < 12 and any(t.name is None for t in request.topics):
             # Kafka refuses it too (topic ids are for v12+): a v10/11 response has no way to
             # name the topic, so there is no reply to write; the connection is closed.
             raise ProtocolDecodeError(f"Metadata v{version}: topic name can not be null")
-        topics = [_lookup(ctx, requested, auto_create) for requested in request.topics]
+        topics = [_lookup(ctx, requested, auto_create, operations) for requested in request.topics]
     brokers = cache.brokers_for(ctx.listener) or {
         services.broker_id: services.advertised_address(ctx.listener)}
     return {
@@ -98,5 +122,8 @@ async def handle(ctx: RequestContext, request) -> dict:
         "cluster_id": services.cluster_id,
         "controller_id": cache.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "cluster_authorized_operations": (
+            authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+            if request.get("include_cluster_authorized_operations", False)
+            else AUTHORIZED_OPERATIONS_OMITTED),
     }

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from broker.coordinator.group.group_metadata import OffsetAndMetadata
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, ResourceType, authorize, filter_authorized
 from protocol.errors import ErrorCode
 
 
@@ -24,11 +25,19 @@ async def handle(ctx: RequestContext, request) -> dict:
     retention = request.get("retention_time_ms", -1)
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    group_allowed = authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id)
+    readable = filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, request.topics,
+                                 lambda t: t.name) if group_allowed else set()
     for topic in request.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if cache.partition_state(*tp) is None:
+            if not group_allowed:
+                errors[tp] = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            elif topic.name not in readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif cache.partition_state(*tp) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if tp in errors:
                 continue
             offsets[tp] = OffsetAndMetadata(
                 p.committed_offset, p.get("committed_leader_epoch", -1), p.committed_metadata or "",

@@ -8,15 +8,20 @@
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, ResourceType, authorize, filter_authorized
 from protocol.errors import ErrorCode
 
 
 @register(47, "OffsetDelete", 0, 0)
 async def handle(ctx: RequestContext, request) -> dict:
     cache = ctx.services.metadata_cache
+    if not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
     requested = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in requested
-              if cache.partition_state(*tp) is None}
+    readable = filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, requested, lambda tp: tp[0])
+    errors = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in requested if tp[0] not in readable}
+    errors |= {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in requested
+               if tp not in errors and cache.partition_state(*tp) is None}
     error, found = await ctx.services.group_coordinator.handle_delete_offsets(
         request.group_id, [tp for tp in requested if tp not in errors])
     if error != ErrorCode.NONE:

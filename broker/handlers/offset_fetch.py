@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, ResourceType, authorize, filter_authorized
 from protocol.errors import ErrorCode
 
 
@@ -26,20 +27,36 @@ def fetch_group(ctx: RequestContext, group_id: str, topics,
                 require_stable: bool = False) -> tuple[ErrorCode, list[dict]]:
     requested = None if topics is None else [
         (t.name, p) for t in topics for p in t.partition_indexes]
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        error = ErrorCode.GROUP_AUTHORIZATION_FAILED  # v0-1 have it per partition only
+        return error, [] if ctx.api_version >= 2 else _by_topic(
+            (tp[0], _partition(tp[1], None, error)) for tp in requested or ())
     coordinator = ctx.services.group_coordinator
     error, found = coordinator.handle_fetch_offsets(group_id, requested)
     if error != ErrorCode.NONE and ctx.api_version >= 2:
         return error, []
+    described = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                  requested if requested is not None else found, lambda tp: tp[0])
     unstable = coordinator.unstable_partitions(group_id) if require_stable and not error else set()
-    by_topic: dict[str, list[dict]] = {}
-    keys = requested if requested is not None else sorted(found)
+    # All of the group's offsets leave out the topics it may not describe; listed ones say so.
+    keys = requested if requested is not None else [tp for tp in sorted(found) if tp[0] in described]
+    entries = []
     for topic, partition in keys:
-        if (topic, partition) in unstable:
-            by_topic.setdefault(topic, []).append(
-                _partition(partition, None, ErrorCode.UNSTABLE_OFFSET_COMMIT))
-            continue
-        by_topic.setdefault(topic, []).append(_partition(partition, found.get((topic, partition)), error))
-    return error, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+        if topic not in described:
+            entry = _partition(partition, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        elif (topic, partition) in unstable:
+            entry = _partition(partition, None, ErrorCode.UNSTABLE_OFFSET_COMMIT)
+        else:
+            entry = _partition(partition, found.get((topic, partition)), error)
+        entries.append((topic, entry))
+    return error, _by_topic(entries)
+
+
+def _by_topic(entries) -> list[dict]:
+    by_topic: dict[str, list[dict]] = {}
+    for topic, entry in entries:
+        by_topic.setdefault(topic, []).append(entry)
+    return [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
 @register(9, "OffsetFetch", 1, 9)

@@ -12,15 +12,30 @@
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import (
+    AclOperation,
+    ResourceType,
+    authorize_cluster,
+    filter_authorized,
+)
+from protocol.errors import ErrorCode
 
 
 @register(23, "OffsetForLeaderEpoch", 2, 4)
 async def handle(ctx: RequestContext, request) -> dict:
     rm = ctx.services.replica_manager
     topics = []
+    # Followers need CLUSTER_ACTION; consumers (KIP-320, checking for truncation) DESCRIBE.
+    described = ({t.topic for t in request.topics} if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION)
+                 else filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, request.topics,
+                                        lambda t: t.topic))
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
+            if topic.topic not in described:
+                partitions.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                   "partition": p.partition, "leader_epoch": -1, "end_offset": -1})
+                continue
             found = rm.last_offset_for_leader_epoch(
                 topic.topic, p.partition, p.current_leader_epoch, p.leader_epoch
             )

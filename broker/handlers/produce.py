@@ -17,14 +17,18 @@
   original base offset and not written again; OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
   UNKNOWN_PRODUCER_ID otherwise. v3-4 predate UNKNOWN_PRODUCER_ID (Kafka 1.0, with v5's
   log_start_offset): those clients get OUT_OF_ORDER_SEQUENCE_NUMBER instead.
+- With an authorizer, first: transactional batches need WRITE on the transactional id (else
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED everywhere), each topic WRITE (else
+  TOPIC_AUTHORIZATION_FAILED); idempotent ones need nothing more (KIP-679).
 """
 
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, ResourceType, authorize, filter_authorized
 from broker.replication.delayed_produce import ProduceResult
-from protocol.errors import ErrorCode
-from protocol.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD
+from protocol.errors import ErrorCode, KafkaError
+from protocol.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD, iter_batches
 
 FIRST_VERSION_WITH_UNKNOWN_PRODUCER_ID = 5
 
@@ -66,6 +70,30 @@ def _more_than_one_batch(records) -> bool:
     return True
 
 
+def _has_transactional_records(entries: dict) -> bool:
+    # Kafka looks at each partition's first batch (one batch per partition is all v3+ allows)
+    for records in entries.values():
+        try:
+            first = next(iter_batches(records or b""), None)
+        except KafkaError:  # unreadable: the log refuses it with CORRUPT_MESSAGE
+            continue
+        if first is not None and first[1].is_transactional:
+            return True
+    return False
+
+
+def _refuse_unauthorized(ctx: RequestContext, request, entries: dict) -> dict:
+    """The results for what the principal may not write (Kafka's checks before anything else):
+    a transactional batch without WRITE on its transactional id fails the whole request."""
+    if _has_transactional_records(entries) and not (
+            request.transactional_id is not None and authorize(
+                ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)):
+        return {key: ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for key in entries}
+    writable = filter_authorized(ctx, AclOperation.WRITE, ResourceType.TOPIC, entries, lambda k: k[0])
+    return {key: ProduceResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            for key in entries if key[0] not in writable}
+
+
 def _is_internal(ctx: RequestContext, topic: str) -> bool:
     info = ctx.services.metadata_cache.topic(topic)
     return info is not None and info.internal
@@ -75,8 +103,11 @@ def _is_internal(ctx: RequestContext, topic: str) -> bool:
 async def handle(ctx: RequestContext, request) -> dict | None:
     entries = {(t.name, p.index): p.records for t in request.topic_data for p in t.partition_data}
     results: dict = {}
+    if ctx.services.authorizer is not None:
+        results = _refuse_unauthorized(ctx, request, entries)
+        entries = {key: records for key, records in entries.items() if key not in results}
     if request.acks not in (-1, 0, 1):
-        results = {key: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for key in entries}
+        results |= {key: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for key in entries}
     else:
         for key in [k for k, records in entries.items() if _more_than_one_batch(records)]:
             del entries[key]

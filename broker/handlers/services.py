@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from broker.admin.admin_manager import AdminManager
 from broker.admin.auto_topic_creation import AutoTopicCreationManager
+from broker.authorizer.acl_authorizer import AclAuthorizer
 from broker.config import BrokerConfig
 from broker.controller.controller_channel import ControllerRequestTarget
 from broker.coordinator.group import GroupCoordinator
@@ -32,4 +33,5 @@ class BrokerServices:
     producer_ids: ProducerIdManager
     advertised_address: Callable[[str], tuple[str, int]]  # per listener, once bound
     controller_requests: ControllerRequestTarget  # LeaderAndIsr, UpdateMetadata, StopReplica
+    authorizer: AclAuthorizer | None = None  # None: no authorizer.class.name, everything allowed
     scram_credentials: ScramCredentialStore | None = None  # /config/users in the metadata store

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from broker.controller.wire import stop_replica_partitions
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, require_cluster
 from protocol.errors import ErrorCode, KafkaError
 
 
@@ -15,6 +16,7 @@ from protocol.errors import ErrorCode, KafkaError
 async def handle(ctx: RequestContext, request) -> dict:
     keys, delete = stop_replica_partitions(request, ctx.api_version)
     try:
+        require_cluster(ctx, AclOperation.CLUSTER_ACTION)
         ctx.services.controller_requests.apply_stop_replica(request.controller_epoch, keys,
                                                             delete=delete)
     except KafkaError as exc:

@@ -8,11 +8,16 @@ from __future__ import annotations
 
 from broker.coordinator.group import await_callback
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, ResourceType, authorize
+from protocol.errors import ErrorCode
 
 
 @register(14, "SyncGroup", 0, 5)
 async def handle(ctx: RequestContext, request) -> dict:
     coordinator = ctx.services.group_coordinator
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                "protocol_type": None, "protocol_name": None, "assignment": b""}
     assignment = {a.member_id: bytes(a.assignment) for a in request.assignments}
     result = await await_callback(lambda done: coordinator.handle_sync_group(
         request.group_id, request.generation_id, request.member_id, request.get("protocol_type"),

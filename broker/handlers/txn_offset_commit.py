@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from broker.coordinator.group.group_metadata import OffsetAndMetadata
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, ResourceType, authorize, filter_authorized
 from protocol.errors import ErrorCode
 
 
@@ -21,11 +22,24 @@ async def handle(ctx: RequestContext, request) -> dict:
     now = coordinator.time_ms()
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        refused = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    else:
+        refused = None
+    readable = filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, request.topics,
+                                 lambda t: t.name) if refused is None else set()
     for topic in request.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if cache.partition_state(*tp) is None:
+            if refused is not None:
+                errors[tp] = refused
+            elif topic.name not in readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif cache.partition_state(*tp) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if tp in errors:
                 continue
             offsets[tp] = OffsetAndMetadata(p.committed_offset, p.get("committed_leader_epoch", -1),
                                             p.committed_metadata or "", now)

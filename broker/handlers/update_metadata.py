@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from broker.controller.wire import metadata_snapshot
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, require_cluster
 from protocol.errors import ErrorCode, KafkaError
 
 
@@ -16,6 +17,7 @@ from protocol.errors import ErrorCode, KafkaError
 async def handle(ctx: RequestContext, request) -> dict:
     target = ctx.services.controller_requests
     try:
+        require_cluster(ctx, AclOperation.CLUSTER_ACTION)
         target.apply_update_metadata(
             metadata_snapshot(request, ctx.api_version, target.topic_config_overrides,
                               ctx.services.config.inter_broker_listener_name))

@@ -12,6 +12,7 @@ of the transaction's partitions, to end it there with a commit or abort marker.
 from __future__ import annotations
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, authorize_cluster
 from broker.handlers.services import BrokerServices
 from broker.metadata.topic_names import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
@@ -57,4 +58,9 @@ async def write_txn_markers(services: BrokerServices, markers) -> list[dict]:
 
 @register(27, "WriteTxnMarkers", 0, 1)
 async def handle(ctx: RequestContext, request) -> dict:
+    if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+        return {"markers": [{"producer_id": m.producer_id, "topics": [
+            {"name": t.name, "partitions": [
+                {"partition_index": p, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+                for p in t.partition_indexes]} for t in m.topics]} for m in request.markers]}
     return {"markers": await write_txn_markers(ctx.services, request.markers)}

@@ -1,6 +1,7 @@
 """TcpLeaderEndpoint: a follower's way to its leader in the multi-process cluster — Fetch with the
 follower's `replica_id` and OffsetForLeaderEpoch over the leader's listener, one connection per
-(follower, leader), as Kafka's RemoteLeaderEndPoint."""
+(follower, leader), as Kafka's RemoteLeaderEndPoint; its Fetches carry the follower's fetch
+session (KIP-227)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Callable
 
 from broker.interbroker.broker_client import BrokerClient, BrokerUnreachable
 from broker.replication.delayed_fetch import FetchParams, FetchPartition, FetchPartitionData
+from broker.replication.fetch_session import FetchMetadata, PartitionKey
+from broker.replication.fetch_session_handler import FetchSessionResponse
 from broker.replication.leader_endpoint import EpochEndOffset, LeaderUnavailable
 from broker.security.client_security import ClientSecurity
 from protocol.errors import ErrorCode
@@ -44,8 +47,9 @@ class TcpLeaderEndpoint:
         except BrokerUnreachable as exc:
             raise LeaderUnavailable(str(exc)) from None
 
-    async def fetch(self, params: FetchParams,
-                    partitions: list[FetchPartition]) -> list[FetchPartitionData]:
+    async def fetch(self, params: FetchParams, metadata: FetchMetadata,
+                    partitions: list[FetchPartition],
+                    forgotten: list[PartitionKey]) -> FetchSessionResponse:
         topics: dict[str, list[dict]] = {}
         for p in partitions:
             topics.setdefault(p.topic, []).append({
@@ -53,26 +57,24 @@ class TcpLeaderEndpoint:
                 "fetch_offset": p.fetch_offset, "last_fetched_epoch": -1,
                 "log_start_offset": p.log_start_offset,
                 "partition_max_bytes": p.partition_max_bytes})
+        forgotten_topics: dict[str, list[int]] = {}
+        for topic, partition in forgotten:
+            forgotten_topics.setdefault(topic, []).append(partition)
         response = await self._request(FETCH_KEY, FETCH_VERSION, {
             "replica_id": params.replica_id, "max_wait_ms": params.max_wait_ms,
             "min_bytes": params.min_bytes, "max_bytes": params.max_bytes,
-            "isolation_level": params.isolation_level, "session_id": 0, "session_epoch": -1,
+            "isolation_level": params.isolation_level, "session_id": metadata.session_id,
+            "session_epoch": metadata.epoch,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-            "forgotten_topics_data": [], "rack_id": ""},
+            "forgotten_topics_data": [{"topic": t, "partitions": ps}
+                                      for t, ps in forgotten_topics.items()],
+            "rack_id": ""},
             params.max_wait_ms / 1000 + REQUEST_SLACK_S)
-        if response.error_code != ErrorCode.NONE:
-            return [FetchPartitionData(ErrorCode(response.error_code)) for _ in partitions]
-        found = {(t.topic, p.partition_index): p for t in response.responses for p in t.partitions}
-        out = []
-        for p in partitions:
-            data = found.get((p.topic, p.partition))
-            if data is None:
-                out.append(FetchPartitionData(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            out.append(FetchPartitionData(ErrorCode(data.error_code), data.high_watermark,
-                                          data.last_stable_offset, data.log_start_offset,
-                                          bytes(data.records or b"")))
-        return out
+        return FetchSessionResponse(ErrorCode(response.error_code), response.session_id, {
+            (t.topic, p.partition_index): FetchPartitionData(
+                ErrorCode(p.error_code), p.high_watermark, p.last_stable_offset,
+                p.log_start_offset, bytes(p.records or b""))
+            for t in response.responses for p in t.partitions})
 
     async def offsets_for_leader_epoch(
         self, requests: list[tuple[str, int, int, int]]

@@ -19,6 +19,8 @@ from broker.control.faults import Fault, FaultAction, error_response
 from broker.handlers import HANDLERS, RequestContext
 from broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
 from broker.handlers.api_versions import api_versions_fallback
+from broker.handlers.fetch import API_KEY as FETCH_KEY
+from broker.handlers.fetch import session_partitions
 from broker.network.close_connection import CloseConnection
 from broker.network.sasl_server_authenticator import SASL_HANDSHAKE, SaslServerAuthenticator
 from broker.security.principal import ANONYMOUS, ssl_principal
@@ -220,7 +222,10 @@ class Connection:
             body = encode_response(API_VERSIONS_KEY, 0, api_versions_fallback())
             return encode_frame(encode_response_header(header.correlation_id, 0) + body)
         request = decode_request(header.api_key, version, frame, body_offset, explain=False)
-        fault = self.faults.match(self.services.broker_id, header.api_key, request)
+        fault = self.faults.match(
+            self.services.broker_id, header.api_key, request,
+            also_touches=(lambda: session_partitions(self.services, request))
+            if header.api_key == FETCH_KEY else None)
         response = await self._handle(handler, header, request, fault)
         if fault is not None and fault.action is FaultAction.DROP_RESPONSE:
             raise CloseConnection(f"fault {fault.id}: processed, response dropped")

@@ -106,7 +106,11 @@ class DelayedFetch(DelayedOperation):
             if available is None:  # cases A and B
                 return self.force_complete()
             accumulated += available
-        if accumulated >= self.params.min_bytes:  # case C
+            if accumulated >= self.params.min_bytes and accumulated > 0:
+                # Case C, known without checking the rest: a follower's fetch (min_bytes 1) over
+                # many idle partitions stops at the first with data. The read reports the rest.
+                return self.force_complete()
+        if accumulated >= self.params.min_bytes:  # case C (min_bytes 0)
             return self.force_complete()
         return False
 

@@ -8,7 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from broker.replication.delayed_fetch import FetchParams, FetchPartition, FetchPartitionData
+from broker.replication.delayed_fetch import FetchParams, FetchPartition
+from broker.replication.fetch_session import FetchMetadata, PartitionKey
+from broker.replication.fetch_session_handler import FetchSessionResponse
 from protocol.errors import ErrorCode
 
 
@@ -25,8 +27,10 @@ class LeaderUnavailable(Exception):
 
 class LeaderEndpoint(Protocol):
     async def fetch(
-        self, params: FetchParams, partitions: list[FetchPartition]
-    ) -> list[FetchPartitionData]: ...
+        self, params: FetchParams, metadata: FetchMetadata, partitions: list[FetchPartition],
+        forgotten: list[PartitionKey],
+    ) -> FetchSessionResponse:
+        """One Fetch in a fetch session (KIP-227): the partitions it names, those it forgets."""
 
     async def offsets_for_leader_epoch(
         self, requests: list[tuple[str, int, int, int]]
@@ -39,9 +43,10 @@ class LeaderEndpoint(Protocol):
 class LeaderReplicaManager(Protocol):
     """What an in-process follower calls on the leader broker's ReplicaManager."""
 
-    async def fetch_messages(
-        self, params: FetchParams, partitions: list[FetchPartition]
-    ) -> list[FetchPartitionData]: ...
+    async def fetch_in_session(
+        self, params: FetchParams, metadata: FetchMetadata, partitions: list[FetchPartition],
+        forgotten: list[PartitionKey],
+    ) -> FetchSessionResponse: ...
 
     def last_offset_for_leader_epoch(
         self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
@@ -60,8 +65,8 @@ class InProcessLeaderEndpoint:
             raise LeaderUnavailable("leader broker is not running")
         return rm
 
-    async def fetch(self, params, partitions):
-        return await self._leader().fetch_messages(params, partitions)
+    async def fetch(self, params, metadata, partitions, forgotten):
+        return await self._leader().fetch_in_session(params, metadata, partitions, forgotten)
 
     async def offsets_for_leader_epoch(self, requests):
         rm = self._leader()

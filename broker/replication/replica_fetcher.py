@@ -6,6 +6,10 @@ offset). Its fetch offset is its log end offset, which is how the leader learns 
 that just got a new leader first truncates: it asks the leader (OffsetForLeaderEpoch) where its
 latest epoch ends and cuts off anything beyond, so divergent records never survive a failover.
 
+It fetches in a fetch session (KIP-227, fetch_session_handler.py): once the session is open a
+Fetch names only the partitions whose fetch offset moved, and the leader answers only those with
+something new; a failed or abandoned fetch starts a new session with a full fetch.
+
 The leader is reached through a `LeaderEndpoint` (leader_endpoint.py); the fetcher knows only its
 follower's id and that follower's partitions, not the ReplicaManager that owns it.
 
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.replication.delayed_fetch import FetchParams, FetchPartition
+from broker.replication.fetch_session_handler import FetchSessionHandler
 from broker.replication.leader_endpoint import EpochEndOffset, LeaderEndpoint, LeaderUnavailable
 from protocol.errors import ErrorCode
 
@@ -71,6 +76,7 @@ class ReplicaFetcher:
         self._running = asyncio.Event()
         self._running.set()
         self._task: asyncio.Task | None = None
+        self.session = FetchSessionHandler()
 
     # -- control ----------------------------------------------------------------------------
 
@@ -185,10 +191,14 @@ class ReplicaFetcher:
                                            partition.log_start_offset))
         params = FetchParams(replica_id=self.follower_id, max_wait_ms=self.max_wait_ms,
                              min_bytes=1, max_bytes=self.max_bytes)
+        # In a fetch session only what changed is sent: a partition whose log end offset did not
+        # move costs the leader a check, not a place in the request and the response.
+        request = self.session.build(requests)
         # A fetch can wait up to max_wait_ms at the leader; a partition added meanwhile must not
         # wait that long for its first fetch, so a change of partitions cuts the wait short.
         self._changed.clear()
-        fetch = asyncio.ensure_future(self.endpoint.fetch(params, requests))
+        fetch = asyncio.ensure_future(self.endpoint.fetch(
+            params, request.metadata, request.to_send, request.to_forget))
         changed = asyncio.ensure_future(self._changed.wait())
         try:
             await asyncio.wait({fetch, changed}, return_when=asyncio.FIRST_COMPLETED)
@@ -197,6 +207,7 @@ class ReplicaFetcher:
             if not fetch.done():
                 fetch.cancel()  # the leader answers the parked fetch as abandoned
         if not fetch.done() or fetch.cancelled():
+            self.session.handle_error()  # the leader's epoch may have moved: start a new session
             try:
                 await fetch
             except asyncio.CancelledError:
@@ -205,12 +216,22 @@ class ReplicaFetcher:
                 if asyncio.current_task().cancelling():  # type: ignore[union-attr]
                     raise
             return
-        results = fetch.result()
+        if fetch.exception() is not None:
+            self.session.handle_error()
+        response = fetch.result()
+        if not self.session.handle_response(response):
+            return  # a session error: the next fetch is a full one, at once
         if not self._running.is_set():
-            return  # paused while the fetch was parked: what came back is not appended
-        progressed = False
-        for request, data in zip(requests, results, strict=True):
+            # Paused while the fetch was parked: nothing is appended, and the session starts over
+            # so that nothing the leader counts as told is lost.
+            self.session.handle_error()
+            return
+        progressed = not response.partitions  # nothing new anywhere is no error either
+        for request in requests:
             key = (request.topic, request.partition)
+            data = response.partitions.get(key)
+            if data is None:
+                continue  # an incremental answer leaves out what has nothing new
             fp = self.partitions.get(key)
             partition = self.follower_partitions.get(key)
             if fp is None or partition is None or partition.log_end_offset != request.fetch_offset:

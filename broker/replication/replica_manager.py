@@ -30,6 +30,13 @@ from broker.replication.delayed_fetch import (
     distinct_partitions,
 )
 from broker.replication.delayed_produce import DelayedProduce, ProducePartitionStatus, ProduceResult
+from broker.replication.fetch_session import (
+    INVALID_SESSION_ID,
+    FetchManager,
+    FetchMetadata,
+    FetchSessionCache,
+)
+from broker.replication.fetch_session_handler import FetchSessionResponse
 from broker.replication.leader_endpoint import EpochEndOffset, LeaderEndpoint
 from broker.replication.partition import AlterIsr, Partition
 from broker.replication.purgatory import DelayedOperationPurgatory
@@ -68,6 +75,7 @@ class ReplicationSettings:
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_wait_max_ms: int = 500
     replica_fetch_max_bytes: int = 1_048_576
+    fetch_session_cache_slots: int = 1000  # max.incremental.fetch.session.cache.slots
 
 
 class ReplicaManager:
@@ -91,6 +99,8 @@ class ReplicaManager:
         self.produce_purgatory = DelayedOperationPurgatory("Produce", timer)
         self.delete_records_purgatory = DelayedOperationPurgatory("DeleteRecords", timer)
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.fetch_manager = FetchManager(
+            FetchSessionCache(self.settings.fetch_session_cache_slots, clock.now_ms))
         self.controller_epoch = 0  # the newest controller heard from; older ones are refused
         self._alter_isr = alter_isr
         self._leader_endpoint = leader_endpoint
@@ -507,6 +517,32 @@ class ReplicaManager:
         await self._park(self.fetch_purgatory, op,
                          [(fp.topic, fp.partition) for fp in partitions], future)
         return future.result()
+
+    async def fetch_in_session(
+        self, params: FetchParams, metadata: FetchMetadata, partitions: list[FetchPartition],
+        forgotten: list[tuple[str, int]],
+        readable: Callable[[list[FetchPartition]], set[str]] | None = None,
+    ) -> FetchSessionResponse:
+        """A Fetch with its session fields (KIP-227): full, incremental or sessionless, read and
+        parked as `fetch_messages`, answered with the partitions the session says to carry.
+        `readable` (an authorizer's) names the topics of the context's partitions it may read; the
+        others are answered TOPIC_AUTHORIZATION_FAILED without being read."""
+        context = self.fetch_manager.new_context(metadata, distinct_partitions(partitions),
+                                                 forgotten, is_follower=params.is_from_follower)
+        if context.error != ErrorCode.NONE:
+            return FetchSessionResponse(context.error, INVALID_SESSION_ID)
+        if readable is None:
+            results = await self.fetch_messages(params, context.partitions)
+        else:
+            allowed = readable(context.partitions)
+            read = iter(await self.fetch_messages(
+                params, [fp for fp in context.partitions if fp.topic in allowed]))
+            results = [next(read) if fp.topic in allowed
+                       else FetchPartitionData(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                       for fp in context.partitions]
+        answered = context.respond(results)
+        return FetchSessionResponse(ErrorCode.NONE, context.session_id,
+                                    {(fp.topic, fp.partition): data for fp, data in answered})
 
     def complete_parked(self) -> None:
         """Answer every parked request with what is there now (shutdown)."""

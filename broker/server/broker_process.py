@@ -200,11 +200,12 @@ class BrokerProcess:
         await broker.controller.elect_preferred_leaders()
 
     def add_disk_fault(self, broker_id: int, operation: str, errno: int | str, *,
-                       after_bytes: int | None = None, after_ops: int | None = None) -> dict:
+                       after_bytes: int | None = None, after_ops: int | None = None,
+                       files: list[str] | None = None) -> dict:
         self._this(broker_id)
         assert self.context is not None
         fault = self.context.disk_faults_for(broker_id).add(
-            operation, errno, after_bytes=after_bytes, after_ops=after_ops)
+            operation, errno, after_bytes=after_bytes, after_ops=after_ops, files=files)
         return {"broker": broker_id, **fault.to_dict()}
 
     def disk_faults(self) -> list[dict]:
@@ -221,9 +222,12 @@ class BrokerProcess:
 
     def purgatory(self) -> dict:
         assert self.context is not None
-        brokers = {str(self.broker_id): self.broker.purgatory_stats()} \
-            if self.broker is not None and self.broker.running else {}
-        return {"brokers": brokers, "timer": self.context.timer.stats()}
+        running = self.broker is not None and self.broker.running
+        brokers = {str(self.broker_id): self.broker.purgatory_stats()} if running else {}
+        sessions = {str(self.broker_id): self.broker.replica_manager.fetch_manager.stats()} \
+            if running else {}
+        return {"brokers": brokers, "timer": self.context.timer.stats(),
+                "fetch_sessions": sessions}
 
     def groups(self, group: str | None = None) -> list[dict]:
         broker = self.broker

@@ -6,16 +6,13 @@ directory."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import signal
 import sys
 from pathlib import Path
 
-import structlog
-
-from broker.config import PROPERTIES, ConfigError, build_config, parse_overrides
-from broker.server.log_setup import configure_logging
+# The broker's modules are imported where a command needs them: `kafka-sim ctl` never loads the
+# broker, and `run` loads it with the cyclic collector off (see main).
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,8 +43,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _run(config, num_brokers: int) -> None:
+    import asyncio
+
     from broker.config import parse_listener
-    from broker.control.control_api import ControlServer
+    from broker.control.control_server import ControlServer
     if config["zookeeper.connect"]:  # one broker of a multi-process cluster
         from broker.server.broker_process import BrokerProcess
 
@@ -66,12 +65,14 @@ async def _run(config, num_brokers: int) -> None:
         # Start-up objects (schemas, compiled codecs, handler tables) live for the whole run: keep
         # them out of the cyclic collector's full passes, which otherwise show up as latency spikes.
         gc.freeze()
-        if control is not None:
-            await control.start()
+        gc.enable()  # off since main: start-up frees little, its collections were wasted work
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM):  # the brokers serve: stop them cleanly
             loop.add_signal_handler(sig, stop.set)
+        if control is not None:
+            await control.start()
+            gc.freeze()  # aiohttp's modules and the app: loaded for the whole run as well
         # A multi-process broker that halted on a failed log dir ends its process (Kafka's
         # Exit.halt); in the embedded cluster the others go on and the halted one can be started.
         halted: asyncio.Event | None = getattr(cluster, "halted", None)
@@ -85,6 +86,8 @@ async def _run(config, num_brokers: int) -> None:
     try:
         await _stop(control, cluster)
     except Exception as exc:  # the cluster ran: a failure now is no start-up error
+        import structlog
+
         structlog.get_logger("kafka_sim.cli").exception("stopping failed")
         raise ShutdownError(f"{type(exc).__name__}: {exc}") from exc
     if halted is not None and halted.is_set():
@@ -117,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         return pipeline_main(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "configs":
+        from broker.config import PROPERTIES
+
         for p in PROPERTIES:
             print(f"{p.name}={p.default}    # {p.doc}")
         return 0
@@ -131,6 +136,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.command != "run":
         _parser().print_help()
         return 2
+    # Importing and building the brokers allocates a great many objects that all stay alive: the
+    # cyclic collector's passes over them would find nothing. _run enables it once they are frozen.
+    gc.disable()
+    try:
+        return _run_command(args)
+    finally:
+        gc.enable()
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    from broker.config import ConfigError, build_config, parse_overrides
+    from broker.control.control_server import RemoteBindRefused
+    from broker.metadata.store import MetadataStoreError
+    from broker.server.kafka_server import LogDirFailedAtStart
+    from broker.server.log_setup import configure_logging
+
     try:
         overrides = parse_overrides(args.override)
         if args.listeners:
@@ -147,10 +168,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kafka-sim: {exc}", file=sys.stderr)
         return 2
     configure_logging(config["log.level"])
-    from broker.control.control_api import RemoteBindRefused  # aiohttp: only for `run`
-    from broker.metadata.store import MetadataStoreError
-    from broker.server.kafka_server import LogDirFailedAtStart
-
     try:
         _event_loop_runner()(_run(config, args.brokers or 3))
     except RemoteBindRefused as exc:
@@ -196,6 +213,8 @@ def _zookeeper(port: int, data_dir: Path) -> int:
 
 
 def _event_loop_runner():
+    import asyncio
+
     try:
         import uvloop
     except ImportError:

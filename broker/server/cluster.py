@@ -123,7 +123,8 @@ class Cluster:
         config = self.configs[broker_id]
         if current is not None:  # come back on the same port
             config = config.with_overrides({"listeners": current.listeners})
-        write_meta_properties(config.data_dir, self.cluster_id, broker_id)
+        # Written atomically and fsynced: in a thread, so that the brokers already up keep serving.
+        await asyncio.to_thread(write_meta_properties, config.data_dir, self.cluster_id, broker_id)
         broker = KafkaServer(config, self.context)
         self.brokers[broker_id] = broker
         await broker.start()
@@ -180,10 +181,11 @@ class Cluster:
         await controller.elect_preferred_leaders()
 
     def add_disk_fault(self, broker_id: int, operation: str, errno: int | str, *,
-                       after_bytes: int | None = None, after_ops: int | None = None) -> dict:
+                       after_bytes: int | None = None, after_ops: int | None = None,
+                       files: list[str] | None = None) -> dict:
         self.broker(broker_id)
         fault = self.context.disk_faults_for(broker_id).add(
-            operation, errno, after_bytes=after_bytes, after_ops=after_ops)
+            operation, errno, after_bytes=after_bytes, after_ops=after_ops, files=files)
         return {"broker": broker_id, **fault.to_dict()}
 
     def disk_faults(self) -> list[dict]:
@@ -203,6 +205,8 @@ class Cluster:
             "brokers": {str(b.broker_id): b.purgatory_stats()
                         for b in self.brokers.values() if b.running},
             "timer": self.context.timer.stats(),
+            "fetch_sessions": {str(b.broker_id): b.replica_manager.fetch_manager.stats()
+                               for b in self.brokers.values() if b.running},
         }
 
     def groups(self, group: str | None = None) -> list[dict]:

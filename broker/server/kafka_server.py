@@ -19,6 +19,7 @@ import structlog
 
 from broker.admin.admin_manager import AdminManager
 from broker.admin.auto_topic_creation import AutoTopicCreationManager
+from broker.authorizer.acl_authorizer import AclAuthorizer
 from broker.config import BrokerConfig, Listener
 from broker.controller.controller import Controller
 from broker.coordinator.group import OFFSETS_TOPIC, GroupCoordinator
@@ -103,6 +104,7 @@ class KafkaServer:
                 config["replica.lag.time.max.ms"],
                 config["replica.fetch.wait.max.ms"],
                 config["replica.fetch.max.bytes"],
+                config["max.incremental.fetch.session.cache.slots"],
             ),
         )  # fmt: skip
         self.admin_manager = AdminManager(config, self.store, self.metadata_cache)
@@ -118,10 +120,11 @@ class KafkaServer:
             self.producer_ids.generate_producer_id,
             TransactionMarkerChannel(self.marker_transport, self.metadata_cache), wall_clock_ms,
             sync_producer_ids=self.producer_ids.store.flush)
+        self.authorizer = AclAuthorizer.from_config(config, self.store)
         self.services = BrokerServices(
             self.broker_id, self.cluster_id, config, self.metadata_cache, self.replica_manager,
             self.group_coordinator, self.transaction_coordinator, self.admin_manager, self.auto_topic_creation,
-            self.producer_ids, self.advertised_address, self,
+            self.producer_ids, self.advertised_address, self, self.authorizer,
             scram_credentials=ScramCredentialStore(self.store))
         self.controller: Controller | None = None
         self.session: int | None = None
@@ -171,7 +174,9 @@ class KafkaServer:
                                                             self.clock, self.context.timer)
                          for name in self.addresses}
         try:
-            self.log_manager.load()
+            # Loading reads (and after a crash rewrites) every log's files: a worker thread does
+            # it, so that the other brokers of an embedded cluster keep being served meanwhile.
+            await asyncio.to_thread(self.log_manager.load)
             # What recovery kept is fsynced by the flusher: wait for it off the loop, so that a
             # disk failing those fsyncs keeps the broker from starting, as a failed load does.
             await asyncio.to_thread(self.log_manager.flusher.drain)
@@ -186,6 +191,8 @@ class KafkaServer:
         for topic, partition in list(self.log_manager.all_logs()):
             if self.store.exists(paths.topic(topic)) is None:  # deleted while we were down
                 self.log_manager.delete_log(topic, partition)
+        if self.authorizer is not None:
+            self.authorizer.start()  # its cache is loaded before the first request is read
         for name, (host, port) in list(self.addresses.items()):
             # The TLS handshake runs inside the loop's transport, a few bytes at a time (never
             # blocking it); one that fails or stalls (connections.max.idle.ms, at most 60 s)
@@ -248,9 +255,11 @@ class KafkaServer:
             close()
         await self.replica_manager.shutdown()
         await self._close_connections()
-        self.log_manager.begin_shutdown()
-        await asyncio.to_thread(self.log_manager.flusher.drain)  # the loop never waits on fsyncs
-        self.log_manager.finish_shutdown()
+        if self.authorizer is not None:
+            self.authorizer.close()
+        # Every log's last writes and fsyncs, then the checkpoints and the clean-shutdown marker,
+        # in a worker thread (nothing else uses the logs any more): the loop never waits on them.
+        await asyncio.to_thread(self.log_manager.shutdown)
         log.info("broker stopped", broker_id=self.broker_id)
 
     # -- a failed log dir (Kafka's ReplicaManager.handleLogDirFailure) ---------------------------

@@ -200,3 +200,24 @@ def test_sigterm_shuts_a_broker_down_in_a_controlled_way(cluster):
     survivor = next(i for i in cluster.ids if i != leader)
     state = leader_of(cluster, "sigterm", survivor)
     assert state["leader"] not in (-1, leader) and leader not in state["isr"]
+
+
+def test_followers_fetch_in_sessions_over_tcp(cluster):
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    admin.create_topics([NewTopic("sessions", num_partitions=6, replication_factor=3)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    for i in range(12):
+        producer.send("sessions", b"%d" % i, partition=i % 6)
+    producer.flush()
+    producer.close()
+
+    def sessions(i: int) -> dict:
+        return cluster.control(i, "/purgatory")["fetch_sessions"][str(i)]
+
+    # Every broker leads two partitions; each other broker's fetcher holds one privileged
+    # session with them there, and goes on incrementally (TcpLeaderEndpoint's session fields).
+    for i in cluster.ids:
+        wait_until(lambda i=i: (sessions(i)["privileged"], sessions(i)["partitions"]) == (2, 4)
+                   and sessions(i)["fetches"]["incremental"] > 0, f"broker {i}'s sessions")
+        assert sessions(i)["fetches"]["error"] == 0

@@ -271,7 +271,7 @@ class Walkthrough:
         self.faults = []
 
     def check_purgatory(self, out: str) -> None:
-        # per broker: fetch, produce, delete_records, heartbeat, rebalance; the timer
+        # per broker: fetch, produce, delete_records, heartbeat, rebalance; the timer; fetch sessions
         stats = json.loads(out)
         assert set(stats["brokers"]) == {"0", "1", "2"}, stats.keys()
         for purgatories in stats["brokers"].values():
@@ -284,6 +284,9 @@ class Walkthrough:
         assert stats["timer"]["levels"] and all(
             {"tick_ms", "occupied_buckets", "tasks"} <= set(level)
             for level in stats["timer"]["levels"])
+        # the followers fetching from broker 0 do so in fetch sessions of their own (KIP-227)
+        assert set(stats["fetch_sessions"]) == {"0", "1", "2"}
+        assert stats["fetch_sessions"]["0"]["privileged"] >= 1
 
 
 @pytest.mark.slow

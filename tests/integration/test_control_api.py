@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import pytest
 
 from broker.control import ctl
-from broker.control.control_api import ControlServer, RemoteBindRefused
 from broker.control.control_client import ControlClient, ControlError
+from broker.control.control_server import ControlServer, RemoteBindRefused
 from broker.control.faults import FaultInjector
 
 

@@ -23,10 +23,12 @@ class DiskFakeCluster(FakeCluster):
         self._ids = itertools.count(1)
 
     def add_disk_fault(self, broker_id: int, operation: str, errno: int | str, *,
-                       after_bytes: int | None = None, after_ops: int | None = None) -> dict:
+                       after_bytes: int | None = None, after_ops: int | None = None,
+                       files: list[str] | None = None) -> dict:
         self._known(broker_id)
         disk = self.disks.setdefault(broker_id, DiskFaults(self._ids))
-        fault = disk.add(operation, errno, after_bytes=after_bytes, after_ops=after_ops)
+        fault = disk.add(operation, errno, after_bytes=after_bytes, after_ops=after_ops,
+                         files=files)
         return {"broker": broker_id, **fault.to_dict()}
 
     def disk_faults(self) -> list[dict]:
@@ -60,7 +62,12 @@ def test_disk_faults_round_trip(client: ControlClient, cluster: DiskFakeCluster)
     b = client.add_disk_fault(2, "fsync", "EIO", after_ops=3)
     client.add_disk_fault(2, "write", 5)
     assert a == {"id": 1, "broker": 1, "operation": "write", "errno": "ENOSPC",
-                 "after_bytes": 100, "after_ops": None, "hits": 0}
+                 "after_bytes": 100, "after_ops": None, "hits": 0, "files": ["log"]}
+    c = client.add_disk_fault(1, "fsync", "EIO", files=["index", "checkpoint"])
+    assert c["files"] == ["checkpoint", "index"]
+    assert client.add_disk_fault(1, "write", "EIO", files=["all"])["files"] == [
+        "checkpoint", "cleaner", "index", "log"]
+    assert client.clear_disk_faults(id=c["id"]) == 1 and client.clear_disk_faults(id=c["id"] + 1)
     assert [(f["broker"], f["operation"], f["errno"]) for f in client.disk_faults()] == [
         (1, "write", "ENOSPC"), (2, "fsync", "EIO"), (2, "write", "EIO")]
     assert cluster.disks[2].list()[0].after_ops == 3
@@ -80,6 +87,12 @@ def test_disk_faults_round_trip(client: ControlClient, cluster: DiskFakeCluster)
      "after_bytes applies to write faults only"),
     ({"broker": 1, "operation": "write", "errno": "EIO", "after_ops": -2}, 400,
      "after_ops must be a non-negative integer"),
+    ({"broker": 1, "operation": "write", "errno": "EIO", "files": ["segments"]}, 400,
+     "file kind must be one of log, index, checkpoint, cleaner or all, not 'segments'"),
+    ({"broker": 1, "operation": "write", "errno": "EIO", "files": "index"}, 400,
+     "files must be a list of file kinds"),
+    ({"broker": 1, "operation": "write", "errno": "EIO", "files": []}, 400,
+     "files must name at least one file kind"),
 ])
 def test_bad_disk_fault_specs(client: ControlClient, kwargs, status, message):
     with pytest.raises(ControlError) as err:
@@ -108,13 +121,15 @@ def test_ctl_disk_faults(capsys, server: ServerThread, cluster: DiskFakeCluster)
                            "write", "--errno", "ENOSPC", "--after-bytes", "4096")
     assert (code, out) == (0, "disk fault 1 added: broker 1 write: ENOSPC after 4096 bytes, "
                               "until cleared\n")
-    assert run_ctl(capsys, server, "disk-fault", "add", "--broker", "3", "--operation", "fsync",
-                   "--errno", "EIO")[0] == 0
+    code, out, _ = run_ctl(capsys, server, "disk-fault", "add", "--broker", "3", "--operation",
+                           "fsync", "--errno", "EIO", "--files", "index,checkpoint")
+    assert (code, out) == (0, "disk fault 2 added: broker 3 fsync (checkpoint, index files): EIO, "
+                              "until cleared\n")
     code, out, _ = run_ctl(capsys, server, "disk-fault", "list")
     assert [line.split() for line in out.splitlines()] == [
-        ["ID", "BROKER", "OPERATION", "ERRNO", "AFTER_BYTES", "AFTER_OPS", "HITS"],
-        ["1", "1", "write", "ENOSPC", "4096", "-", "0"],
-        ["2", "3", "fsync", "EIO", "-", "-", "0"]]
+        ["ID", "BROKER", "OPERATION", "ERRNO", "AFTER_BYTES", "AFTER_OPS", "HITS", "FILES"],
+        ["1", "1", "write", "ENOSPC", "4096", "-", "0", "log"],
+        ["2", "3", "fsync", "EIO", "-", "-", "0", "checkpoint,index"]]
     code, _, err = run_ctl(capsys, server, "disk-fault", "add", "--broker", "1", "--operation",
                            "write", "--errno", "ENOPE")
     assert code == 1 and err.startswith("kafka-sim ctl: errno must be a name")

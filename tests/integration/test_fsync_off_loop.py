@@ -1,5 +1,7 @@
 """The event loop never waits on fsync: segment rolls, periodic flushes, leader-epoch checkpoints,
-producer snapshots and a truncation's folder sync all run in the LogManager's flusher thread."""
+producer snapshots and a truncation's folder sync all run in the LogManager's flusher thread; a
+broker's stop (index files, checkpoints, marker) and start (loading, recovery) do their file work in
+worker threads too."""
 
 from __future__ import annotations
 
@@ -10,8 +12,12 @@ import time
 
 import pytest
 
+from broker.server.cluster import Cluster
 from protocol.errors import ErrorCode
 from protocol.records import encode_batch
+from storage.index import Index
+from storage.naming import CLEAN_SHUTDOWN_FILE
+from tests.harness import cluster_config
 from tests.integration.raw_client import RawClient
 from tests.integration.test_hostile_input import (
     PRODUCE,
@@ -71,3 +77,62 @@ async def test_rolls_and_flushes_never_fsync_on_the_event_loop(async_broker, mon
     assert log.recovery_point == log.log_end_offset == 100
     print(f"fsyncs: {len(fsync_threads)}, longest loop stall: {max(lags) * 1000:.1f} ms")
     assert max(lags) < 1.0
+
+
+async def test_a_broker_stop_and_start_do_their_file_work_off_the_event_loop(tmp_path, monkeypatch):
+    cluster = Cluster(cluster_config(tmp_path / "data"), 1)
+    await cluster.start()
+    try:
+        broker = cluster.brokers[0]
+        await broker.metadata_cache.wait_for(lambda s: s.controller_id == 0, 30_000)
+        client = await RawClient.connect(broker.port)
+        await create_topic(client, "many", 8, {"segment.bytes": "1100"})
+        batch = encode_batch([(b"k", b"v" * 1000, [], int(time.time() * 1000))])
+        for _ in range(3):  # one batch per segment: rolls, and active segments without indexes
+            response = await client.request(PRODUCE, 9, produce_body(
+                {("many", p): batch for p in range(8)}))
+            assert set(partition_errors(response).values()) == {ErrorCode.NONE}
+        await client.close()
+
+        loop_thread = threading.get_ident()
+        calls: list[tuple[str, int]] = []  # (what, thread) of the real calls, which still run
+        fsync, replace, write_appended = os.fsync, os.replace, Index.write_appended
+
+        def recording_fsync(fd: int) -> None:
+            calls.append(("fsync", threading.get_ident()))
+            fsync(fd)
+
+        def recording_replace(*args, **kwargs) -> None:
+            calls.append(("rename", threading.get_ident()))
+            replace(*args, **kwargs)
+
+        def recording_write_appended(index: Index) -> bool:
+            calls.append(("index write", threading.get_ident()))
+            return write_appended(index)
+
+        monkeypatch.setattr(os, "fsync", recording_fsync)
+        monkeypatch.setattr(os, "replace", recording_replace)
+        monkeypatch.setattr(Index, "write_appended", recording_write_appended)
+        await cluster.stop_broker(0)
+        data_dir = broker.config.data_dir
+        assert (data_dir / CLEAN_SHUTDOWN_FILE).exists()
+        stopping = list(calls)
+        # The active segments' index files, every fsync, the checkpoints' renames: none on the loop.
+        assert {what for what, _ in stopping} == {"fsync", "rename", "index write"}
+        assert loop_thread not in {thread for _, thread in stopping}
+
+        calls.clear()
+        (data_dir / CLEAN_SHUTDOWN_FILE).unlink()  # as after a crash: every log is recovered
+        await cluster.start_broker(0)
+        broker = cluster.brokers[0]
+        await broker.metadata_cache.wait_for(
+            lambda s: (p := s.partitions.get(("many", 7))) is not None and p.leader == 0, 30_000)
+        await asyncio.to_thread(broker.log_manager.flusher.drain)
+        assert {"fsync", "index write"} <= {what for what, _ in calls}
+        assert loop_thread not in {thread for _, thread in calls}
+        monkeypatch.undo()
+        await served_promptly(broker.port)
+        log = broker.log_manager.get_log("many", 7)
+        assert log.log_end_offset == 3 and log.recovery_point == 3
+    finally:
+        await cluster.stop()

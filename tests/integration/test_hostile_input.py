@@ -185,6 +185,20 @@ async def test_forged_controlled_shutdown_is_answered_broker_not_available(async
     await client.close()
 
 
+async def test_a_topic_config_left_by_a_racing_creator_does_not_fail_the_creation(async_broker):
+    """Two brokers auto-creating one topic at once: the loser finds the winner's config node. It
+    sets it (Kafka's setOrCreateEntityConfigs) instead of failing the request with NodeExists."""
+    from broker.metadata import zk_paths as paths
+
+    async_broker.store.create_json(paths.topic_config("raced"), {"version": 1, "config": {}})
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "raced", configs={"retention.ms": "1000"})
+    data, _ = async_broker.store.get_json(paths.topic_config("raced"))
+    assert data["config"] == {"retention.ms": "1000"}
+    await served_promptly(async_broker.port)
+    await client.close()
+
+
 async def test_delete_of_a_forged_topic_name_is_unknown_topic(async_broker):
     """A forged UpdateMetadata (no authorizer: Kafka accepts it too) put "" in the metadata
     cache; deleting it reached the store as the path '/brokers/topics/'."""

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def section_blocks() -> dict[str, str]:
     readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Security: TLS and SASL", 1)[1].split("\n## ", 1)[0]
+    section = readme.split("### TLS and SASL", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
     return {lang: body for lang, body in re.findall(r"```(\w+)\n(.*?)```", section, re.S)}
 
 

@@ -26,14 +26,15 @@ BROKER_ALLOWED = {
     "replication": {"config", "metadata"},
     "controller": {"config", "metadata"},
     "admin": {"config", "metadata"},
+    "authorizer": {"config", "metadata"},
     "coordinator": {"config", "metadata", "replication"},
     "handlers": {"config", "metadata", "replication", "controller", "admin", "coordinator",
-                 "security"},
+                 "authorizer", "security"},
     "interbroker": {"config", "metadata", "replication", "controller", "coordinator", "security"},
     "security": {"config", "metadata"},
     "network": {"config", "handlers", "control", "security"},
     "server": {"config", "metadata", "replication", "controller", "admin", "coordinator",
-               "handlers", "network", "control", "interbroker", "security"},
+               "handlers", "network", "control", "interbroker", "authorizer", "security"},
 }
 # The console script dispatches `kafka-sim pipeline ...` to the optional Spark jobs; nothing else
 # in broker/ may reach up into pipeline/.

@@ -11,7 +11,7 @@ import pytest
 
 from protocol.errors import ErrorCode
 from protocol.records import decode_batch, encode_batch, iter_batches
-from storage.disk_faults import DiskFaults
+from storage.disk_faults import DiskFaults, FileKind
 from storage.log import Log
 from storage.log_config import LogConfig
 from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel, OfflineLogDir
@@ -221,3 +221,115 @@ def test_a_flush_failing_at_shutdown_leaves_the_logs_for_recovery(tmp_path: Path
     manager.shutdown()  # no exception: the dir goes offline, nothing more is written
     assert channel.is_offline(str(tmp_path)) and manager.all_logs() == {}
     assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+
+
+# -- faults on index files, checkpoints and the cleaner's output (selected per kind) -----------------
+
+def test_a_fault_hits_only_the_kinds_of_file_it_is_armed_for(tmp_path: Path) -> None:
+    disk = DiskFaults()
+    assert disk.add("write", "EIO").files == {FileKind.LOG}
+    assert disk.add("fsync", "EIO", files=["all"]).files == set(FileKind)
+    with pytest.raises(ValueError, match="file kind must be one of"):
+        disk.add("write", "EIO", files=["segment"])
+    disk.clear()
+    disk.add("write", "ENOSPC", files=["index", "checkpoint"])
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT | os.O_APPEND)
+    try:
+        assert disk.write(fd, memoryview(b"ab")) == 2  # a segment write: not armed for it
+        disk.write_all(fd, b"cd", FileKind.CLEANER)
+        for kind in (FileKind.INDEX, FileKind.CHECKPOINT):
+            with pytest.raises(OSError) as info:
+                disk.write_all(fd, b"ef", kind)
+            assert info.value.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    assert (tmp_path / "f").read_bytes() == b"abcd"
+
+
+def manager_with(tmp_path: Path, disk: DiskFaults, **config) -> tuple[LogManager, LogDirFailureChannel]:
+    channel = LogDirFailureChannel()
+    manager = LogManager(tmp_path, LogConfig(**{"index_interval_bytes": 1, **config}),
+                         now_ms=now, disk=disk, failure_channel=channel)
+    manager.load()
+    return manager, channel
+
+
+def test_an_index_write_fault_takes_the_dir_offline_and_nothing_acknowledged_is_lost(
+    tmp_path: Path,
+) -> None:
+    disk = DiskFaults()
+    manager, channel = manager_with(tmp_path, disk, segment_bytes=400)
+    log = manager.create_log("t", 0)
+    acknowledged = []
+    disk.add("write", "ENOSPC", files=["index"], after_bytes=40)  # a few entries, then a torn one
+    with pytest.raises(KafkaStorageError, match="No space left on device"):
+        for _ in range(20):  # each roll writes the old segment's index entries
+            acknowledged.append(log.append_as_leader(batch(), leader_epoch=0).first_offset)
+    assert channel.is_offline(str(tmp_path)) and len(log.segments) > 1
+    with pytest.raises(KafkaStorageError, match="is offline"):
+        log.append_as_leader(batch(), leader_epoch=0)
+    assert disk.list()[0].hits == 1
+    manager.handle_log_dir_failure(str(tmp_path))
+    manager.shutdown()
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+
+    again, _ = manager_with(tmp_path, DiskFaults(), segment_bytes=400)  # the disk works again
+    reopened = again.get_log("t", 0)
+    assert reopened.log_end_offset == acknowledged[-1] + 3
+    assert offsets(reopened) == list(range(reopened.log_end_offset))
+    for segment in reopened.segments:  # every index well formed again (rebuilt where torn)
+        assert segment.offset_index.well_formed() and segment.offset_index.sane(segment.size)
+    again.shutdown()
+
+
+def test_an_index_fsync_fault_in_the_flusher_takes_the_dir_offline(tmp_path: Path) -> None:
+    disk = DiskFaults()
+    manager, channel = manager_with(tmp_path, disk)
+    log = manager.create_log("t", 0)
+    log.append_as_leader(batch(), leader_epoch=0)
+    disk.add("fsync", "EIO", files=["index"])
+    with pytest.raises(KafkaStorageError, match="flushing log t-0"):
+        log.flush_in_background()  # the segment file's fsync passes, its index's fails
+    assert channel.is_offline(str(tmp_path)) and log.recovery_point == 0
+
+
+def test_a_checkpoint_write_fault_keeps_the_old_file_and_takes_the_dir_offline(
+    tmp_path: Path,
+) -> None:
+    disk = DiskFaults()
+    manager, channel = manager_with(tmp_path, disk)
+    manager.create_log("t", 0).append_as_leader(batch(), leader_epoch=0)
+    manager.checkpoint()
+    before = (tmp_path / "recovery-point-offset-checkpoint").read_bytes()
+    manager.get_log("t", 0).append_as_leader(batch(), leader_epoch=0)
+    manager.get_log("t", 0).flush()
+    disk.add("write", "EIO", files=["checkpoint"], after_bytes=5)
+    with pytest.raises(KafkaStorageError, match="writing checkpoint files"):
+        manager.checkpoint()
+    assert channel.is_offline(str(tmp_path))
+    assert (tmp_path / "recovery-point-offset-checkpoint").read_bytes() == before  # never torn
+
+
+def test_a_cleaner_output_fault_takes_the_dir_offline_and_leaves_the_log_as_it_was(
+    tmp_path: Path,
+) -> None:
+    disk = DiskFaults()
+    manager, channel = manager_with(tmp_path, disk, cleanup_policy="compact", segment_bytes=300)
+    log = manager.create_log("t", 0)
+    for i in range(20):
+        log.append_as_leader(encode_batch([(b"k", b"v%d" % i, [], 1_000 + i)]), leader_epoch=0)
+    log.high_watermark = log.log_end_offset
+    before = offsets(log)
+    disk.add("write", "EIO", files=["cleaner"])
+    assert manager.clean_logs(force=True) == 0
+    assert channel.is_offline(str(tmp_path))
+    assert manager.cleaner.uncleanable == {}  # Kafka's way: the dir, not the log, is at fault
+    assert not list(log.directory.glob("*.cleaned")) and not list(log.directory.glob("*.swap"))
+    with pytest.raises(KafkaStorageError, match="is offline"):
+        log.append_as_leader(batch(), leader_epoch=0)
+    manager.handle_log_dir_failure(str(tmp_path))
+    manager.shutdown()
+
+    again, _ = manager_with(tmp_path, DiskFaults(), cleanup_policy="compact", segment_bytes=300)
+    assert offsets(again.get_log("t", 0)) == before
+    again.shutdown()

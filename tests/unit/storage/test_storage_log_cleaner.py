@@ -195,7 +195,7 @@ def test_crash_after_swap_is_finished_on_load(
     fill(log, updates)
     end = log.log_end_offset
 
-    def crash(self, old, swap) -> None:
+    def crash(self, old, swap, *_layout) -> None:
         for segment in old[:crash_after_deleting]:
             segment.delete()
         raise OSError("crash")
@@ -300,8 +300,8 @@ def test_one_log_failing_is_marked_uncleanable_and_the_pass_goes_on(tmp_path: Pa
     def failing_once(*args, **kwargs):
         nonlocal calls
         calls += 1
-        if calls == 1:  # the first batch of the first log: as a disk error would
-            raise OSError("injected")
+        if calls == 1:  # the first batch of the first log: as a batch it cannot decode would
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "injected")
         return original(*args, **kwargs)
 
     cleaner.filter_batch = failing_once
@@ -408,7 +408,7 @@ def test_a_stepwise_pass_isolates_a_failing_step_and_cleans_up_when_cancelled(tm
 
     def failing_for_bad(job):
         if job.log is logs[("bad", 0)]:
-            raise OSError("injected: disk error")
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "injected: undecodable batch")
         compute(job)
 
     cleaner.compute = failing_for_bad
@@ -442,3 +442,133 @@ def test_a_stepwise_pass_isolates_a_failing_step_and_cleans_up_when_cancelled(tm
     assert asyncio.run(scenario()) is False  # not closed while its step was still running
     assert not list((tmp_path / "good-0").glob("*.cleaned"))
     assert cleaner.in_progress == set()
+
+
+def test_a_stepwise_pass_fsyncs_off_the_loop_and_its_swap_before_a_source_goes(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import asyncio
+    import os
+    import threading
+
+    from broker.server.worker_steps import run_steps_in_worker
+    from storage.log_flusher import LogFlusher
+
+    clock = FakeClock()
+    flusher = LogFlusher()
+    log = Log.open(tmp_path / "topic-0", LogConfig(cleanup_policy="compact", segment_bytes=300),
+                   now_ms=clock, flusher=flusher)
+    fill(log, [(b"k%d" % (i % 3), b"v%d" % i) for i in range(30)])
+    flusher.drain()
+    sources = {s.path.name for s in log.segments[:-1]}
+    events: list[tuple[str, str, int]] = []  # (what, file name, thread)
+    fsync, unlink, replace = os.fsync, os.unlink, os.replace
+
+    def recording_fsync(fd: int) -> None:  # observes the real calls, which still run
+        events.append(("fsync", os.path.basename(os.readlink(f"/proc/self/fd/{fd}")),
+                       threading.get_ident()))
+        fsync(fd)
+
+    def recording_unlink(path, *args, **kwargs) -> None:
+        events.append(("unlink", os.path.basename(path), threading.get_ident()))
+        unlink(path, *args, **kwargs)
+
+    def recording_replace(src, dst, *args, **kwargs) -> None:
+        events.append(("rename", os.path.basename(dst), threading.get_ident()))
+        replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    monkeypatch.setattr(os, "unlink", recording_unlink)
+    monkeypatch.setattr(os, "replace", recording_replace)
+    cleaner = LogCleaner(tmp_path, clock)
+
+    async def scenario() -> tuple[int, int]:
+        cleaned = await run_steps_in_worker(cleaner.clean_logs_stepwise({("topic", 0): log},
+                                                                        force=True))
+        await asyncio.to_thread(flusher.drain)
+        return cleaned, threading.get_ident()
+
+    cleaned, loop_thread = asyncio.run(scenario())
+    monkeypatch.undo()
+    flusher.close()
+    assert cleaned == 1
+    fsyncs = [e for e in events if e[0] == "fsync"]
+    # The `.cleaned` file, the folder after its rename to `.swap`, the folder and index files
+    # after the swap, the cleaner checkpoint: all of them, none on the loop's thread.
+    assert "topic-0" in {name for _, name, _ in fsyncs}
+    assert any(name.startswith(CLEANER_CHECKPOINT) for _, name, _ in fsyncs)  # its temp file
+    assert any(name.endswith(".index") for _, name, _ in fsyncs)
+    assert loop_thread not in {thread for _, _, thread in fsyncs}
+    staged = next(i for i, e in enumerate(events) if e[0] == "rename" and e[1].endswith(".swap"))
+    first_source_gone = next(i for i, e in enumerate(events)
+                             if e[0] == "unlink" and e[1] in sources)
+    assert any(e[:2] == ("fsync", "topic-0") for e in events[staged:first_source_gone])
+    assert latest(log) == {b"k0": b"v27", b"k1": b"v28", b"k2": b"v29"}
+    assert not list(log.directory.glob("*.swap")) and not list(log.directory.glob("*.cleaned"))
+
+
+def test_a_log_truncated_while_its_swap_is_fsynced_loses_the_swap_file_at_once(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import asyncio
+    import threading
+
+    import storage.log_cleaner as log_cleaner
+    from broker.server.worker_steps import run_steps_in_worker
+
+    clock = FakeClock()
+    log = open_log(tmp_path, clock)
+    fill(log, [(b"k%d" % (i % 3), b"v%d" % i) for i in range(30)])
+    started, release = threading.Event(), threading.Event()
+    fsync_dir = log_cleaner.fsync_dir
+
+    def blocking_fsync_dir(directory: Path) -> None:
+        started.set()
+        assert release.wait(10)
+        fsync_dir(directory)
+
+    monkeypatch.setattr(log_cleaner, "fsync_dir", blocking_fsync_dir)
+    cleaner = LogCleaner(tmp_path, clock)
+
+    async def scenario() -> tuple[int, list[Path]]:
+        task = asyncio.ensure_future(run_steps_in_worker(
+            cleaner.clean_logs_stepwise({("topic", 0): log}, force=True)))
+        assert await asyncio.to_thread(started.wait, 10)
+        staged = list(log.directory.glob("*.swap"))
+        log.truncate_to(5)  # a follower: a crash from here on must not bring the swap back
+        assert not list(log.directory.glob("*.swap"))
+        release.set()
+        return await task, staged
+
+    cleaned, staged = asyncio.run(scenario())
+    assert staged and cleaned == 0 and cleaner.uncleanable == {}
+    assert [r.value for r in read_records(log)] == [b"v%d" % i for i in range(5)]
+    assert not list(log.directory.glob("*.swap")) and not list(log.directory.glob("*.cleaned"))
+
+
+def test_a_swap_indexes_the_cleaned_file_from_the_cleaners_layout_as_recovery_would(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from storage.segment import LogSegment
+
+    clock = FakeClock()
+    log = open_log(tmp_path, clock, index_interval_bytes=1)
+    fill(log, [(b"k%d" % (i % 4), b"v%d" % i * 5) for i in range(60)])
+    recover = LogSegment.recover
+
+    def unexpected(segment) -> int:
+        raise AssertionError("the swap read its cleaned file back")
+
+    monkeypatch.setattr(LogSegment, "recover", unexpected)
+    assert clean(log, tmp_path, clock) is not None
+    monkeypatch.undo()
+    indexed = [(bytes(s.offset_index._buf), bytes(s.time_index._buf), s.next_offset,
+                s.max_timestamp) for s in log.segments[:-1]]
+    assert any(entries for entries, _, _, _ in indexed)
+    for segment in log.segments[:-1]:
+        recover(segment)  # what reading the file back builds...
+        segment.seal()  # ...with the final time index entry of an inactive segment
+    assert indexed == [(bytes(s.offset_index._buf), bytes(s.time_index._buf), s.next_offset,
+                        s.max_timestamp) for s in log.segments[:-1]]
+    assert latest(log) == {b"k0": b"v56" * 5, b"k1": b"v57" * 5, b"k2": b"v58" * 5,
+                           b"k3": b"v59" * 5}

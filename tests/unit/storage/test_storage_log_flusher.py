@@ -140,13 +140,16 @@ def test_after_a_failed_fsync_the_recovery_point_stays(tmp_path: Path, monkeypat
 
     m, flusher, errors = manager(tmp_path)
     log = m.create_log("t", 0)
+    log.append_as_leader(batch(), 0)
+    # The new log's folder syncs and its first leader-epoch checkpoint ran on a working disk:
+    # else they race the second append, the dir going offline before it.
+    flusher.drain()
     fsync = os.fsync
 
     def failing_fsync(fd: int) -> None:  # the disk fails every fsync from now on
         raise OSError(errno.EIO, "injected")
 
     monkeypatch.setattr(os, "fsync", failing_fsync)
-    log.append_as_leader(batch(), 0)
     log.append_as_leader(batch(), 0)  # a roll: its flush fails in the worker
     flusher.drain()
     # An I/O error in the worker is Kafka's: KAFKA_STORAGE_ERROR, and the log dir goes offline.

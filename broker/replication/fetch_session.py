@@ -1,0 +1,317 @@
+"""Fetch sessions (KIP-227), the leader's side: the per-broker FetchSessionCache and the FetchManager
+that turns a Fetch's session id and epoch into a full, incremental, sessionless or erred context.
+
+A full fetch (epoch 0) names every partition and, when the cache has a slot, opens a session that
+remembers them with what each was last answered (high watermark, last stable offset, log start).
+An incremental fetch (the session's id and current epoch) names only partitions whose fetch
+position changed and `forgotten` ones to drop; it reads every partition of the session and answers
+only those with records, a moved offset or an error — so an idle partition costs a check, not a
+place in the request and the response. Epoch -1 closes a session.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from broker.replication.delayed_fetch import FetchPartition, FetchPartitionData
+from protocol.errors import ErrorCode
+
+INVALID_SESSION_ID = 0
+INITIAL_EPOCH = 0  # a full fetch: open a session (closing the one named, if any)
+FINAL_EPOCH = -1  # a full fetch without a session: close the one named, open none
+# Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS: how long a session is safe from eviction by a
+# bigger or privileged newcomer, and how long unused before anyone may take its slot.
+EVICTION_MS = 120_000
+# Partitions all sessions may hold together (~300 B each): a full fetch naming a million made-up
+# partitions must not become a million cached entries, nor a thousand such sessions a thousand
+# times that. Kafka has no such bound; beyond it a fetch goes on sessionless (session id 0), which
+# every client handles, and a session an incremental fetch would grow past it is closed.
+MAX_CACHED_PARTITIONS = 200_000
+
+PartitionKey = tuple[str, int]
+
+
+def next_epoch(epoch: int) -> int:
+    """The epoch after `epoch`: FINAL stays FINAL, the largest int wraps to 1 (0 means full)."""
+    if epoch < 0:
+        return FINAL_EPOCH
+    return 1 if epoch == 2**31 - 1 else epoch + 1
+
+
+@dataclass(slots=True, frozen=True)
+class FetchMetadata:
+    """A Fetch request's session_id and session_epoch."""
+
+    session_id: int = INVALID_SESSION_ID
+    epoch: int = FINAL_EPOCH  # what a Fetch below v7 (no session fields) means
+
+    @property
+    def is_full(self) -> bool:
+        return self.epoch in (INITIAL_EPOCH, FINAL_EPOCH)
+
+
+@dataclass(slots=True)
+class CachedPartition:
+    """A partition of a session: the fetcher's last request for it and what it was last told."""
+
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    leader_epoch: int
+    fetcher_log_start_offset: int
+    high_watermark: int = -1  # -1: never answered (or last answered with an error): answer next
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+
+    @classmethod
+    def of(cls, fp: FetchPartition) -> CachedPartition:
+        return cls(fp.topic, fp.partition, fp.fetch_offset, fp.partition_max_bytes,
+                   fp.current_leader_epoch, fp.log_start_offset)
+
+    def update_request(self, fp: FetchPartition) -> None:
+        self.fetch_offset = fp.fetch_offset
+        self.max_bytes = fp.partition_max_bytes
+        self.leader_epoch = fp.current_leader_epoch
+        self.fetcher_log_start_offset = fp.log_start_offset
+
+    def as_fetch_partition(self) -> FetchPartition:
+        return FetchPartition(self.topic, self.partition, self.fetch_offset, self.max_bytes,
+                              self.leader_epoch, self.fetcher_log_start_offset)
+
+    def must_respond(self, data: FetchPartitionData, *, remember: bool) -> bool:
+        """Whether an incremental response must carry this partition (Kafka's
+        maybeUpdateResponseData); with `remember`, what it says becomes what was last told."""
+        respond = bool(data.records)
+        if data.high_watermark != self.high_watermark:
+            respond = True
+        if data.last_stable_offset != self.last_stable_offset:
+            respond = True
+        if data.log_start_offset != self.log_start_offset:
+            respond = True
+        if data.error != ErrorCode.NONE:
+            respond = True
+        if remember:
+            # After an error the HW is forgotten, so the partition is answered again once it clears.
+            self.high_watermark = -1 if data.error != ErrorCode.NONE else data.high_watermark
+            self.last_stable_offset = data.last_stable_offset
+            self.log_start_offset = data.log_start_offset
+        return respond
+
+
+@dataclass(slots=True, eq=False)
+class FetchSession:
+    id: int
+    privileged: bool  # a follower's: may evict consumers' sessions
+    partitions: OrderedDict[PartitionKey, CachedPartition]
+    creation_ms: int
+    last_used_ms: int
+    epoch: int = next_epoch(INITIAL_EPOCH)
+    cached_size: int = -1  # the size at the last touch: the cache's count and eviction key
+    evictable_by_privileged: bool = False
+    evictable_by_all: bool = False
+
+    @property
+    def evictable_key(self) -> tuple[bool, int, int]:
+        """Kafka's EvictableKey order: consumers' before followers', small before big."""
+        return (self.privileged, self.cached_size, self.id)
+
+    def update(self, partitions: Iterable[FetchPartition], forgotten: Iterable[PartitionKey]) -> None:
+        """An incremental request's changes: new or moved partitions, then the forgotten ones."""
+        for fp in partitions:
+            cached = self.partitions.get((fp.topic, fp.partition))
+            if cached is None:
+                self.partitions[(fp.topic, fp.partition)] = CachedPartition.of(fp)
+            else:
+                cached.update_request(fp)
+        for key in forgotten:
+            self.partitions.pop(key, None)
+
+
+class FetchSessionCache:
+    """The broker's sessions, at most `max_entries` (`max.incremental.fetch.session.cache.slots`).
+
+    A new session takes a free slot, else (Kafka's tryEvict) the least recently used session's if
+    unused for EVICTION_MS, else the smallest evictable one's when the newcomer ranks at least as
+    high: a follower's session may evict any consumer's; a session younger than EVICTION_MS is
+    evictable only by a follower's, and a follower's only once that old."""
+
+    def __init__(self, max_entries: int, now_ms: Callable[[], int], *,
+                 eviction_ms: int = EVICTION_MS, rng: random.Random | None = None,
+                 max_partitions: int = MAX_CACHED_PARTITIONS) -> None:
+        self.max_entries = max_entries
+        self.max_partitions = max_partitions
+        self.eviction_ms = eviction_ms
+        self._now_ms = now_ms
+        self._rng = rng or random.Random()
+        self.sessions: dict[int, FetchSession] = {}
+        self._last_used: OrderedDict[int, FetchSession] = OrderedDict()  # least recent first
+        self.num_partitions = 0
+        self.evictions = 0
+
+    def now_ms(self) -> int:
+        return self._now_ms()
+
+    def get(self, session_id: int) -> FetchSession | None:
+        return self.sessions.get(session_id)
+
+    def remove(self, session_id: int) -> FetchSession | None:
+        session = self.sessions.pop(session_id, None)
+        if session is not None:
+            self._last_used.pop(session_id, None)
+            self.num_partitions -= max(session.cached_size, 0)
+        return session
+
+    def touch(self, session: FetchSession, now: int) -> None:
+        """Mark it used now, recount its size and decide whom it may be evicted by."""
+        session.last_used_ms = now
+        self._last_used[session.id] = session
+        self._last_used.move_to_end(session.id)
+        self.num_partitions += len(session.partitions) - max(session.cached_size, 0)
+        session.cached_size = len(session.partitions)
+        old = now - session.creation_ms > self.eviction_ms
+        session.evictable_by_privileged = not session.privileged or old
+        session.evictable_by_all = old
+
+    def maybe_create_session(self, privileged: bool,
+                             partitions: OrderedDict[PartitionKey, CachedPartition]) -> int:
+        """A new session's id, or INVALID_SESSION_ID when no slot is free or can be taken."""
+        now = self.now_ms()
+        if self.num_partitions + len(partitions) > self.max_partitions:
+            return INVALID_SESSION_ID
+        if len(self.sessions) >= self.max_entries and not self._try_evict(
+                privileged, (privileged, len(partitions), 0), now):
+            return INVALID_SESSION_ID
+        session_id = self._new_session_id()
+        session = FetchSession(session_id, privileged, partitions, now, now)
+        self.sessions[session_id] = session
+        self.touch(session, now)
+        return session_id
+
+    def _new_session_id(self) -> int:
+        while True:
+            session_id = self._rng.randint(1, 2**31 - 1)
+            if session_id not in self.sessions:
+                return session_id
+
+    def _try_evict(self, privileged: bool, key: tuple[bool, int, int], now: int) -> bool:
+        if self.max_entries <= 0 or not self._last_used:
+            return False
+        oldest = next(iter(self._last_used.values()))
+        if now - oldest.last_used_ms > self.eviction_ms:
+            self._evict(oldest)
+            return True
+        # A linear scan: it runs only when the cache is full, over at most max_entries sessions.
+        candidates = [s for s in self.sessions.values()
+                      if (s.evictable_by_privileged if privileged else s.evictable_by_all)]
+        if not candidates:
+            return False
+        victim = min(candidates, key=lambda s: s.evictable_key)
+        if key < victim.evictable_key:
+            return False
+        self._evict(victim)
+        return True
+
+    def _evict(self, session: FetchSession) -> None:
+        self.remove(session.id)
+        self.evictions += 1
+
+    def stats(self) -> dict:
+        return {"sessions": len(self.sessions),
+                "privileged": sum(1 for s in self.sessions.values() if s.privileged),
+                "partitions": self.num_partitions, "evictions": self.evictions,
+                "slots": self.max_entries}
+
+
+# -- contexts: what one Fetch reads and how its answer is cut --------------------------------
+
+
+@dataclass(slots=True)
+class FetchContext:
+    """One Fetch's session handling: `partitions` is what to read; `respond` picks what to answer.
+
+    `kind` is full, incremental, sessionless or error (then `error` is the top-level error and
+    nothing is read)."""
+
+    kind: str
+    partitions: list[FetchPartition]
+    error: ErrorCode = ErrorCode.NONE
+    session: FetchSession | None = None
+    _cache: FetchSessionCache | None = None
+    _privileged: bool = False
+    session_id: int = field(default=INVALID_SESSION_ID)
+
+    def respond(self, results: list[FetchPartitionData]
+                ) -> list[tuple[FetchPartition, FetchPartitionData]]:
+        """The partitions the response carries, in order; sets `session_id` for the response."""
+        pairs = list(zip(self.partitions, results, strict=True))
+        if self.kind == "full" and self._cache is not None:
+            cached: OrderedDict[PartitionKey, CachedPartition] = OrderedDict()
+            for fp, data in pairs:
+                part = CachedPartition.of(fp)
+                part.must_respond(data, remember=True)
+                cached[(fp.topic, fp.partition)] = part
+            self.session_id = self._cache.maybe_create_session(self._privileged, cached)
+            return pairs
+        if self.kind == "incremental" and self.session is not None:
+            self.session_id = self.session.id
+            answered = []
+            for fp, data in pairs:
+                key = (fp.topic, fp.partition)
+                part = self.session.partitions.get(key)
+                if part is None:  # forgotten by a later request meanwhile: nothing to say
+                    continue
+                if part.must_respond(data, remember=True):
+                    answered.append((fp, data))
+                    if data.records:  # fairness: who got data reads last next time
+                        self.session.partitions.move_to_end(key)
+            return answered
+        return pairs
+
+
+class FetchManager:
+    """Kafka's FetchManager: the broker's session cache and the rules that pick a context."""
+
+    def __init__(self, cache: FetchSessionCache) -> None:
+        self.cache = cache
+        self.contexts = {"full": 0, "incremental": 0, "sessionless": 0, "error": 0}
+
+    def stats(self) -> dict:
+        """The cache's counts, and how many fetches of each kind it has seen."""
+        return {**self.cache.stats(), "fetches": dict(self.contexts)}
+
+    def new_context(self, metadata: FetchMetadata, partitions: list[FetchPartition],
+                    forgotten: list[PartitionKey], *, is_follower: bool) -> FetchContext:
+        context = self._new_context(metadata, partitions, forgotten, is_follower)
+        self.contexts[context.kind] += 1
+        return context
+
+    def _new_context(self, metadata: FetchMetadata, partitions: list[FetchPartition],
+                     forgotten: list[PartitionKey], is_follower: bool) -> FetchContext:
+        if metadata.is_full:
+            if metadata.session_id != INVALID_SESSION_ID:
+                self.cache.remove(metadata.session_id)  # a full fetch closes the session it names
+            if metadata.epoch == FINAL_EPOCH:
+                return FetchContext("sessionless", partitions)
+            return FetchContext("full", partitions, _cache=self.cache, _privileged=is_follower)
+        session = self.cache.get(metadata.session_id)
+        if session is None:
+            return FetchContext("error", [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+        if session.epoch != metadata.epoch:
+            return FetchContext("error", [], ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        session.update(partitions, forgotten)
+        if not session.partitions:
+            self.cache.remove(session.id)
+            return FetchContext("sessionless", partitions)
+        grown = len(session.partitions) - max(session.cached_size, 0)
+        if self.cache.num_partitions + grown > self.cache.max_partitions:
+            self.cache.remove(session.id)  # the client starts over with a full fetch
+            return FetchContext("error", [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+        self.cache.touch(session, self.cache.now_ms())
+        session.epoch = next_epoch(session.epoch)
+        return FetchContext("incremental",
+                            [p.as_fetch_partition() for p in session.partitions.values()],
+                            session=session)
