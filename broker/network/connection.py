@@ -69,6 +69,7 @@ class Connection:
         self.principal = ANONYMOUS  # until TLS or SASL says who the client is
         self.mechanism = ""  # the SASL mechanism the client logged in with
         self.session_expires: int | None = None  # KIP-368: when the SASL session ends (clock ms)
+        self.logins = 0  # successful SASL logins on this connection (more: re-authentications)
         self.waiting_for_client = False  # a response waits for the client to read
         self.security = security
         # What a frame goes to: the request path, or (SASL, until logged in) the authenticator.
@@ -93,6 +94,7 @@ class Connection:
     def authenticated(self, principal: str, mechanism: str, session_ms: int) -> None:
         """The SASL authenticator's success: every API is served from the next request on."""
         self.principal, self.mechanism = principal, mechanism
+        self.logins += 1
         self.decoder.max_frame_bytes = self.services.config["socket.request.max.bytes"]
         if session_ms > 0:
             assert self.security is not None

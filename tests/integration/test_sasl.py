@@ -5,6 +5,7 @@ authentication error on the client; the principal is `User:<name>`."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -162,3 +163,24 @@ async def test_aiokafka_wrong_password(sasl_broker, certs, mechanism, caplog):
     await producer.stop()
     failures = [r.getMessage() for r in caplog.records if "[Error 58]" in r.getMessage()]
     assert failures and "Authentication failed" in failures[0], failures
+
+
+def test_kafka_python_and_confluent_kafka_reauthenticate(broker_factory, certs):
+    # KIP-368: with connections.max.reauth.ms both clients log in again on the same connection
+    # before their session ends, and keep producing without an error.
+    broker = broker_factory({**sasl_settings(certs), "connections.max.reauth.ms": "1000"})
+    kp = KafkaProducer(**kafka_python_conf(broker, certs, "SASL_PLAINTEXT", "PLAIN"))
+    ck = Producer(confluent_conf(broker, certs, "SASL_PLAINTEXT", "PLAIN"))
+    errors: list = []
+
+    def logins() -> list[int]:
+        return broker.call(lambda: [c.logins for c in broker.cluster.brokers[0].connections()])
+
+    deadline = time.monotonic() + 30
+    while sum(n >= 3 for n in logins()) < 2:  # both clients' connections re-authenticated twice
+        assert time.monotonic() < deadline, logins()
+        kp.send("reauth", b"kafka-python").get(10)
+        ck.produce("reauth", b"confluent", on_delivery=lambda err, msg: err and errors.append(err))
+        assert ck.flush(10) == 0
+    kp.close()
+    assert errors == []
