@@ -4,6 +4,7 @@ salted password (the password itself never travels), or delete them; stored as K
 - One result per user; a user altered twice in one request: DUPLICATE_RESOURCE for it; an empty
   name or iterations outside 4096-16384: UNACCEPTABLE_CREDENTIAL; an unknown mechanism:
   UNSUPPORTED_SASL_MECHANISM; deleting what does not exist: RESOURCE_NOT_FOUND.
+- With an authorizer: every user CLUSTER_AUTHORIZATION_FAILED without ALTER on the cluster.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, authorize_cluster
 from broker.security.sasl import SCRAM_SHA_256, SCRAM_SHA_512
 from broker.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted
 from broker.security.scram_credentials import acceptable_user
@@ -38,6 +40,10 @@ async def handle(ctx: RequestContext, request) -> dict:
     store = ctx.services.scram_credentials
     assert store is not None
     counts = Counter([d.name for d in request.deletions] + [u.name for u in request.upsertions])
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return {"throttle_time_ms": 0, "results": [
+            {"user": name, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+             "error_message": None} for name in counts]}
     errors: dict[str, tuple[int, str | None]] = {}
     for name, count in counts.items():
         if count > 1:

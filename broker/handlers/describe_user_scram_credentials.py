@@ -2,6 +2,7 @@
 counts — never salts or keys. No users listed (null or empty): every user that has credentials.
 
 - A user without credentials: RESOURCE_NOT_FOUND; a user listed twice: DUPLICATE_RESOURCE for it.
+- With an authorizer: CLUSTER_AUTHORIZATION_FAILED without DESCRIBE on the cluster, as Kafka.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, authorize_cluster
 from broker.security.sasl import SCRAM_SHA_256, SCRAM_SHA_512
 from protocol.errors import ErrorCode
 
@@ -19,6 +21,9 @@ MECHANISM_IDS = {SCRAM_SHA_256: 1, SCRAM_SHA_512: 2}  # Kafka's ScramMechanism t
 async def handle(ctx: RequestContext, request) -> dict:
     store = ctx.services.scram_credentials
     assert store is not None
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": None, "results": []}
     names = [u.name for u in request.users] if request.users else store.users()
     counts = Counter(names)
     results = []

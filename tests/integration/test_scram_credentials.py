@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 
+import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
@@ -120,3 +121,16 @@ def test_ctl_users(broker_factory, capsys):
     assert "has no SCRAM-SHA-512 credential" in capsys.readouterr().err
     assert not can_log_in(broker, "SCRAM-SHA-512", "frank", "frank-secret")
     assert can_log_in(broker, "SCRAM-SHA-256", "frank", "frank-secret")
+
+
+@pytest.mark.broker_config({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"})
+async def test_scram_apis_need_the_cluster_permissions(async_broker):
+    # User:ANONYMOUS with no ACLs: DESCRIBE and ALTER on the cluster are denied, as Kafka
+    client = await RawClient.connect(async_broker.port)
+    answer = await client.request(DESCRIBE, 0, {"users": None})
+    assert (answer.error_code, answer.results) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+    answer = await client.request(ALTER, 0, {"deletions": [{"name": "x", "mechanism": 1}],
+                                             "upsertions": []})
+    assert [(r.user, r.error_code) for r in answer.results] == [
+        ("x", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)]
+    await client.close()

@@ -4,7 +4,8 @@ confluent-kafka over SASL_SSL and mutual TLS."""
 
 from __future__ import annotations
 
-from confluent_kafka import KafkaError, Producer
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -13,6 +14,9 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourcePatternType,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
 )
 
 from broker.security.scram import make_credential
@@ -65,3 +69,11 @@ def test_acls_decide_on_the_login_principal(broker_factory, certs):
     assert produce_error(alice, "ledger") is None
     assert produce_error(client_cert, "ledger") is None  # the certificate's subject
     assert produce_error(bob, "ledger") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # SCRAM users: ALTER (DESCRIBE) on the cluster, as Kafka; the super user has them
+    upsert = UserScramCredentialUpsertion(
+        "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"carol-secret")
+    alice_admin = AdminClient(alice)
+    with pytest.raises(KafkaException, match="CLUSTER_AUTHORIZATION_FAILED"):
+        alice_admin.alter_user_scram_credentials([upsert])["carol"].result(20)
+    admin.alter_user_scram_credentials([upsert])["carol"].result(20)
+    assert set(admin.describe_user_scram_credentials().result(20)) == {"bob", "carol"}
