@@ -58,10 +58,39 @@ PROPERTIES: tuple[Property, ...] = (
              "NAME://host:port[,...] to listen on; port 0 picks a free port"),
     Property("advertised.listeners", str, "",
              "NAME://host:port[,...] given to clients of that listener (default: the bound one)"),
-    Property("listener.security.protocol.map", str, "PLAINTEXT:PLAINTEXT",
-             "NAME:PROTOCOL[,...] for every listener name (PLAINTEXT only, for now)"),
+    Property("listener.security.protocol.map", str,
+             "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+             "NAME:PROTOCOL[,...] for every listener name (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)"),
     Property("inter.broker.listener.name", str, "",
              "listener other brokers reach this one on (default: the first listener)"),
+    Property("ssl.keystore.type", str, "PEM", "format of the key store (PEM only)"),
+    Property("ssl.keystore.location", str, "",
+             "PEM file with the listener's private key and certificate chain"),
+    Property("ssl.keystore.certificate.chain", str, "",
+             "the certificate chain in PEM, instead of a keystore file", sensitive=True),
+    Property("ssl.keystore.key", str, "", "the private key in PEM, instead of a keystore file",
+             sensitive=True),
+    Property("ssl.key.password", str, "", "password of an encrypted private key", sensitive=True),
+    Property("ssl.truststore.type", str, "PEM", "format of the trust store (PEM only)"),
+    Property("ssl.truststore.location", str, "",
+             "PEM file of the CA certificates that client (and broker) certificates are checked against"),
+    Property("ssl.truststore.certificates", str, "",
+             "the trusted CA certificates in PEM, instead of a truststore file", sensitive=True),
+    Property("ssl.client.auth", str, "none",
+             "none, requested or required: whether clients of SSL listeners present a certificate"),
+    Property("ssl.endpoint.identification.algorithm", str, "https",
+             "https: a broker checks the host name in the certificate of the broker it connects to; "
+             "empty: it does not"),
+    Property("sasl.enabled.mechanisms", str, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+             "SASL mechanisms SASL listeners accept (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"),
+    Property("sasl.mechanism.inter.broker.protocol", str, "PLAIN",
+             "SASL mechanism brokers use with each other on a SASL inter-broker listener"),
+    Property("sasl.server.max.receive.size", int, "524288",
+             "largest request a client may send before it is authenticated"),
+    Property("connection.failed.authentication.delay.ms", int, "100",
+             "a failed authentication is answered (and the connection closed) after this delay"),
+    Property("connections.max.reauth.ms", int, "0",
+             "SASL sessions last this long, then the client must re-authenticate (0: forever)"),
     Property("log.dirs", str, "./data",
              "data directory (one directory; embedded: one broker-<id> folder per broker)"),
     Property("cluster.id", str, "", "cluster id; generated once and kept in meta.properties"),
@@ -190,6 +219,10 @@ TOPIC_DEFAULT_FROM_BROKER: dict[str, str] = {
 }
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+LISTENER_PREFIX = "listener.name."
+
+
 class ConfigError(ValueError):
     """A property that is unknown or has a value that does not parse."""
 
@@ -201,6 +234,8 @@ class BrokerConfig:
     values: dict[str, Any]
     raw: dict[str, str]
     explicit: set[str] = field(default_factory=set)
+    # Kafka's per-listener settings, `listener.name.<name>.<property>` as given (lower-case name).
+    listener_props: dict[str, str] = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -231,24 +266,41 @@ class BrokerConfig:
     def inter_broker_listener_name(self) -> str:
         return self.values["inter.broker.listener.name"] or self.listeners[0].name
 
-    def validate_listeners(self) -> None:
-        """Kafka's start-up checks on listeners, as one-line ConfigErrors."""
-        names = [x.name for x in self.listeners]
-        if not names:
-            raise ConfigError("listeners is empty")
+    @property
+    def security_protocols(self) -> dict[str, str]:
+        """Listener name -> security protocol, from `listener.security.protocol.map`."""
         protocols = {}
         for entry in self.values["listener.security.protocol.map"].split(","):
             name, sep, protocol = entry.strip().partition(":")
             if not sep:
                 raise ConfigError(f"listener.security.protocol.map entry {entry!r} is not NAME:PROTOCOL")
             protocols[name.strip().upper()] = protocol.strip().upper()
+        return protocols
+
+    def security_protocol(self, listener: str) -> str:
+        return self.security_protocols[listener]
+
+    def for_listener(self, listener: str, name: str) -> str:
+        """A property as `listener` sees it: Kafka's `listener.name.<listener>.<name>` override, or
+        the broker-wide value (raw strings: the ssl.* and sasl.* settings are all text)."""
+        override = self.listener_props.get(f"{LISTENER_PREFIX}{listener.lower()}.{name}")
+        if override is not None:
+            return override
+        return self.raw.get(name, "")
+
+    def validate_listeners(self) -> None:
+        """Kafka's start-up checks on listeners, as one-line ConfigErrors."""
+        names = [x.name for x in self.listeners]
+        if not names:
+            raise ConfigError("listeners is empty")
+        protocols = self.security_protocols
         for name in names:
             if name not in protocols:
                 raise ConfigError(f"listener {name} has no security protocol: add {name}:PLAINTEXT "
                                   "to listener.security.protocol.map")
-            if protocols[name] != "PLAINTEXT":
-                raise ConfigError(f"listener {name}: security protocol {protocols[name]} is not "
-                                  "supported yet (PLAINTEXT only)")
+            if protocols[name] not in SECURITY_PROTOCOLS:
+                raise ConfigError(f"listener {name}: unknown security protocol {protocols[name]} "
+                                  f"(one of {', '.join(SECURITY_PROTOCOLS)})")
         unknown = set(self.advertised_listeners) - set(names)
         if unknown:
             raise ConfigError(f"advertised.listeners names {', '.join(sorted(unknown))}, "
@@ -266,7 +318,8 @@ class BrokerConfig:
         return LogConfig.from_properties(overrides, defaults=defaults) if overrides else defaults
 
     def with_overrides(self, overrides: Mapping[str, str]) -> BrokerConfig:
-        return build_config({**{k: self.raw[k] for k in self.explicit}, **overrides})
+        return build_config({**{k: self.raw[k] for k in self.explicit}, **self.listener_props,
+                             **overrides})
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,8 +394,12 @@ def build_config(
     layers.append(overrides or {})
     raw = {p.name: p.default for p in PROPERTIES}
     explicit: set[str] = set()
+    listener_props: dict[str, str] = {}
     for layer in layers:
         for name, value in layer.items():
+            if name.startswith(LISTENER_PREFIX):
+                listener_props[_listener_property(name)] = value
+                continue
             if name not in PROPERTY_BY_NAME:
                 raise ConfigError(f"unknown property {name!r}")
             raw[name] = value
@@ -353,9 +410,23 @@ def build_config(
             values[prop.name] = prop.parse(raw[prop.name])
         except ValueError as exc:
             raise ConfigError(f"{prop.name}={raw[prop.name]!r}: {exc}") from None
-    config = BrokerConfig(values=values, raw=raw, explicit=explicit)
+    config = BrokerConfig(values=values, raw=raw, explicit=explicit, listener_props=listener_props)
     config.validate_listeners()
     return config
+
+
+def _listener_property(name: str) -> str:
+    """Check a `listener.name.<listener>.<property>` key: the property is one of the ssl.* and
+    sasl.* settings, or `<mechanism>.sasl.jaas.config`. Returns it with the listener lower-cased."""
+    listener, _, prop = name[len(LISTENER_PREFIX):].partition(".")
+    mechanism, _, rest = prop.partition(".")
+    per_listener = prop in PROPERTY_BY_NAME and prop.startswith(("ssl.", "sasl.", "connections.max.reauth"))
+    if not listener or not (per_listener or rest == "sasl.jaas.config"):
+        raise ConfigError(f"unknown property {name!r} (listener.name.<listener>. takes an ssl.* or "
+                          "sasl.* property, or <mechanism>.sasl.jaas.config)")
+    if rest == "sasl.jaas.config":
+        prop = f"{mechanism.lower()}.sasl.jaas.config"
+    return f"{LISTENER_PREFIX}{listener.lower()}.{prop}"
 
 
 def parse_overrides(pairs: Iterable[str]) -> dict[str, str]:

@@ -37,8 +37,9 @@ def wait_until(condition: Callable[[], object], what: str, timeout_s: float = DE
 
 class ProcessCluster:
     def __init__(self, zk_connect: str, root: Path, brokers: int = 3,
-                 overrides: dict[str, str] | None = None) -> None:
+                 overrides: dict[str, str] | None = None, listener: str = "PLAINTEXT") -> None:
         self.zk_connect = zk_connect
+        self.listener = listener  # the name (and security protocol) of the brokers' one listener
         self.root = root
         self.ids = list(range(brokers))
         self.overrides = {"zookeeper.session.timeout.ms": "3000",
@@ -55,7 +56,7 @@ class ProcessCluster:
 
     def command(self, broker_id: int) -> list[str]:
         args = [sys.executable, "-m", "broker.server.cli", "run",
-                "--listeners", f"PLAINTEXT://127.0.0.1:{self.ports[broker_id]}",
+                "--listeners", f"{self.listener}://127.0.0.1:{self.ports[broker_id]}",
                 "--log-dirs", str(self.root / f"broker-{broker_id}"),
                 "-o", f"zookeeper.connect={self.zk_connect}", "-o", f"broker.id={broker_id}",
                 "-o", f"control.listener=127.0.0.1:{self.control_ports[broker_id]}",

@@ -75,6 +75,12 @@ class ClusterControl(Protocol):
         partition, committed_offset, high_watermark, lag). KeyError for an unknown group."""
         ...
 
+    @property
+    def scram_credentials(self) -> Any:
+        """broker.security's ScramCredentialStore: describe(user), set_password(user, mechanism,
+        password, iterations) (async), delete(user, mechanism); KeyError/ValueError as above."""
+        ...
+
     def transactions(self, transactional_id: str | None) -> list[dict]:
         """Per transactional id: transactional_id, coordinator, state, pending_state,
         producer_id, producer_epoch, timeout_ms, start_timestamp, last_update_timestamp,
@@ -368,6 +374,40 @@ async def get_transactions(request: web.Request) -> web.Response:
     return _ok(await _guarded(lambda: control.transactions(transactional_id), "transactional id"))
 
 
+async def get_users(request: web.Request) -> web.Response:
+    user = request.query.get("user")
+    if user == "":
+        raise ApiError(400, "user must not be empty")
+    control = _control(request)
+    return _ok(await _guarded(lambda: control.scram_credentials.describe(user), "user"))
+
+
+async def set_user(request: web.Request) -> web.Response:
+    body = await _fault_body(request, "user", frozenset({"user", "password", "mechanism",
+                                                         "iterations"}), ("user", "password"))
+    iterations = body.get("iterations", 4096)
+    if not isinstance(iterations, int) or isinstance(iterations, bool):
+        raise ApiError(400, "iterations must be an integer")
+    control = _control(request)
+    try:
+        user = await control.scram_credentials.set_password(
+            str(body["user"]), str(body.get("mechanism", "SCRAM-SHA-256")), str(body["password"]),
+            iterations)
+    except ValueError as exc:
+        raise ApiError(400, str(exc)) from None
+    log.info("SCRAM credential set", user=user["user"], mechanisms=user["mechanisms"])
+    return _ok(user, status=201)
+
+
+async def delete_user(request: web.Request) -> web.Response:
+    user, mechanism = request.query.get("user"), request.query.get("mechanism", "SCRAM-SHA-256")
+    if not user:
+        raise ApiError(400, "user is required")
+    control = _control(request)
+    await _guarded(lambda: control.scram_credentials.delete(user, mechanism), "user")
+    return _ok({"user": user, "deleted": mechanism})
+
+
 ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/", get_index),
     ("GET", "/brokers", get_brokers),
@@ -386,6 +426,9 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/purgatory", get_purgatory),
     ("GET", "/groups", get_groups),
     ("GET", "/transactions", get_transactions),
+    ("GET", "/users", get_users),
+    ("POST", "/users", set_user),
+    ("DELETE", "/users", delete_user),
 ]
 
 

@@ -107,6 +107,17 @@ class ControlClient:
     def transactions(self, transactional_id: str | None = None) -> list[dict]:
         return self._call("GET", "/transactions", query={"id": transactional_id})
 
+    def users(self, user: str | None = None) -> list[dict]:
+        return self._call("GET", "/users", query={"user": user})
+
+    def set_user(self, user: str, password: str, mechanism: str = "SCRAM-SHA-256",
+                 iterations: int = 4096) -> dict:
+        return self._call("POST", "/users", body={"user": user, "password": password,
+                                                  "mechanism": mechanism, "iterations": iterations})
+
+    def delete_user(self, user: str, mechanism: str = "SCRAM-SHA-256") -> dict:
+        return self._call("DELETE", "/users", query={"user": user, "mechanism": mechanism})
+
     def _call(self, method: str, path: str, *, body: dict | None = None,
               query: dict[str, Any] | None = None) -> Any:
         params = {k: v for k, v in (query or {}).items() if v is not None}

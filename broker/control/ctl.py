@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import os
 import sys
@@ -199,6 +200,25 @@ def cmd_transactions(client: ControlClient, args: argparse.Namespace) -> str:
                         "START_MS", "TIMEOUT_MS", "PARTITIONS"])
 
 
+def cmd_users(client: ControlClient, args: argparse.Namespace) -> str:
+    found = client.users()
+    rows = [[u["user"], ", ".join(f"{m} ({n} iterations)" for m, n in u["mechanisms"].items())]
+            for u in found]
+    return table(rows, ["USER", "SCRAM CREDENTIALS"])
+
+
+def cmd_users_set(client: ControlClient, args: argparse.Namespace) -> str:
+    password = args.password if args.password is not None else getpass.getpass(
+        f"password for {args.user}: ")
+    user = client.set_user(args.user, password, args.mechanism, args.iterations)
+    return f"{user['user']}: " + ", ".join(user["mechanisms"])
+
+
+def cmd_users_delete(client: ControlClient, args: argparse.Namespace) -> str:
+    client.delete_user(args.user, args.mechanism)
+    return f"{args.user}: {args.mechanism} deleted"
+
+
 Command = Callable[[ControlClient, argparse.Namespace], str]
 
 
@@ -284,6 +304,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "transactional ids: state, producer id and epoch, partitions, start, timeout")
     transactions.add_argument("transactional_id", nargs="?", help="only this transactional id")
     transactions.add_argument("--json", action="store_true", help="print the API's JSON")
+    users = commands.add_parser(
+        "users", help="SCRAM users (what SASL/SCRAM logins are checked against)").add_subparsers(
+        dest="action", required=True, metavar="ACTION")
+    leaf(users, "list", cmd_users, "users and their SCRAM mechanisms")
+    set_user = leaf(users, "set", cmd_users_set, "create a user or change its password")
+    delete_user = leaf(users, "delete", cmd_users_delete, "delete a user's credential")
+    for p in (set_user, delete_user):
+        p.add_argument("user")
+        p.add_argument("--mechanism", default="SCRAM-SHA-256",
+                       choices=["SCRAM-SHA-256", "SCRAM-SHA-512"])
+    set_user.add_argument("--password", help="the password (default: asked for)")
+    set_user.add_argument("--iterations", type=int, default=4096, help="PBKDF2 rounds (4096-16384)")
     return parser
 
 

@@ -4,7 +4,7 @@ serves; a handler decodes nothing itself (the connection did), calls a subsystem
 ApiVersions is answered from this registry, so the broker advertises exactly what it implements.
 Handlers reach the broker's subsystems only through `BrokerServices` (services.py), never the server.
 May import: broker.admin, broker.authorizer, broker.coordinator, broker.controller (the controller's requests),
-broker.replication, broker.metadata, broker.config,
+broker.replication, broker.metadata, broker.config, broker.security (SCRAM credentials),
 storage, protocol.
 """
 
@@ -96,6 +96,10 @@ _MODULES = (
     "offset_delete",
     "describe_transactions",
     "list_transactions",
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
 )
 
 

@@ -16,6 +16,7 @@ from broker.coordinator.transaction import TransactionCoordinator
 from broker.metadata.metadata_cache import MetadataCache
 from broker.metadata.producer_id_manager import ProducerIdManager
 from broker.replication.replica_manager import ReplicaManager
+from broker.security.scram_credentials import ScramCredentialStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,3 +34,4 @@ class BrokerServices:
     advertised_address: Callable[[str], tuple[str, int]]  # per listener, once bound
     controller_requests: ControllerRequestTarget  # LeaderAndIsr, UpdateMetadata, StopReplica
     authorizer: AclAuthorizer | None = None  # None: no authorizer.class.name, everything allowed
+    scram_credentials: ScramCredentialStore | None = None  # /config/users in the metadata store

@@ -2,5 +2,6 @@
 endpoint followers fetch through, and the channel the controller sends its requests on. Used in
 the multi-process cluster; the embedded cluster makes the same calls in process.
 
-May import: broker.controller, broker.replication, broker.metadata, broker.config, protocol.
+May import: broker.controller, broker.replication, broker.metadata, broker.config, broker.security
+(TLS and SASL toward secured listeners), protocol.
 """

@@ -11,6 +11,7 @@ from broker.interbroker.broker_client import BrokerClient, BrokerUnreachable
 from broker.metadata import zk_paths as paths
 from broker.metadata.broker_registration import registered_address
 from broker.metadata.store import MetadataStore, MetadataStoreError
+from broker.security.client_security import ClientSecurity
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger("kafka_sim.controlled_shutdown")
@@ -25,12 +26,14 @@ def _controller_address(store: MetadataStore) -> tuple[str, int] | None:
 
 
 async def controlled_shutdown(store: MetadataStore, broker_id: int, *, retries: int,
-                              backoff_ms: int, timeout_s: float = 30.0) -> bool:
+                              backoff_ms: int, timeout_s: float = 30.0,
+                              security: ClientSecurity | None = None) -> bool:
     """True once the controller moved every leadership it could; False after `retries` tries."""
     for attempt in range(1, retries + 1):
         address = _controller_address(store)
         if address is not None:
-            client = BrokerClient(*address, client_id=f"broker-{broker_id}-shutdown")
+            client = BrokerClient(*address, client_id=f"broker-{broker_id}-shutdown",
+                                  security=security)
             try:
                 response = await client.request(CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION,
                                                 {"broker_id": broker_id, "broker_epoch": -1},

@@ -25,6 +25,7 @@ from broker.interbroker.broker_client import BrokerClient, BrokerUnreachable
 from broker.metadata.metadata_cache import MetadataSnapshot
 from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.store import MetadataStoreError
+from broker.security.client_security import ClientSecurity
 from protocol.errors import ErrorCode
 from storage.log_config import LogConfig
 
@@ -38,8 +39,10 @@ Request = tuple[int, int, dict]  # api key, version, body
 
 class TcpControllerChannel:
     def __init__(self, controller_id: int,
-                 address: Callable[[int], tuple[str, int] | None]) -> None:
+                 address: Callable[[int], tuple[str, int] | None],
+                 security: ClientSecurity | None = None) -> None:
         self.controller_id = controller_id
+        self.security = security
         self._address = address  # a broker's registered address, or None once it left
         self._queues: dict[int, asyncio.Queue[Request]] = {}
         self._senders: dict[int, asyncio.Task] = {}
@@ -91,7 +94,8 @@ class TcpControllerChannel:
                                          broker_id=broker_id, api=NAMES[api_key])
                                 break
                             client = BrokerClient(*address,
-                                                  client_id=f"controller-{self.controller_id}")
+                                                  client_id=f"controller-{self.controller_id}",
+                                                  security=self.security)
                         response = await client.request(api_key, version, body)
                     except (MetadataStoreError, BrokerUnreachable) as exc:
                         log.debug("controller request failed; retrying", broker_id=broker_id,

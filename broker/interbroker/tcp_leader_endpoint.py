@@ -12,6 +12,7 @@ from broker.replication.delayed_fetch import FetchParams, FetchPartition, FetchP
 from broker.replication.fetch_session import FetchMetadata, PartitionKey
 from broker.replication.fetch_session_handler import FetchSessionResponse
 from broker.replication.leader_endpoint import EpochEndOffset, LeaderUnavailable
+from broker.security.client_security import ClientSecurity
 from protocol.errors import ErrorCode
 
 FETCH_KEY, FETCH_VERSION = 1, 12
@@ -21,8 +22,10 @@ REQUEST_SLACK_S = 10.0  # beyond the fetch's own max wait
 
 class TcpLeaderEndpoint:
     def __init__(self, follower_id: int, leader_id: int,
-                 address: Callable[[], tuple[str, int] | None]) -> None:
+                 address: Callable[[], tuple[str, int] | None],
+                 security: ClientSecurity | None = None) -> None:
         self.follower_id = follower_id
+        self.security = security
         self.leader_id = leader_id
         self._address = address  # the leader's advertised address, as metadata knows it now
         self._client: BrokerClient | None = None
@@ -34,7 +37,8 @@ class TcpLeaderEndpoint:
         if self._client is None or (self._client.host, self._client.port) != address:
             if self._client is not None:
                 self._client.close()
-            self._client = BrokerClient(*address, client_id=f"broker-{self.follower_id}-fetcher")
+            self._client = BrokerClient(*address, client_id=f"broker-{self.follower_id}-fetcher",
+                                        security=self.security)
         return self._client
 
     async def _request(self, api_key: int, version: int, body: dict, timeout_s: float):

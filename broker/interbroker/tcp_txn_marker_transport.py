@@ -9,6 +9,7 @@ from collections.abc import Callable
 from broker.coordinator.transaction import TxnMarker
 from broker.coordinator.transaction.transaction_marker_channel import marker_results
 from broker.interbroker.broker_client import BrokerClient, BrokerUnreachable
+from broker.security.client_security import ClientSecurity
 from protocol.errors import ErrorCode
 
 WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION = 27, 1
@@ -17,8 +18,10 @@ REQUEST_TIMEOUT_S = 40.0  # beyond the leader's own wait for its ISR (30 s)
 
 class TcpTxnMarkerTransport:
     def __init__(self, broker_id: int,
-                 address: Callable[[int], tuple[str, int] | None]) -> None:
+                 address: Callable[[int], tuple[str, int] | None],
+                 security: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
+        self.security = security
         self._address = address  # a broker's inter-broker address, as metadata knows it now
         self._clients: dict[int, BrokerClient] = {}
 
@@ -31,7 +34,7 @@ class TcpTxnMarkerTransport:
             if client is not None:
                 client.close()
             client = self._clients[broker_id] = BrokerClient(
-                *address, client_id=f"broker-{self.broker_id}-txn-markers")
+                *address, client_id=f"broker-{self.broker_id}-txn-markers", security=self.security)
         return client
 
     async def write_txn_markers(self, broker_id: int,

@@ -14,10 +14,11 @@ Address = tuple[str, int]
 
 
 def registration(endpoints: dict[str, Address], inter_broker_listener: str,
-                 timestamp_ms: int) -> dict[str, Any]:
+                 timestamp_ms: int, protocols: dict[str, str] | None = None) -> dict[str, Any]:
     host, port = endpoints[inter_broker_listener]
     return {
-        "listener_security_protocol_map": {name: "PLAINTEXT" for name in endpoints},
+        "listener_security_protocol_map": {name: (protocols or {}).get(name, "PLAINTEXT")
+                                           for name in endpoints},
         "endpoints": [str(Listener(n, h, p)) for n, (h, p) in endpoints.items()],
         "jmx_port": -1, "features": {},
         "host": host, "port": port, "timestamp": str(timestamp_ms), "version": 5,

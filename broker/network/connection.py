@@ -3,6 +3,8 @@
 The connection is the only place that closes a socket on bad input: an unreadable frame, an
 unknown API key or an unsupported version (other than ApiVersions, which gets the v0-layout
 UNSUPPORTED_VERSION reply) closes this connection alone; every other error is a code in the reply.
+On a SASL listener its frames go to the SASL authenticator until the client has logged in; a TLS
+client certificate names the principal from the start.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
 from broker.handlers.api_versions import api_versions_fallback
 from broker.handlers.fetch import API_KEY as FETCH_KEY
 from broker.handlers.fetch import session_partitions
+from broker.network.close_connection import CloseConnection
+from broker.network.sasl_server_authenticator import SASL_HANDSHAKE, SaslServerAuthenticator
+from broker.security.principal import ANONYMOUS, ssl_principal
 from protocol import (
     decode_request,
     decode_request_header,
@@ -34,20 +39,21 @@ from protocol.headers import RequestHeader
 if TYPE_CHECKING:
     from broker.control.faults import FaultInjector
     from broker.handlers.services import BrokerServices
+    from broker.security.listener_security import ListenerSecurity
 
 log = structlog.get_logger("kafka_sim.connection")
 READ_CHUNK = 256 * 1024
 PRODUCE_KEY, METADATA_KEY = 0, 3
 
 
-class CloseConnection(Exception):
-    """The peer sent something that leaves no way to answer; drop this connection only."""
+__all__ = ["CloseConnection", "Connection"]
 
 
 class Connection:
     def __init__(
         self, services: BrokerServices, faults: FaultInjector,
         reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: str = "PLAINTEXT",
+        security: ListenerSecurity | None = None,
     ) -> None:
         self.services = services
         self.faults = faults
@@ -60,8 +66,54 @@ class Connection:
         self.decoder = FrameDecoder(services.config["socket.request.max.bytes"])
         self.idle_s = services.config["connections.max.idle.ms"] / 1000
         self.requests_handled = 0
-        self.principal = "User:ANONYMOUS"  # until TLS or SASL says who the client is
+        self.principal = ANONYMOUS  # until TLS or SASL says who the client is
+        self.mechanism = ""  # the SASL mechanism the client logged in with
+        self.session_expires: int | None = None  # KIP-368: when the SASL session ends (clock ms)
+        self.logins = 0  # successful SASL logins on this connection (more: re-authentications)
         self.waiting_for_client = False  # a response waits for the client to read
+        self.security = security
+        # What a frame goes to: the request path, or (SASL, until logged in) the authenticator.
+        # One bound method, so a PLAINTEXT connection pays nothing per request for SASL.
+        self.on_frame = self.handle_frame
+        if security is not None:
+            if security.ssl_context is not None:
+                self.principal = ssl_principal(writer.get_extra_info("peercert"))
+            if security.sasl:
+                self._begin_authentication()
+
+    def _begin_authentication(self, *, reauthenticating: bool = False) -> SaslServerAuthenticator:
+        assert self.security is not None
+        authenticator = SaslServerAuthenticator(self, self.security,
+                                                reauthenticating=reauthenticating)
+        self.on_frame = authenticator.on_frame
+        # Kafka's sasl.server.max.receive.size: an unauthenticated client sends small frames only
+        self.decoder.max_frame_bytes = min(self.security.max_receive_size,
+                                           self.services.config["socket.request.max.bytes"])
+        return authenticator
+
+    def authenticated(self, principal: str, mechanism: str, session_ms: int) -> None:
+        """The SASL authenticator's success: every API is served from the next request on."""
+        self.principal, self.mechanism = principal, mechanism
+        self.logins += 1
+        self.decoder.max_frame_bytes = self.services.config["socket.request.max.bytes"]
+        if session_ms > 0:
+            assert self.security is not None
+            self.session_expires = self.security.now_ms() + session_ms
+            self.on_frame = self._handle_frame_in_session
+        else:
+            self.session_expires = None
+            self.on_frame = self.handle_frame
+
+    async def _handle_frame_in_session(self, frame: bytes) -> bytes | None:
+        """KIP-368: a SaslHandshake starts a re-authentication; once the session has expired,
+        any other request closes the connection."""
+        if len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) == SASL_HANDSHAKE:
+            return await self._begin_authentication(reauthenticating=True).on_frame(frame)
+        assert self.security is not None
+        if self.session_expires is not None and self.security.now_ms() > self.session_expires:
+            raise CloseConnection("SASL session expired (connections.max.reauth.ms) and the client "
+                                  "did not re-authenticate")
+        return await self.handle_frame(frame)
 
     async def serve(self) -> None:
         """Kafka mutes a channel while one of its requests is in flight: here one request is
@@ -86,7 +138,7 @@ class Connection:
                 # read until they are answered. (Cutting them in one pass keeps the buffer from
                 # being shifted once per frame, which halved the 10 KB produce rate.)
                 for frame in self.decoder.feed(data):
-                    response = await self.handle_frame(frame)
+                    response = await self.on_frame(frame)
                     self.requests_handled += 1
                     if response is not None:
                         self.writer.write(response)

@@ -27,6 +27,8 @@ from broker.metadata.broker_registration import registered_address
 from broker.metadata.store import MetadataStore, NoNodeError
 from broker.metadata.zookeeper_store import ZooKeeperMetadataStore
 from broker.replication.leader_endpoint import LeaderEndpoint
+from broker.security.client_security import ClientSecurity
+from broker.security.scram_credentials import ScramCredentialStore
 from broker.server.cluster import write_meta_properties
 from broker.server.cluster_context import ClusterContext, RunningBroker
 from broker.server.kafka_server import KafkaServer
@@ -41,7 +43,10 @@ class ZooKeeperContext(ClusterContext):
 
     def __init__(self, config: BrokerConfig, store: MetadataStore, clock: Clock) -> None:
         super().__init__(config, store, clock)
-        self.controller_channel = TcpControllerChannel(config.broker_id, self.broker_address)
+        # TLS and SASL settings for other brokers' inter-broker listener, read once
+        self.client_security = ClientSecurity.inter_broker(config)
+        self.controller_channel = TcpControllerChannel(config.broker_id, self.broker_address,
+                                                       self.client_security)
 
     def broker_address(self, broker_id: int) -> tuple[str, int] | None:
         """Where a live broker listens, from its registration; None once it left."""
@@ -49,11 +54,13 @@ class ZooKeeperContext(ClusterContext):
 
     def leader_endpoint(self, follower: RunningBroker, leader_id: int) -> LeaderEndpoint:
         return TcpLeaderEndpoint(follower.broker_id, leader_id,
-                                 lambda: follower.metadata_cache.brokers.get(leader_id))
+                                 lambda: follower.metadata_cache.brokers.get(leader_id),
+                                 self.client_security)
 
     def marker_transport(self, coordinator: RunningBroker) -> TcpTxnMarkerTransport:
         return TcpTxnMarkerTransport(coordinator.broker_id,
-                                     lambda b: coordinator.metadata_cache.brokers.get(b))
+                                     lambda b: coordinator.metadata_cache.brokers.get(b),
+                                     self.client_security)
 
 
 class BrokerProcess:
@@ -96,7 +103,8 @@ class BrokerProcess:
                 await controlled_shutdown(
                     self.store, self.broker_id,
                     retries=self.config["controlled.shutdown.max.retries"],
-                    backoff_ms=self.config["controlled.shutdown.retry.backoff.ms"])
+                    backoff_ms=self.config["controlled.shutdown.retry.backoff.ms"],
+                    security=self.context.client_security if self.context else None)
             await self.broker.stop()
         if self.context is not None:
             await self.context.controller_channel.close()
@@ -236,6 +244,11 @@ class BrokerProcess:
         if group is not None and not out:
             raise KeyError(f"no group {group!r} on this broker's coordinator")
         return sorted(out, key=lambda g: g["group"])
+
+    @property
+    def scram_credentials(self) -> ScramCredentialStore:
+        """SCRAM users, as the metadata store keeps them (`kafka-sim ctl users`)."""
+        return ScramCredentialStore(self.store)
 
     def transactions(self, transactional_id: str | None = None) -> list[dict]:
         broker = self.broker

@@ -28,6 +28,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--listeners", help="shortcut for -o listeners=... (the first broker's)")
     run.add_argument("--log-dirs", help="shortcut for -o log.dirs=...")
     sub.add_parser("configs", help="list the broker properties and their defaults")
+    certs = sub.add_parser("certs", help="write a throwaway CA, a broker certificate (127.0.0.1, "
+                                         "localhost) and a client certificate in PEM, for TLS tests")
+    certs.add_argument("directory", type=Path)
     zk = sub.add_parser("zookeeper", help="run a local ZooKeeper (Debian's package) in the "
                                           "foreground, for a multi-process cluster")
     zk.add_argument("--port", type=int, default=2181, help="client port on 127.0.0.1 (default 2181)")
@@ -124,6 +127,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "zookeeper":
         return _zookeeper(args.port, args.data_dir)
+    if args.command == "certs":
+        from broker.security.certs import write_certificates
+
+        for path in write_certificates(args.directory).values():
+            print(path)
+        return 0
     if args.command != "run":
         _parser().print_help()
         return 2
@@ -171,6 +180,9 @@ def _run_command(args: argparse.Namespace) -> int:
         print(f"kafka-sim: cannot start: {exc}", file=sys.stderr)
         return 2
     except LogDirFailedAtStart as exc:  # its message names the broker, the dir and the error
+        print(f"kafka-sim: {exc}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:  # a key store, trust store or JAAS setting read at start-up
         print(f"kafka-sim: {exc}", file=sys.stderr)
         return 2
     except ShutdownError as exc:

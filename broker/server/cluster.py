@@ -19,6 +19,7 @@ from broker.coordinator.group.view import group_view
 from broker.coordinator.transaction.view import transaction_view
 from broker.metadata import zk_paths as paths
 from broker.metadata.embedded_store import EmbeddedMetadataStore
+from broker.security.scram_credentials import ScramCredentialStore
 from broker.server.cluster_context import ClusterContext
 from broker.server.kafka_server import KafkaServer
 from storage.checkpoint import write_text_atomically
@@ -225,6 +226,11 @@ class Cluster:
             raise KeyError(f"no group {group!r} on a running coordinator")
         return sorted(out, key=lambda g: g["group"])
 
+
+    @property
+    def scram_credentials(self) -> ScramCredentialStore:
+        """SCRAM users, as the metadata store keeps them (`kafka-sim ctl users`)."""
+        return ScramCredentialStore(self.store)
 
     def transactions(self, transactional_id: str | None = None) -> list[dict]:
         """Transactional ids as their coordinators hold them (KeyError for an unknown id)."""

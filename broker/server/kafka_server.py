@@ -49,6 +49,8 @@ from broker.network.connection_quotas import ConnectionQuotas
 from broker.replication.leader_endpoint import LeaderEndpoint
 from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
+from broker.security.listener_security import ListenerSecurity
+from broker.security.scram_credentials import ScramCredentialStore
 from broker.server.worker_steps import run_steps_in_worker
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel, OfflineLogDir
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("kafka_sim.broker")
 SHUTDOWN_GRACE_S = 5.0
+TLS_HANDSHAKE_TIMEOUT_S = 60.0  # asyncio's default; connections.max.idle.ms when shorter
 NEVER_MS = 2**62  # an interval this long (Kafka's Long.MAX defaults) means the job never runs
 
 
@@ -124,7 +127,8 @@ class KafkaServer:
         self.services = BrokerServices(
             self.broker_id, self.cluster_id, config, self.metadata_cache, self.replica_manager,
             self.group_coordinator, self.transaction_coordinator, self.admin_manager, self.auto_topic_creation,
-            self.producer_ids, self.advertised_address, self, self.authorizer)
+            self.producer_ids, self.advertised_address, self, self.authorizer,
+            scram_credentials=ScramCredentialStore(self.store))
         self.controller: Controller | None = None
         self.session: int | None = None
         self._servers: list[asyncio.Server] = []
@@ -137,6 +141,7 @@ class KafkaServer:
         # Bound addresses per listener name (port 0 is resolved at start); the first is `address`.
         self.addresses: dict[str, tuple[str, int]] = {
             x.name: (x.host, x.port) for x in config.listeners}
+        self.security: dict[str, ListenerSecurity] = {}  # per listener name, made at start
         self.running = False
         self._halt_task: asyncio.Future | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -167,6 +172,10 @@ class KafkaServer:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        # Key stores, trust stores and JAAS settings are read first: a bad one stops nothing.
+        self.security = {name: ListenerSecurity.from_config(self.config, name, self.store,
+                                                            self.clock, self.context.timer)
+                         for name in self.addresses}
         try:
             # Loading reads (and after a crash rewrites) every log's files: a worker thread does
             # it, so that the other brokers of an embedded cluster keep being served meanwhile.
@@ -188,8 +197,15 @@ class KafkaServer:
         if self.authorizer is not None:
             self.authorizer.start()  # its cache is loaded before the first request is read
         for name, (host, port) in list(self.addresses.items()):
+            # The TLS handshake runs inside the loop's transport, a few bytes at a time (never
+            # blocking it); one that fails or stalls (connections.max.idle.ms, at most 60 s)
+            # closes that connection before _on_connection. (StreamWriter.start_tls after the
+            # connection quotas would count it sooner, but stalls under uvloop.)
+            ssl_context = self.security[name].ssl_context
             server = await asyncio.start_server(
-                functools.partial(self._on_connection, name), host, port)
+                functools.partial(self._on_connection, name), host, port, ssl=ssl_context,
+                ssl_handshake_timeout=min(TLS_HANDSHAKE_TIMEOUT_S, self.config[
+                    "connections.max.idle.ms"] / 1000) if ssl_context is not None else None)
             self._servers.append(server)
             self.addresses[name] = server.sockets[0].getsockname()[:2]
         self.running = True
@@ -344,9 +360,11 @@ class KafkaServer:
                         peer=f"{peer[0]}:{peer[1]}", reason=refused)
             writer.close()
             return
-        connection = Connection(self.services, self.context.faults, reader, writer, listener)
-        self._connections[task] = connection
+        security = self.security[listener]
         try:
+            connection = Connection(self.services, self.context.faults, reader, writer, listener,
+                                    security if security.protocol != "PLAINTEXT" else None)
+            self._connections[task] = connection
             await connection.serve()
         except asyncio.CancelledError:
             pass  # shutdown cut this connection; finishing quietly keeps asyncio from logging it
@@ -375,6 +393,7 @@ class KafkaServer:
         try:
             self.store.create_json(paths.broker(self.broker_id), registration(
                 self.advertised_endpoints(), self.config.inter_broker_listener_name, wall_clock_ms(),
+                self.config.security_protocols,
             ), ephemeral=True, session=self.session)
         except NodeExistsError:
             # As Kafka's broker, refuse to start rather than take over another session's node; a

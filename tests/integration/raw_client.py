@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl as ssl_module
 import struct
 
 from protocol import decode_response, encode_request
@@ -20,8 +21,9 @@ class RawClient:
         self.correlation_id = 0
 
     @classmethod
-    async def connect(cls, port: int, host: str = "127.0.0.1") -> RawClient:
-        reader, writer = await asyncio.open_connection(host, port)
+    async def connect(cls, port: int, host: str = "127.0.0.1", *,
+                      ssl: ssl_module.SSLContext | None = None) -> RawClient:
+        reader, writer = await asyncio.open_connection(host, port, ssl=ssl)
         return cls(reader, writer)
 
     async def send(self, api_key: int, version: int, body: dict) -> int:

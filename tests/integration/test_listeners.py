@@ -48,7 +48,8 @@ async def test_metadata_answers_with_the_endpoints_of_the_listener_asked(tmp_pat
 
 @pytest.mark.parametrize(("overrides", "message"), [
     ({"listeners": "PLAINTEXT://:0,INTERNAL://:0"}, "INTERNAL has no security protocol"),
-    ({"listeners": "SSL://:0", "listener.security.protocol.map": "SSL:SSL"}, "not supported yet"),
+    ({"listeners": "TLS://:0", "listener.security.protocol.map": "TLS:TLS"},
+     "unknown security protocol TLS"),
     ({"listeners": "PLAINTEXT://:0,PLAINTEXT://:1"}, "appears twice"),
     ({"advertised.listeners": "OUTSIDE://x:1"}, "which listeners does not have"),
     ({"inter.broker.listener.name": "REPLICATION"}, "is not one of the listeners"),

@@ -29,11 +29,12 @@ BROKER_ALLOWED = {
     "authorizer": {"config", "metadata"},
     "coordinator": {"config", "metadata", "replication"},
     "handlers": {"config", "metadata", "replication", "controller", "admin", "coordinator",
-                 "authorizer"},
-    "interbroker": {"config", "metadata", "replication", "controller", "coordinator"},
-    "network": {"config", "handlers", "control"},
+                 "authorizer", "security"},
+    "interbroker": {"config", "metadata", "replication", "controller", "coordinator", "security"},
+    "security": {"config", "metadata"},
+    "network": {"config", "handlers", "control", "security"},
     "server": {"config", "metadata", "replication", "controller", "admin", "coordinator",
-               "handlers", "network", "control", "interbroker", "authorizer"},
+               "handlers", "network", "control", "interbroker", "authorizer", "security"},
 }
 # The console script dispatches `kafka-sim pipeline ...` to the optional Spark jobs; nothing else
 # in broker/ may reach up into pipeline/.

@@ -1,0 +1,24 @@
+"""What the SASL mechanisms share: their names and the failure a server mechanism raises."""
+
+from __future__ import annotations
+
+PLAIN = "PLAIN"
+SCRAM_SHA_256 = "SCRAM-SHA-256"
+SCRAM_SHA_512 = "SCRAM-SHA-512"
+MECHANISMS = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512)
+
+
+class SaslAuthenticationFailed(Exception):
+    """The client's credentials were wrong (its message goes to the client)."""
+
+
+class SaslServer:
+    """A mechanism's server side, sans-I/O: each client token in, a challenge out, until
+    `complete` (then `username` is who logged in)."""
+
+    mechanism = ""
+    complete = False
+    username = ""
+
+    def evaluate(self, token: bytes) -> bytes:  # pragma: no cover - interface
+        raise NotImplementedError
