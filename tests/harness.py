@@ -136,6 +136,16 @@ async def until(condition, *, steps: int = 100_000) -> None:
     raise AssertionError("condition never became true")
 
 
+async def led_here(broker, topic: str, partition: int = 0) -> None:
+    """Until `broker` leads the partition itself. Its metadata cache may name it leader first: the
+    controller hands over UpdateMetadata at once and LeaderAndIsr once its store write is durable."""
+    await broker.metadata_cache.wait_for(
+        lambda s: (p := s.partitions.get((topic, partition))) is not None
+        and p.leader == broker.broker_id, 30_000)
+    await until(lambda: (p := broker.replica_manager.partitions.get((topic, partition))) is not None
+                and p.is_leader)
+
+
 def read_all(bootstrap: str, topic: str, partition: int = 0) -> list[bytes]:
     """Every value in a partition, read with kafka-python from the earliest offset."""
     from kafka import KafkaConsumer, TopicPartition

@@ -16,7 +16,7 @@ from broker.server.cluster import Cluster
 from protocol.errors import ErrorCode
 from protocol.records import encode_batch, iter_batches
 from storage.naming import CLEAN_SHUTDOWN_FILE
-from tests.harness import cluster_config, until
+from tests.harness import cluster_config, led_here, until
 from tests.integration.raw_client import RawClient
 from tests.integration.test_fetch_purgatory import fetch_body
 from tests.integration.test_protocol_edges import FETCH, PRODUCE, create_topic, produce_body
@@ -64,8 +64,7 @@ async def test_a_failed_write_answers_kafka_storage_error_and_halts_the_broker(t
         assert cluster.clear_disk_faults(broker_id=0) == 1
         await cluster.start_broker(0)
         broker = cluster.brokers[0]
-        await broker.metadata_cache.wait_for(
-            lambda s: (p := s.partitions.get(("d", 0))) is not None and p.leader == 0, 30_000)
+        await led_here(broker, "d")
         client = await RawClient.connect(broker.port)
         assert (await produce(client, 3)).base_offset == 2
         stored = []
@@ -109,8 +108,7 @@ async def test_a_broker_whose_disk_still_fails_does_not_start(tmp_path: Path):
         await cluster.start_broker(0)
         assert os.path.getsize(segment) == size  # recovery cut the torn tail
         broker = cluster.brokers[0]
-        await broker.metadata_cache.wait_for(
-            lambda s: (p := s.partitions.get(("d", 0))) is not None and p.leader == 0, 30_000)
+        await led_here(broker, "d")
         client = await RawClient.connect(broker.port)
         assert (await produce(client, 2)).base_offset == 1
         await client.close()

@@ -17,7 +17,7 @@ from protocol.errors import ErrorCode
 from protocol.records import encode_batch
 from storage.index import Index
 from storage.naming import CLEAN_SHUTDOWN_FILE
-from tests.harness import cluster_config
+from tests.harness import cluster_config, led_here
 from tests.integration.raw_client import RawClient
 from tests.integration.test_hostile_input import (
     PRODUCE,
@@ -125,8 +125,7 @@ async def test_a_broker_stop_and_start_do_their_file_work_off_the_event_loop(tmp
         (data_dir / CLEAN_SHUTDOWN_FILE).unlink()  # as after a crash: every log is recovered
         await cluster.start_broker(0)
         broker = cluster.brokers[0]
-        await broker.metadata_cache.wait_for(
-            lambda s: (p := s.partitions.get(("many", 7))) is not None and p.leader == 0, 30_000)
+        await led_here(broker, "many", 7)
         await asyncio.to_thread(broker.log_manager.flusher.drain)
         assert {"fsync", "index write"} <= {what for what, _ in calls}
         assert loop_thread not in {thread for _, thread in calls}

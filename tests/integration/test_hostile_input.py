@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 
 from protocol.errors import ErrorCode
 from protocol.records import encode_batch
-from tests.harness import until
+from tests.harness import led_here
 from tests.integration.raw_client import RawClient
 from tests.integration.test_protocol_edges import produce_body
 from tests.unit.protocol.test_records_hostile import ATTRS, batch_with_records_blob, record
@@ -255,11 +255,7 @@ async def test_broker_starts_over_a_checkpoint_row_it_cannot_parse(tmp_path):
         broker = cluster.brokers[0]
         await broker.metadata_cache.wait_for(lambda s: s.controller_id == 0, 30_000)
         assert any("'bad'" in p for p in broker.log_manager.load_problems)
-        await broker.metadata_cache.wait_for(lambda _: broker.metadata_cache.has_leaders("kept"),
-                                             30_000)
-        # UpdateMetadata may come first: the controller hands over LeaderAndIsr once its store
-        # write is durable.
-        await until(lambda: ("kept", 0) in broker.replica_manager.partitions)
+        await led_here(broker, "kept")
         await served_promptly(broker.port)
         assert broker.replica_manager.partitions[("kept", 0)].high_watermark == 3
     finally:
