@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 
 from broker.config import build_config
@@ -127,12 +128,21 @@ class BrokerThread:
         return self.start()
 
 
-async def until(condition, *, steps: int = 100_000) -> None:
-    """Yield to the event loop until `condition()` holds (the broker runs on this same loop)."""
+async def until(condition, *, steps: int = 100_000, timeout_s: float = 30.0) -> None:
+    """Yield to the event loop until `condition()` holds (the broker runs on this same loop).
+
+    Most conditions hold within a few turns of the loop. One that also waits on a worker thread
+    (a store flush, an fsync, a log loaded off the loop) may need wall time on a loaded machine:
+    after `steps` turns it is polled every millisecond up to `timeout_s`."""
     for _ in range(steps):
         if condition():
             return
         await asyncio.sleep(0)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        await asyncio.sleep(0.001)  # a worker thread's turn: there is nothing to await
     raise AssertionError("condition never became true")
 
 

@@ -89,6 +89,7 @@ class ReplicaManager:
         alter_isr: AlterIsr,
         leader_endpoint: Callable[[int], LeaderEndpoint],
         settings: ReplicationSettings | None = None,
+        known_partition: Callable[[str, int], bool] = lambda topic, index: False,
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
@@ -103,6 +104,9 @@ class ReplicaManager:
             FetchSessionCache(self.settings.fetch_session_cache_slots, clock.now_ms))
         self.controller_epoch = 0  # the newest controller heard from; older ones are refused
         self._alter_isr = alter_isr
+        # Whether the cluster has the partition (this broker's metadata cache): a partition not
+        # hosted here is then NOT_LEADER_OR_FOLLOWER, as Kafka's getPartitionOrError answers.
+        self._known_partition = known_partition
         self._leader_endpoint = leader_endpoint
         self._parked: set[DelayedFetch | DelayedProduce] = set()
         self._replication_paused = False
@@ -214,6 +218,8 @@ class ReplicaManager:
         if partition is None:
             if (topic, index) in self.offline_partitions:
                 raise KafkaStorageError(f"partition {topic}-{index} is on an offline log dir")
+            if self._known_partition(topic, index):  # not (yet, or no longer) a replica here
+                raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if not partition.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)

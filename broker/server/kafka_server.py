@@ -109,6 +109,8 @@ class KafkaServer:
                 config["replica.fetch.max.bytes"],
                 config["max.incremental.fetch.session.cache.slots"],
             ),
+            known_partition=lambda topic, index: (
+                self.metadata_cache.partition_state(topic, index) is not None),
         )  # fmt: skip
         self.admin_manager = AdminManager(config, self.store, self.metadata_cache)
         self.auto_topic_creation = AutoTopicCreationManager(config, self.admin_manager,
