@@ -78,7 +78,7 @@ class ProcessCluster:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(
             f"http://127.0.0.1:{self.control_ports[broker_id]}{path}", data=data, method=method,
-            headers={"Content-Type": "application/json"} if data else {})
+            headers={"Content-Type": "application/json"} if method != "GET" else {})
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())
 
