@@ -106,6 +106,7 @@ class KafkaServer:
                 config["replica.fetch.max.bytes"],
                 config["max.incremental.fetch.session.cache.slots"],
             ),
+            topic_id_of=self.metadata_cache.topic_id_of,
         )  # fmt: skip
         self.admin_manager = AdminManager(config, self.store, self.metadata_cache)
         self.auto_topic_creation = AutoTopicCreationManager(config, self.admin_manager,
