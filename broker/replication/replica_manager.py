@@ -49,6 +49,7 @@ from storage.log_config import LogConfig
 from storage.log_dir_failure_channel import KafkaStorageError
 from storage.log_info import AppendOrigin
 from storage.log_manager import LogManager
+from storage.partition_metadata import read_partition_metadata
 from storage.segment import first_record_at_or_after
 from storage.transaction_index import AbortedTxn
 from timer import Clock, SystemTimer
@@ -119,7 +120,19 @@ class ReplicaManager:
         key = (state.topic, state.partition)
         partition = self.partitions.get(key)
         if partition is None:
-            log_ = self.log_manager.get_log(*key) or self.log_manager.create_log(*key, config)
+            topic_id = self.topic_id_of(state.topic)
+            log_ = self.log_manager.get_log(*key)
+            if log_ is not None and topic_id is not None and (
+                    found := read_partition_metadata(log_.directory)) not in (None, topic_id):
+                # A folder of a topic deleted while this broker was down, recreated under the same
+                # name since: not this topic's log (Kafka treats it as stray).
+                log.warning("stray log of an older topic with this name deleted", topic=state.topic,
+                            partition=state.partition, its_topic_id=str(found),
+                            topic_id=str(topic_id))
+                self.log_manager.delete_log(*key)
+                log_ = None
+            if log_ is None:
+                log_ = self.log_manager.create_log(*key, config, topic_id)
             partition = Partition(state.topic, state.partition, log_, self.broker_id,
                                   self.clock.now_ms, self._alter_isr)
             self.partitions[key] = partition

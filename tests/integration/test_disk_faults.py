@@ -66,6 +66,9 @@ async def test_a_failed_write_answers_kafka_storage_error_and_halts_the_broker(t
         broker = cluster.brokers[0]
         await broker.metadata_cache.wait_for(
             lambda s: (p := s.partitions.get(("d", 0))) is not None and p.leader == 0, 30_000)
+        # The metadata may be there before its LeaderAndIsr is applied: wait for the replica too.
+        await until(lambda: (p := broker.replica_manager.partitions.get(("d", 0))) is not None
+                    and p.is_leader)
         client = await RawClient.connect(broker.port)
         assert (await produce(client, 3)).base_offset == 2
         stored = []
@@ -111,6 +114,9 @@ async def test_a_broker_whose_disk_still_fails_does_not_start(tmp_path: Path):
         broker = cluster.brokers[0]
         await broker.metadata_cache.wait_for(
             lambda s: (p := s.partitions.get(("d", 0))) is not None and p.leader == 0, 30_000)
+        # The metadata may be there before its LeaderAndIsr is applied: wait for the replica too.
+        await until(lambda: (p := broker.replica_manager.partitions.get(("d", 0))) is not None
+                    and p.is_leader)
         client = await RawClient.connect(broker.port)
         assert (await produce(client, 2)).base_offset == 1
         await client.close()
