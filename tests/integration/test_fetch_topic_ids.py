@@ -188,3 +188,17 @@ def test_confluent_kafka_consumes_at_its_negotiated_fetch_version(kafka_broker):
     assert values == [b"v%d" % i for i in range(20)]
     # librdkafka 2.16 speaks Fetch up to v16 (KIP-951): negotiated, it uses that, by topic ids.
     assert versions.versions == {16}, versions.versions
+
+
+async def test_a_partition_fault_matches_a_fetch_naming_its_topic_by_id(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "fs", 2)
+    tid = await topic_id(client, "fs")
+    faults = async_broker.context.faults
+    fault = faults.add(0, "Fetch", partition=("fs", 1), error="NOT_LEADER_OR_FOLLOWER", count=1)
+    await client.request(FETCH, 17, fetch_by_id(0, -1, tid, {0: 0}))
+    assert fault.hits == 0  # partition 0 only
+    answer = await client.request(FETCH, 17, fetch_by_id(0, -1, tid, {1: 0}))
+    assert fault.hits == 1 and faults.list() == []
+    assert answered_ids(answer) == {(tid, 1): ErrorCode.NOT_LEADER_OR_FOLLOWER}
+    await client.close()
