@@ -9,6 +9,7 @@ share one bounded cache of segment descriptors and one flusher (the worker threa
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable, Generator
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from storage.naming import (
     log_dir_name,
     parse_log_dir_name,
 )
+from storage.partition_metadata import write_partition_metadata
 from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 TopicPartition = tuple[str, int]
@@ -115,8 +117,10 @@ class LogManager:
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self._logs.get((topic, partition))
 
-    def create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
-        """Open (creating if needed) the log for topic-partition; an existing one is returned as is."""
+    def create_log(self, topic: str, partition: int, config: LogConfig | None = None,
+                   topic_id: uuid.UUID | None = None) -> Log:
+        """Open (creating if needed) the log for topic-partition; an existing one is returned as is.
+        A new one with a `topic_id` gets its partition.metadata with the folder's fsync."""
         if config is not None:
             self._topic_configs[topic] = config
         log = self._logs.get((topic, partition))
@@ -136,12 +140,17 @@ class LogManager:
 
             def make_durable() -> None:  # the new folder and its first segment file
                 try:
+                    if topic_id is not None:
+                        write_partition_metadata(directory, topic_id)
                     fsync_path(directory)
                     fsync_path(self.data_dir)
                 except OSError as exc:
+                    if created.deleted:  # deleted (its folder removed) before this ran: nothing lost
+                        return
                     raise self.failure_channel.storage_error(
                         str(self.data_dir), f"creating log {directory.name}", exc) from exc
 
+            created = log
             self.flusher.submit(make_durable)
             self._logs[(topic, partition)] = log
         return log

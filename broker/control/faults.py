@@ -62,7 +62,7 @@ class Fault:
 
 
 # Where each partition-addressed request names its partitions: api key -> (topic, partition) pairs.
-# Fetch v13+ names topics by id only, so a partition fault cannot match it (we serve v4-12).
+# Fetch v13+ names topics by id only: its partitions are matched by name through `also_touches`.
 PartitionsOf = Callable[[Any], Iterable[tuple[str, int]]]
 REQUEST_PARTITIONS: dict[int, PartitionsOf] = {
     0: lambda r: ((t.name, p.index) for t in r.topic_data for p in t.partition_data),

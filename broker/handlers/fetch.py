@@ -1,4 +1,4 @@
-"""Fetch (key 1), v4-12: read whole batches, park in the fetch purgatory when too little is there.
+"""Fetch (key 1), v4-17: read whole batches, park in the fetch purgatory when too little is there.
 
 - A partition listed more than once is read and answered once, with the last listing's offset
   and sizes (Kafka builds a LinkedHashMap of the request's partitions).
@@ -12,11 +12,20 @@
   client drops those records); followers (replica_id >= 0) read below the log end offset.
 - aborted_transactions is null for read_uncommitted, as Kafka answers; preferred_read_replica = -1.
 - A zstd batch to a fetch below v10 gets UNSUPPORTED_COMPRESSION_TYPE for that partition.
+- v13+ names topics by id (request, response, forgotten topics): an id this broker's metadata
+  does not know is answered UNKNOWN_TOPIC_ID per partition; a session's partition whose topic has
+  since been recreated under its name (another id) INCONSISTENT_TOPIC_ID; a session opened by
+  names cannot go on by ids nor the reverse (FETCH_SESSION_TOPIC_ID_ERROR). v15 moves replica_id
+  into replica_state; v16 (KIP-951) answers NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH with the
+  current leader and epoch, and node_endpoints with those leaders' addresses on the listener the
+  request came in on; v17's replica_directory_id is accepted and ignored (one log dir).
 - With an authorizer: a consumer needs READ on each topic, a follower CLUSTER_ACTION; the rest
   are answered TOPIC_AUTHORIZATION_FAILED and read nothing.
 """
 
 from __future__ import annotations
+
+import uuid
 
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import (
@@ -40,42 +49,73 @@ def _has_zstd(records: bytes) -> bool:
 
 
 def session_partitions(services: BrokerServices, request) -> list[tuple[str, int]]:
-    """The partitions of the fetch session an incremental Fetch names (it reads them all without
-    listing them); none for a full or sessionless one. Injected partition faults match these too."""
+    """The named partitions a Fetch touches besides those it names by name: an incremental Fetch's
+    session partitions (it reads them all without listing them) and, for v13+, the partitions it
+    names by topic id. Injected partition faults match these too."""
+    cache = services.metadata_cache
+    touched = [(name, p.partition) for t in request.topics
+               if (topic_id := t.get("topic_id")) is not None
+               and (name := cache.topic_name(uuid.UUID(bytes=bytes(topic_id)))) is not None
+               for p in t.partitions]
     session_id, epoch = request.get("session_id", 0), request.get("session_epoch", -1)
     if session_id == 0 or epoch <= 0:
-        return []
+        return touched
     session = services.replica_manager.fetch_manager.cache.get(session_id)
-    return list(session.partitions) if session is not None else []
+    if session is not None:
+        touched += [(cp.topic, cp.partition) for cp in session.partitions.values() if cp.topic]
+    return touched
 
 
-@register(API_KEY, "Fetch", 4, 12)
+def _replica_id(request, version: int) -> int:
+    if version >= 15:
+        state = request.get("replica_state")
+        return -1 if state is None else state.get("replica_id", -1)
+    return request.replica_id
+
+
+LEADER_HINT_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
+
+
+@register(API_KEY, "Fetch", 4, 17)
 async def handle(ctx: RequestContext, request) -> dict:
     version = ctx.api_version
-    fetch_max = ctx.services.config["fetch.max.bytes"]
+    services = ctx.services
+    fetch_max = services.config["fetch.max.bytes"]
     params = FetchParams(
-        replica_id=request.replica_id,
+        replica_id=_replica_id(request, version),
         max_wait_ms=max(0, request.max_wait_ms),
         min_bytes=max(0, request.min_bytes),
         max_bytes=min(fetch_max, request.max_bytes if request.max_bytes > 0 else fetch_max),
         isolation_level=request.isolation_level,
     )
+    uses_topic_ids = version >= 13
+    cache = services.metadata_cache
+    names: dict[uuid.UUID, str] = {}  # the ids of this request, resolved once each
+
+    def named(topic_id_bytes) -> tuple[str, uuid.UUID]:
+        topic_id = uuid.UUID(bytes=bytes(topic_id_bytes))
+        if topic_id not in names:
+            names[topic_id] = cache.topic_name(topic_id) or ""  # "": UNKNOWN_TOPIC_ID
+        return names[topic_id], topic_id
+
+    fetched = []
+    for t in request.topics:
+        topic, topic_id = named(t.topic_id) if uses_topic_ids else (t.topic, None)
+        fetched += [FetchPartition(topic, p.partition, p.fetch_offset, p.partition_max_bytes,
+                                   p.current_leader_epoch if version >= 9 else -1,
+                                   p.get("log_start_offset", -1), topic_id)
+                    for p in t.partitions]
     # Each partition once, the last listing of a duplicate winning (Kafka's LinkedHashMap): what
     # one Fetch costs is bounded by its distinct partitions, not by how often it lists them.
-    partitions = distinct_partitions([
-        FetchPartition(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
-                       p.current_leader_epoch if version >= 9 else -1,
-                       p.get("log_start_offset", -1))
-        for t in request.topics
-        for p in t.partitions
-    ])
+    partitions = distinct_partitions(fetched)
     if version >= 7:
         metadata = FetchMetadata(request.session_id, request.session_epoch)
-        forgotten = [(t.topic, p) for t in request.forgotten_topics_data for p in t.partitions]
+        forgotten = [((uuid.UUID(bytes=bytes(t.topic_id)) if uses_topic_ids else t.topic), p)
+                     for t in request.forgotten_topics_data for p in t.partitions]
     else:
         metadata, forgotten = FetchMetadata(), []
     readable = None
-    if ctx.services.authorizer is not None:
+    if services.authorizer is not None:
         # Checked per fetch over every partition it reads (a session's unnamed ones included), as
         # Kafka: a follower needs CLUSTER_ACTION, a consumer READ on each topic.
         def readable(session_partitions: list[FetchPartition]) -> set[str]:
@@ -84,14 +124,15 @@ async def handle(ctx: RequestContext, request) -> dict:
                 return {fp.topic for fp in session_partitions} if allowed else set()
             return filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC,
                                      session_partitions, lambda fp: fp.topic)
-    answer = await ctx.services.replica_manager.fetch_in_session(
-        params, metadata, partitions, forgotten, readable=readable)
-    by_topic: dict[str, list[dict]] = {}
+    answer = await services.replica_manager.fetch_in_session(
+        params, metadata, partitions, forgotten, readable=readable, uses_topic_ids=uses_topic_ids)
+    by_topic: dict[str | uuid.UUID, list[dict]] = {}
+    leaders: set[int] = set()
     for (topic, partition), data in answer.partitions.items():
         error, records = data.error, data.records
         if records and version < ZSTD_MIN_FETCH_VERSION and _has_zstd(records):
             error, records = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, b""
-        by_topic.setdefault(topic, []).append({
+        entry = {
             "partition_index": partition,
             "error_code": error,
             "high_watermark": data.high_watermark,
@@ -102,10 +143,37 @@ async def handle(ctx: RequestContext, request) -> dict:
                 for t in data.aborted_transactions],
             "preferred_read_replica": -1,
             "records": records,
-        })
-    return {
+        }
+        if version >= 16 and error in LEADER_HINT_ERRORS:
+            name = cache.topic_name(topic) if uses_topic_ids else topic
+            leader_id, leader_epoch = _current_leader(services, name, partition)
+            entry["current_leader"] = {"leader_id": leader_id, "leader_epoch": leader_epoch}
+            if leader_id >= 0:
+                leaders.add(leader_id)
+        by_topic.setdefault(topic, []).append(entry)
+    response = {
         "throttle_time_ms": 0,
         "error_code": answer.error,
         "session_id": answer.session_id,
-        "responses": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+        "responses": [{"topic_id": t.bytes, "partitions": ps} if uses_topic_ids
+                      else {"topic": t, "partitions": ps} for t, ps in by_topic.items()],
     }
+    if leaders:
+        # Only live leaders, at their address on this request's listener (KIP-951).
+        endpoints = cache.brokers_for(ctx.listener)
+        response["node_endpoints"] = [
+            {"node_id": b, "host": endpoints[b][0], "port": endpoints[b][1], "rack": None}
+            for b in sorted(leaders) if b in endpoints]
+    return response
+
+
+def _current_leader(services: BrokerServices, topic: str | None, partition: int) -> tuple[int, int]:
+    """The partition's leader and epoch as this broker knows them: its replica's view when it hosts
+    one, else the metadata's (Kafka's getCurrentLeader); (-1, -1) when neither knows."""
+    if not topic:
+        return -1, -1
+    hosted = services.replica_manager.partitions.get((topic, partition))
+    if hosted is not None:
+        return hosted.leader_id, hosted.leader_epoch
+    state = services.metadata_cache.partition_state(topic, partition)
+    return (state.leader, state.leader_epoch) if state is not None else (-1, -1)

@@ -48,11 +48,13 @@ class MetadataCache:
         self.snapshot = MetadataSnapshot()
         self.timer = timer  # deadlines of waits: they follow the broker's clock, as every timeout
         self._waiters: list[tuple[Callable[[MetadataSnapshot], bool], asyncio.Future]] = []
+        self._names_by_id: dict[uuid.UUID, str] | None = None  # of the current snapshot, lazily
 
     def update(self, snapshot: MetadataSnapshot) -> None:
         """UpdateMetadata (its controller epoch already checked): replace the view, then wake
         whoever waits for a condition on it."""
         self.snapshot = snapshot
+        self._names_by_id = None
         still_waiting = []
         for condition, future in self._waiters:
             if future.done():
@@ -100,7 +102,21 @@ class MetadataCache:
         return self.snapshot.topics.get(name)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        return next((t for t in self.snapshot.topics.values() if t.topic_id == topic_id), None)
+        name = self.topic_name(topic_id)
+        return None if name is None else self.snapshot.topics.get(name)
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with this id (Fetch v13+ asks for each topic it names): an index
+        built once per snapshot. The zero id names no topic."""
+        if self._names_by_id is None:
+            self._names_by_id = {t.topic_id: t.name for t in self.snapshot.topics.values()
+                                 if t.topic_id.int != 0}
+        return self._names_by_id.get(topic_id)
+
+    def topic_id_of(self, name: str) -> uuid.UUID | None:
+        """The topic's current id; None if the topic or its id is unknown."""
+        info = self.snapshot.topics.get(name)
+        return info.topic_id if info is not None and info.topic_id.int != 0 else None
 
     def partition_state(self, topic: str, partition: int) -> LeaderAndIsr | None:
         return self.snapshot.partitions.get((topic, partition))

@@ -15,6 +15,7 @@ connection (which answers in order) is never left waiting.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,6 +40,14 @@ class FetchPartition:
     partition_max_bytes: int
     current_leader_epoch: int = -1
     log_start_offset: int = -1  # a follower's own log start offset (Fetch v5+)
+    # Fetch v13+ names topics by id (Kafka's TopicIdPartition); None below v13. An id the broker
+    # does not know leaves `topic` "" and is answered UNKNOWN_TOPIC_ID without a read.
+    topic_id: uuid.UUID | None = None
+
+    @property
+    def key(self) -> tuple[str | uuid.UUID, int]:
+        """What a session and a request's de-duplication key it by: the id when it has one."""
+        return (self.topic if self.topic_id is None else self.topic_id, self.partition)
 
 
 def distinct_partitions(partitions: list[FetchPartition]) -> list[FetchPartition]:
@@ -46,9 +55,9 @@ def distinct_partitions(partitions: list[FetchPartition]) -> list[FetchPartition
     later duplicate's fetch offset and sizes replace the earlier one's, at the earlier one's place.
     So a Fetch listing one partition a thousand times costs, parks and answers as one listing it
     once."""
-    by_key: dict[tuple[str, int], FetchPartition] = {}
+    by_key: dict[tuple[str | uuid.UUID, int], FetchPartition] = {}
     for fp in partitions:
-        by_key[(fp.topic, fp.partition)] = fp  # dict assignment keeps the first insertion's place
+        by_key[fp.key] = fp  # dict assignment keeps the first insertion's place
     return list(by_key.values())
 
 

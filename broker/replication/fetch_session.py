@@ -12,6 +12,7 @@ place in the request and the response. Epoch -1 closes a session.
 from __future__ import annotations
 
 import random
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -31,7 +32,9 @@ EVICTION_MS = 120_000
 # every client handles, and a session an incremental fetch would grow past it is closed.
 MAX_CACHED_PARTITIONS = 200_000
 
-PartitionKey = tuple[str, int]
+# (topic name or, for a session opened by Fetch v13+, topic id; partition): Kafka keys a
+# session's partitions by TopicIdPartition.
+PartitionKey = tuple[str | uuid.UUID, int]
 
 
 def next_epoch(epoch: int) -> int:
@@ -63,6 +66,7 @@ class CachedPartition:
     max_bytes: int
     leader_epoch: int
     fetcher_log_start_offset: int
+    topic_id: uuid.UUID | None = None
     high_watermark: int = -1  # -1: never answered (or last answered with an error): answer next
     last_stable_offset: int = -1
     log_start_offset: int = -1
@@ -70,7 +74,7 @@ class CachedPartition:
     @classmethod
     def of(cls, fp: FetchPartition) -> CachedPartition:
         return cls(fp.topic, fp.partition, fp.fetch_offset, fp.partition_max_bytes,
-                   fp.current_leader_epoch, fp.log_start_offset)
+                   fp.current_leader_epoch, fp.log_start_offset, fp.topic_id)
 
     def update_request(self, fp: FetchPartition) -> None:
         self.fetch_offset = fp.fetch_offset
@@ -80,7 +84,7 @@ class CachedPartition:
 
     def as_fetch_partition(self) -> FetchPartition:
         return FetchPartition(self.topic, self.partition, self.fetch_offset, self.max_bytes,
-                              self.leader_epoch, self.fetcher_log_start_offset)
+                              self.leader_epoch, self.fetcher_log_start_offset, self.topic_id)
 
     def must_respond(self, data: FetchPartitionData, *, remember: bool) -> bool:
         """Whether an incremental response must carry this partition (Kafka's
@@ -109,6 +113,7 @@ class FetchSession:
     partitions: OrderedDict[PartitionKey, CachedPartition]
     creation_ms: int
     last_used_ms: int
+    uses_topic_ids: bool = False  # opened by Fetch v13+: its requests must keep using ids
     epoch: int = next_epoch(INITIAL_EPOCH)
     cached_size: int = -1  # the size at the last touch: the cache's count and eviction key
     evictable_by_privileged: bool = False
@@ -122,9 +127,9 @@ class FetchSession:
     def update(self, partitions: Iterable[FetchPartition], forgotten: Iterable[PartitionKey]) -> None:
         """An incremental request's changes: new or moved partitions, then the forgotten ones."""
         for fp in partitions:
-            cached = self.partitions.get((fp.topic, fp.partition))
+            cached = self.partitions.get(fp.key)
             if cached is None:
-                self.partitions[(fp.topic, fp.partition)] = CachedPartition.of(fp)
+                self.partitions[fp.key] = CachedPartition.of(fp)
             else:
                 cached.update_request(fp)
         for key in forgotten:
@@ -177,7 +182,8 @@ class FetchSessionCache:
         session.evictable_by_all = old
 
     def maybe_create_session(self, privileged: bool,
-                             partitions: OrderedDict[PartitionKey, CachedPartition]) -> int:
+                             partitions: OrderedDict[PartitionKey, CachedPartition],
+                             uses_topic_ids: bool = False) -> int:
         """A new session's id, or INVALID_SESSION_ID when no slot is free or can be taken."""
         now = self.now_ms()
         if self.num_partitions + len(partitions) > self.max_partitions:
@@ -186,7 +192,7 @@ class FetchSessionCache:
                 privileged, (privileged, len(partitions), 0), now):
             return INVALID_SESSION_ID
         session_id = self._new_session_id()
-        session = FetchSession(session_id, privileged, partitions, now, now)
+        session = FetchSession(session_id, privileged, partitions, now, now, uses_topic_ids)
         self.sessions[session_id] = session
         self.touch(session, now)
         return session_id
@@ -242,6 +248,7 @@ class FetchContext:
     session: FetchSession | None = None
     _cache: FetchSessionCache | None = None
     _privileged: bool = False
+    _uses_topic_ids: bool = False
     session_id: int = field(default=INVALID_SESSION_ID)
 
     def respond(self, results: list[FetchPartitionData]
@@ -253,14 +260,15 @@ class FetchContext:
             for fp, data in pairs:
                 part = CachedPartition.of(fp)
                 part.must_respond(data, remember=True)
-                cached[(fp.topic, fp.partition)] = part
-            self.session_id = self._cache.maybe_create_session(self._privileged, cached)
+                cached[fp.key] = part
+            self.session_id = self._cache.maybe_create_session(self._privileged, cached,
+                                                               self._uses_topic_ids)
             return pairs
         if self.kind == "incremental" and self.session is not None:
             self.session_id = self.session.id
             answered = []
             for fp, data in pairs:
-                key = (fp.topic, fp.partition)
+                key = fp.key
                 part = self.session.partitions.get(key)
                 if part is None:  # forgotten by a later request meanwhile: nothing to say
                     continue
@@ -284,24 +292,31 @@ class FetchManager:
         return {**self.cache.stats(), "fetches": dict(self.contexts)}
 
     def new_context(self, metadata: FetchMetadata, partitions: list[FetchPartition],
-                    forgotten: list[PartitionKey], *, is_follower: bool) -> FetchContext:
-        context = self._new_context(metadata, partitions, forgotten, is_follower)
+                    forgotten: list[PartitionKey], *, is_follower: bool,
+                    uses_topic_ids: bool = False) -> FetchContext:
+        """`uses_topic_ids`: the Fetch is v13+ (partitions and forgotten keys by topic id)."""
+        context = self._new_context(metadata, partitions, forgotten, is_follower, uses_topic_ids)
         self.contexts[context.kind] += 1
         return context
 
     def _new_context(self, metadata: FetchMetadata, partitions: list[FetchPartition],
-                     forgotten: list[PartitionKey], is_follower: bool) -> FetchContext:
+                     forgotten: list[PartitionKey], is_follower: bool,
+                     uses_topic_ids: bool) -> FetchContext:
         if metadata.is_full:
             if metadata.session_id != INVALID_SESSION_ID:
                 self.cache.remove(metadata.session_id)  # a full fetch closes the session it names
             if metadata.epoch == FINAL_EPOCH:
                 return FetchContext("sessionless", partitions)
-            return FetchContext("full", partitions, _cache=self.cache, _privileged=is_follower)
+            return FetchContext("full", partitions, _cache=self.cache, _privileged=is_follower,
+                                _uses_topic_ids=uses_topic_ids)
         session = self.cache.get(metadata.session_id)
         if session is None:
             return FetchContext("error", [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
         if session.epoch != metadata.epoch:
             return FetchContext("error", [], ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        if session.uses_topic_ids != uses_topic_ids:
+            # Kafka: a session opened with ids (v13+) cannot go on by names, nor the reverse.
+            return FetchContext("error", [], ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
         session.update(partitions, forgotten)
         if not session.partitions:
             self.cache.remove(session.id)

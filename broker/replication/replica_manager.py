@@ -10,6 +10,7 @@ so one bad partition never fails a whole request.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -48,6 +49,7 @@ from storage.log_config import LogConfig
 from storage.log_dir_failure_channel import KafkaStorageError
 from storage.log_info import AppendOrigin
 from storage.log_manager import LogManager
+from storage.partition_metadata import read_partition_metadata
 from storage.segment import first_record_at_or_after
 from storage.transaction_index import AbortedTxn
 from timer import Clock, SystemTimer
@@ -90,8 +92,12 @@ class ReplicaManager:
         leader_endpoint: Callable[[int], LeaderEndpoint],
         settings: ReplicationSettings | None = None,
         known_partition: Callable[[str, int], bool] = lambda topic, index: False,
+        topic_id_of: Callable[[str], uuid.UUID | None] = lambda topic: None,
     ) -> None:
         self.broker_id = broker_id
+        # The topic's current id (the metadata cache's): a Fetch v13+ naming another id for it,
+        # e.g. a session's partition of a topic since deleted and recreated, is inconsistent.
+        self.topic_id_of = topic_id_of
         self.log_manager = log_manager
         self.clock = clock
         self.settings = settings or ReplicationSettings()
@@ -118,7 +124,19 @@ class ReplicaManager:
         key = (state.topic, state.partition)
         partition = self.partitions.get(key)
         if partition is None:
-            log_ = self.log_manager.get_log(*key) or self.log_manager.create_log(*key, config)
+            topic_id = self.topic_id_of(state.topic)
+            log_ = self.log_manager.get_log(*key)
+            if log_ is not None and topic_id is not None and (
+                    found := read_partition_metadata(log_.directory)) not in (None, topic_id):
+                # A folder of a topic deleted while this broker was down, recreated under the same
+                # name since: not this topic's log (Kafka treats it as stray).
+                log.warning("stray log of an older topic with this name deleted", topic=state.topic,
+                            partition=state.partition, its_topic_id=str(found),
+                            topic_id=str(topic_id))
+                self.log_manager.delete_log(*key)
+                log_ = None
+            if log_ is None:
+                log_ = self.log_manager.create_log(*key, config, topic_id)
             partition = Partition(state.topic, state.partition, log_, self.broker_id,
                                   self.clock.now_ms, self._alter_isr)
             self.partitions[key] = partition
@@ -432,8 +450,14 @@ class ReplicaManager:
         min_one_message = True  # KIP-74: the first batch comes back even above the limits
         results = []
         for fp in partitions:
+            if fp.topic_id is not None and not fp.topic:  # an id the metadata does not know
+                results.append(FetchPartitionData(ErrorCode.UNKNOWN_TOPIC_ID))
+                continue
             try:
                 partition = self.leader_partition(fp.topic, fp.partition)
+                if fp.topic_id is not None and (
+                        current := self.topic_id_of(fp.topic)) is not None and fp.topic_id != current:
+                    raise KafkaError(ErrorCode.INCONSISTENT_TOPIC_ID)
                 self._check_leader_epoch(partition, fp.current_leader_epoch)
                 if params.is_from_follower:
                     self._follower_replica_or_error(partition, params.replica_id)
@@ -526,29 +550,34 @@ class ReplicaManager:
 
     async def fetch_in_session(
         self, params: FetchParams, metadata: FetchMetadata, partitions: list[FetchPartition],
-        forgotten: list[tuple[str, int]],
+        forgotten: list[tuple[str, int]] | list[tuple[uuid.UUID, int]],
         readable: Callable[[list[FetchPartition]], set[str]] | None = None,
+        *, uses_topic_ids: bool = False,
     ) -> FetchSessionResponse:
         """A Fetch with its session fields (KIP-227): full, incremental or sessionless, read and
         parked as `fetch_messages`, answered with the partitions the session says to carry.
         `readable` (an authorizer's) names the topics of the context's partitions it may read; the
         others are answered TOPIC_AUTHORIZATION_FAILED without being read."""
         context = self.fetch_manager.new_context(metadata, distinct_partitions(partitions),
-                                                 forgotten, is_follower=params.is_from_follower)
+                                                 forgotten, is_follower=params.is_from_follower,
+                                                 uses_topic_ids=uses_topic_ids)
         if context.error != ErrorCode.NONE:
             return FetchSessionResponse(context.error, INVALID_SESSION_ID)
         if readable is None:
             results = await self.fetch_messages(params, context.partitions)
         else:
             allowed = readable(context.partitions)
+            # An unknown topic id is answered UNKNOWN_TOPIC_ID by the read, not authorized first.
+            authorized = [fp.topic in allowed or (fp.topic_id is not None and not fp.topic)
+                          for fp in context.partitions]
             read = iter(await self.fetch_messages(
-                params, [fp for fp in context.partitions if fp.topic in allowed]))
-            results = [next(read) if fp.topic in allowed
+                params, [fp for fp, ok in zip(context.partitions, authorized, strict=True) if ok]))
+            results = [next(read) if ok
                        else FetchPartitionData(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                       for fp in context.partitions]
+                       for ok in authorized]
         answered = context.respond(results)
         return FetchSessionResponse(ErrorCode.NONE, context.session_id,
-                                    {(fp.topic, fp.partition): data for fp, data in answered})
+                                    {fp.key: data for fp, data in answered})
 
     def complete_parked(self) -> None:
         """Answer every parked request with what is there now (shutdown)."""

@@ -111,6 +111,7 @@ class KafkaServer:
             ),
             known_partition=lambda topic, index: (
                 self.metadata_cache.partition_state(topic, index) is not None),
+            topic_id_of=self.metadata_cache.topic_id_of,
         )  # fmt: skip
         self.admin_manager = AdminManager(config, self.store, self.metadata_cache)
         self.auto_topic_creation = AutoTopicCreationManager(config, self.admin_manager,

@@ -67,8 +67,8 @@ async def test_followers_fetch_only_what_changed(cluster):
         manager = broker.replica_manager.fetch_manager
         original = manager.new_context
 
-        def recording(metadata, partitions, forgotten, *, is_follower, original=original):
-            context = original(metadata, partitions, forgotten, is_follower=is_follower)
+        def recording(metadata, partitions, forgotten, *, original=original, **options):
+            context = original(metadata, partitions, forgotten, **options)
             named.append((context.kind, len(partitions)))
             return context
 
