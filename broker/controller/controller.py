@@ -332,15 +332,20 @@ class Controller:
             except KafkaError as exc:
                 log.warning("LeaderAndIsr refused", broker_id=broker_id, error=exc.code.name)
 
-    def _send_update_metadata(self) -> None:
+    def _send_update_metadata(self, pending: frozenset[tuple[str, int]] = frozenset()) -> None:
+        """The cluster's view to every live broker. `pending` partitions (new ones whose
+        LeaderAndIsr is yet to come) go without their state, so they show no leader until the
+        brokers that lead them know it (Kafka sends LeaderAndIsr before UpdateMetadata)."""
         brokers, endpoints = {}, {}
         for broker_id in sorted(self.live_brokers):
             with contextlib.suppress(NoNodeError):
                 data, _ = self.store.get_json(paths.broker(broker_id))
                 brokers[broker_id] = (data["host"], data["port"])
                 endpoints[broker_id] = registered_endpoints(data)
+        states = {k: v for k, v in self.states.items() if k not in pending} if pending \
+            else dict(self.states)
         snapshot = MetadataSnapshot(self.broker_id, self.epoch, brokers, dict(self.topics),
-                                    dict(self.states), endpoints)
+                                    states, endpoints)
         for broker_id in self.live_brokers:
             try:
                 self.channel.send_update_metadata(broker_id, snapshot)
@@ -446,7 +451,7 @@ class Controller:
         created = [n for n in children if n not in self.topics]  # type: ignore[union-attr]
         states = await self._load_topics(created)
         if states:
-            self._send_update_metadata()
+            self._send_update_metadata(frozenset((st.topic, st.partition) for st in states))
             await self._send_leader_and_isr(states)
             self._send_update_metadata()
 
@@ -458,7 +463,7 @@ class Controller:
         states = [s for s in await self._load_topics([name])  # type: ignore[list-item]
                   if (s.topic, s.partition) not in known]
         if states:
-            self._send_update_metadata()
+            self._send_update_metadata(frozenset((st.topic, st.partition) for st in states))
             await self._send_leader_and_isr(states)
             self._send_update_metadata()
 
