@@ -100,6 +100,7 @@ _MODULES = (
     "sasl_authenticate",
     "describe_user_scram_credentials",
     "alter_user_scram_credentials",
+    "describe_cluster",
 )
 
 
