@@ -10,6 +10,7 @@ so one bad partition never fails a whole request.
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -140,6 +141,7 @@ class ReplicaManager:
             partition = Partition(state.topic, state.partition, log_, self.broker_id,
                                   self.clock.now_ms, self._alter_isr)
             self.partitions[key] = partition
+            log_.on_change = functools.partial(self.fetch_manager.changes.mark, key)
         return partition
 
     def become_leader_or_follower(
@@ -252,6 +254,7 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
     def _complete_delayed(self, key: tuple[str, int]) -> None:
+        self.fetch_manager.changes.mark(key)  # leadership, epoch, removal: sessions read it again
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
         self.delete_records_purgatory.check_and_complete(key)
@@ -470,11 +473,12 @@ class ReplicaManager:
                 partition.log.last_stable_offset,
                 partition.log_start_offset,
             )
+            data.end_offset = end = self._end_offset(params, partition)
             try:
                 read = partition.log.read(
                     fp.fetch_offset,
                     max(0, min(fp.partition_max_bytes, limit)),
-                    max_offset=self._end_offset(params, partition),
+                    max_offset=end,
                     min_one_message=min_one_message,
                 )
                 if params.isolation_level == READ_COMMITTED and not params.is_from_follower:
@@ -541,6 +545,11 @@ class ReplicaManager:
             or any(r.error for r in results)
         ):
             return results
+        return await self._wait_for_data(params, partitions)
+
+    async def _wait_for_data(self, params: FetchParams, partitions: list[FetchPartition]
+                             ) -> list[FetchPartitionData]:
+        """Park a DelayedFetch on the partitions; their reads once it completes."""
         future = asyncio.get_running_loop().create_future()
         op = DelayedFetch(params, partitions, bytes_available=self.bytes_available,
                           read=self.read_from_local_log, future=future)
@@ -563,10 +572,17 @@ class ReplicaManager:
                                                  uses_topic_ids=uses_topic_ids)
         if context.error != ErrorCode.NONE:
             return FetchSessionResponse(context.error, INVALID_SESSION_ID)
-        if readable is None:
+        if context.narrowed and readable is None:
+            # Only what changed is read; nothing to answer yet means every partition of the
+            # session is watched while the fetch waits (and read again when it completes).
+            results = self.read_from_local_log(params, context.partitions)
+            if not (params.max_wait_ms <= 0 or any(r.error for r in results)
+                    or sum(len(r.records) for r in results) >= params.min_bytes):
+                results = await self._wait_for_data(params, context.widen())
+        elif readable is None:
             results = await self.fetch_messages(params, context.partitions)
         else:
-            allowed = readable(context.partitions)
+            allowed = readable(context.widen())
             # An unknown topic id is answered UNKNOWN_TOPIC_ID by the read, not authorized first.
             authorized = [fp.topic in allowed or (fp.topic_id is not None and not fp.topic)
                           for fp in context.partitions]
@@ -575,6 +591,7 @@ class ReplicaManager:
             results = [next(read) if ok
                        else FetchPartitionData(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                        for ok in authorized]
+        self.fetch_manager.partitions_read += len(context.partitions)
         answered = context.respond(results)
         return FetchSessionResponse(ErrorCode.NONE, context.session_id,
                                     {fp.key: data for fp, data in answered})
