@@ -53,6 +53,7 @@ async def test_api_versions_lists_exactly_the_implemented_ranges(async_broker):
                       4: (0, 7), 5: (0, 4), 6: (0, 8), 7: (0, 3),
                       17: (0, 1), 36: (0, 2),  # SASL: advertised on every listener, as Kafka
                       50: (0, 0), 51: (0, 0),
+                      43: (0, 2), 45: (0, 0), 46: (0, 0),  # ElectLeaders, reassignments
                       29: (0, 3), 30: (0, 3), 31: (0, 3)}  # DescribeAcls, CreateAcls, DeleteAcls
     await client.close()
 
