@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.controller.controller_channel import ControllerChannel
+from broker.controller.pacing import REQUEST_CHUNK, serve_others
 from broker.controller.partition_reassignment import PartitionReassignment
 from broker.metadata import zk_paths as paths
 from broker.metadata.broker_registration import registered_endpoints
@@ -54,10 +55,6 @@ log = structlog.get_logger("kafka_sim.controller")
 # does that work on its controller and request handler threads; here it runs on the event loop).
 STORE_BATCH = 200
 LEADER_AND_ISR_CHUNK = 50
-# How the controller steps aside between two chunks: a timer, not sleep(0), which puts it back
-# in the ready queue ahead of every timer and socket that came due meanwhile (they would wait a
-# second chunk).
-STEP_ASIDE_S = 0.001
 
 # Events a child watch starts, and the node whose children they are about.
 CHILD_EVENTS = {"broker_change": paths.BROKER_IDS, "topic_change": paths.TOPICS,
@@ -365,7 +362,7 @@ class Controller(PartitionReassignment):
         states = [s for s in states if any(r in targets for r in s.replicas)]
         for start in range(0, len(states), LEADER_AND_ISR_CHUNK):
             if start:
-                await _serve_others()  # the brokers serve their clients between two chunks
+                await serve_others()  # the brokers serve their clients between two chunks
             await self.store.flush()
             self._send_leader_and_isr_chunk(states[start : start + LEADER_AND_ISR_CHUNK], only)
 
@@ -417,7 +414,7 @@ class Controller(PartitionReassignment):
                 since_step += len(chunk)
                 if since_step >= STORE_BATCH:  # many small topics go in one step, as before
                     since_step = 0
-                    await _serve_others()
+                    await serve_others()
         return states
 
     async def _load_topic_chunks(self, info: TopicInfo) -> AsyncIterator[list[LeaderAndIsr]]:
@@ -650,14 +647,18 @@ class Controller(PartitionReassignment):
         keys, unclean = payload  # type: ignore[misc]
         results: dict[tuple[str, int], int | KafkaError] = {}
         changes = []
-        for key in keys:
+        # One error object per answer that names no partition: a request may list 100,000.
+        unknown = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+        not_needed = KafkaError(ErrorCode.ELECTION_NOT_NEEDED)
+        for n, key in enumerate(keys):
+            if n and n % REQUEST_CHUNK == 0:
+                await serve_others()
             state = self.states.get(key)
             if state is None:
-                results[key] = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                          "The partition does not exist.")
+                results[key] = unknown
             elif not unclean:
                 if state.leader == state.replicas[0]:
-                    results[key] = KafkaError(ErrorCode.ELECTION_NOT_NEEDED)
+                    results[key] = not_needed
                 elif self._can_lead_preferred(state):
                     changes.append((key, state.replicas[0], state.isr))
                 else:
@@ -666,7 +667,7 @@ class Controller(PartitionReassignment):
                         f"Failed to elect leader for partition {key[0]}-{key[1]} under strategy "
                         "PreferredReplicaPartitionLeaderElectionStrategy")
             elif state.leader >= 0 and state.leader in self.live_brokers:
-                results[key] = KafkaError(ErrorCode.ELECTION_NOT_NEEDED)
+                results[key] = not_needed
             else:
                 leader, isr = self._elect_leader(state, unclean=True)
                 if leader >= 0:
@@ -686,10 +687,6 @@ class Controller(PartitionReassignment):
         for state in changed:
             results[(state.topic, state.partition)] = state.leader
         return results
-
-
-async def _serve_others() -> None:
-    await asyncio.sleep(STEP_ASIDE_S)
 
 
 def _json(data: bytes) -> dict:

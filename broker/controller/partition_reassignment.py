@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.controller.pacing import REQUEST_CHUNK, serve_others
 from broker.metadata import zk_paths as paths
 from broker.metadata.replica_assignment import ReplicaAssignment
 from broker.metadata.store import BadVersionError
@@ -44,26 +45,34 @@ class PartitionReassignment:
         """Kafka's processApiPartitionReassignment: validate each, then start (or cancel) it."""
         results: dict[Key, KafkaError | None] = {}
         wanted: dict[Key, ReplicaAssignment] = {}
-        for key, target in payload.items():  # type: ignore[attr-defined]
+        # One error object per answer that names no partition: a request may list 100,000.
+        unknown = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+        no_reassignment = KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                                     "No partition reassignment is in progress.")
+        for n, (key, target) in enumerate(payload.items()):  # type: ignore[attr-defined]
+            if n and n % REQUEST_CHUNK == 0:
+                await serve_others()
             current = self._assignment(key)
             error = None if target is None else self._invalid_replicas(target, current)
             if error is not None:
                 results[key] = error
+            elif not current.replicas:  # no such partition (once its target is checked, as Kafka)
+                results[key] = unknown if target is not None else no_reassignment
             elif current.is_being_reassigned:  # replaced, or cancelled back to its origin
                 wanted[key] = current.reassign_to(
                     current.origin_replicas if target is None else list(target))
             elif target is not None:
                 wanted[key] = current.reassign_to(list(target))
             else:
-                results[key] = KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
-                                          "No partition reassignment is in progress.")
+                results[key] = no_reassignment
         deleting: dict[str, bool] = {}
-        for key, assignment in wanted.items():
-            if self._assignment(key).replicas and key[0] not in deleting:
+        for n, (key, assignment) in enumerate(wanted.items()):
+            if n and n % REQUEST_CHUNK == 0:
+                await serve_others()
+            if key[0] not in deleting:
                 deleting[key[0]] = self.store.exists(paths.delete_topic(key[0])) is not None
-            if not self._assignment(key).replicas or deleting[key[0]]:
-                results[key] = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                          "The partition does not exist.")
+            if deleting[key[0]]:
+                results[key] = unknown
                 continue
             try:
                 await self._on_partition_reassignment(key, assignment)
@@ -88,7 +97,7 @@ class PartitionReassignment:
         elif any(r < 0 for r in target):
             message = f"Invalid broker id in replica list: [{listed}]"
         else:
-            adding = current.reassign_to(list(target)).adding
+            adding = current.reassign_to(list(target)).adding if current.replicas else target
             if set(adding) <= self.live_brokers:
                 return None
             message = (f"Replica assignment has brokers that are not alive. Replica list: "
