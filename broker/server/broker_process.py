@@ -188,6 +188,10 @@ class BrokerProcess:
                 out.append({"topic": name, "partition": index, "leader": state["leader"],
                             "leader_epoch": state["leader_epoch"], "isr": state["isr"],
                             "replicas": replicas,
+                            # a reassignment under way (KIP-455: the topic node's fields)
+                            "adding_replicas": (data.get("adding_replicas") or {}).get(str(index), []),
+                            "removing_replicas":
+                                (data.get("removing_replicas") or {}).get(str(index), []),
                             "replicas_state": local.replica_states() if leads else [],
                             "producers": local.log.producer_state.describe() if leads else []})
         return out

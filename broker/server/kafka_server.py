@@ -36,6 +36,7 @@ from broker.metadata.broker_registration import registration
 from broker.metadata.metadata_cache import MetadataCache, MetadataSnapshot
 from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.producer_id_manager import ProducerIdManager
+from broker.metadata.replica_assignment import ReplicaAssignment
 from broker.metadata.store import (
     BadVersionError,
     MetadataStoreError,
@@ -508,10 +509,26 @@ class KafkaServer:
             elif topic == TRANSACTION_STATE_TOPIC:
                 self.transaction_coordinator.on_leadership(partition, False, -1)
 
-    async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
+    def _active_controller(self) -> Controller:
         if self.controller is None:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, f"broker {self.broker_id} is not the controller")
-        return await self.controller.controlled_shutdown(broker_id)
+        return self.controller
+
+    async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
+        return await self._active_controller().controlled_shutdown(broker_id)
+
+    async def elect_leaders(self, keys: list[tuple[str, int]], *, unclean: bool
+                            ) -> dict[tuple[str, int], int | KafkaError]:
+        return await self._active_controller().elect_leaders(keys, unclean=unclean)
+
+    async def alter_partition_reassignments(
+        self, reassignments: dict[tuple[str, int], list[int] | None]
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        return await self._active_controller().alter_partition_reassignments(reassignments)
+
+    async def list_partition_reassignments(self, keys: list[tuple[str, int]] | None
+                                           ) -> dict[tuple[str, int], ReplicaAssignment]:
+        return await self._active_controller().list_partition_reassignments(keys)
 
     async def topic_config_overrides(self, topics: list[str]) -> dict[str, dict[str, str]]:
         """Topics' config overrides (requests over the wire carry none): read from the store

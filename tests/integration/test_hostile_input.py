@@ -10,7 +10,10 @@ import time
 from crc32c import crc32c
 from structlog.testing import capture_logs
 
+from protocol.api import encode_request
 from protocol.errors import ErrorCode
+from protocol.framing import encode_frame
+from protocol.headers import encode_request_header
 from protocol.records import encode_batch
 from tests.harness import led_here
 from tests.integration.raw_client import RawClient
@@ -486,4 +489,25 @@ async def test_list_offsets_by_timestamp_decodes_compressed_batches_off_the_even
     p0 = response.topics[0].partitions[0]
     assert (p0.error_code, p0.offset, p0.timestamp) == (ErrorCode.NONE, count - 1, 2000)
     assert threads and threads[0] is not threading.main_thread()
+    await client.close()
+
+
+async def test_elections_and_reassignments_of_100k_partitions_leave_others_served(async_broker):
+    """Every partition of one request is an entry of the controller's answer: 100,000 of them
+    (a 0.4-1 MB frame) are answered while another connection is served."""
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "few")
+    many = 100_000
+    bodies = [
+        (43, 2, {"election_type": 1, "timeout_ms": 1000, "topic_partitions": [
+            {"topic": "few", "partitions": list(range(many))}]}),
+        (45, 0, {"topics": [{"name": "few", "partitions": [
+            {"partition_index": i, "replicas": [0]} for i in range(1, many)]}]}),
+    ]
+    frames = [encode_frame(encode_request_header(key, version, 1, "hostile")
+                           + encode_request(key, version, body)) for key, version, body in bodies]
+    for frame in frames:
+        await client.send_raw(frame)
+        await served_promptly(async_broker.port)
+        await asyncio.wait_for(client.read_frame(), 10.0)  # answered, too
     await client.close()

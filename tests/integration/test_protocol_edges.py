@@ -54,6 +54,7 @@ async def test_api_versions_lists_exactly_the_implemented_ranges(async_broker):
                       17: (0, 1), 36: (0, 2),  # SASL: advertised on every listener, as Kafka
                       50: (0, 0), 51: (0, 0),
                       60: (0, 1),  # DescribeCluster
+                      43: (0, 2), 45: (0, 0), 46: (0, 0),  # ElectLeaders, reassignments
                       29: (0, 3), 30: (0, 3), 31: (0, 3)}  # DescribeAcls, CreateAcls, DeleteAcls
     await client.close()
 
