@@ -3,7 +3,8 @@ Kafka's config change notifications (/config/changes, ZkNodeChangeNotificationLi
 
 A topic's overrides are read once, when a controller request first names it (as Kafka reads
 them when it creates a log); AlterConfigs then writes a sequential notification naming the
-topic, and every broker re-reads that topic's node: no store read per request.
+topic, and every broker re-reads that topic's node: no store read per request. Notifications of
+other entities (client quotas' users/... and clients/...) go to `on_entity_change`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ log = structlog.get_logger("kafka_sim.topic_config_cache")
 KEEP_NOTIFICATIONS = 100
 
 OnChange = Callable[[str, dict[str, str]], None]
+OnEntityChange = Callable[[str], None]
 
 
 def notification_body(topic: str) -> dict:
@@ -41,9 +43,12 @@ class TopicConfigCache:
     """Overrides per topic; `on_change(topic, overrides)` when a notification changed a topic
     this broker has read (its logs and metadata take the new config)."""
 
-    def __init__(self, store: MetadataStore, on_change: OnChange) -> None:
+    def __init__(self, store: MetadataStore, on_change: OnChange,
+                 on_entity_change: OnEntityChange | None = None) -> None:
         self._store = store
         self._on_change = on_change
+        # Notifications of other entities (client quotas' users/..., clients/...): their path
+        self._on_entity_change = on_entity_change
         self._overrides: dict[str, dict[str, str]] = {}
         self._changed: dict[str, int] = {}  # topic -> how many notifications named it
         self._last_seen = -1
@@ -104,6 +109,9 @@ class TopicConfigCache:
             log.warning("config change notification unreadable", path=path, reason=str(exc))
             return
         kind, _, topic = str(entity).partition("/")
+        if kind != "topics" and self._on_entity_change is not None:
+            self._on_entity_change(str(entity))
+            return
         if kind != "topics" or not is_valid_topic_name(topic):
             return
         self._changed[topic] = self._changed.get(topic, 0) + 1

@@ -35,6 +35,9 @@ MAX_CACHED_PARTITIONS = 200_000
 # (topic name or, for a session opened by Fetch v13+, topic id; partition): Kafka keys a
 # session's partitions by TopicIdPartition.
 PartitionKey = tuple[str | uuid.UUID, int]
+# A partition's fixed fields in a Fetch response (index, error, offsets, the aborted
+# transactions' and records' lengths, preferred read replica): what it costs with no records
+PARTITION_RESPONSE_OVERHEAD = 42
 
 
 def next_epoch(epoch: int) -> int:
@@ -250,6 +253,16 @@ class FetchContext:
     _privileged: bool = False
     _uses_topic_ids: bool = False
     session_id: int = field(default=INVALID_SESSION_ID)
+
+    def response_size(self, results: list[FetchPartitionData]) -> int:
+        """What the response would carry, in bytes (its records and each partition's fixed
+        fields), the session left as it is (Kafka's getResponseSize, for the fetch quota)."""
+        if self.kind == "incremental" and self.session is not None:
+            parts = self.session.partitions
+            results = [data for fp, data in zip(self.partitions, results, strict=True)
+                       if (part := parts.get(fp.key)) is not None
+                       and part.must_respond(data, remember=False)]
+        return sum(PARTITION_RESPONSE_OVERHEAD + len(data.records) for data in results)
 
     def respond(self, results: list[FetchPartitionData]
                 ) -> list[tuple[FetchPartition, FetchPartitionData]]:
