@@ -184,3 +184,37 @@ async def test_quotas_keep_scram_credentials_of_the_same_user(async_broker):
     assert await describe(client, [("user", EXACT, "carol")]) == {}
     assert async_broker.services.scram_credentials.mechanisms("carol") == {"SCRAM-SHA-256": 4096}
     await client.close()
+
+
+def test_kafka_python_protocol_classes_alter_and_describe(kafka_broker):
+    """kafka-python 3 has the two messages (its own encoder) but no admin method for them: its
+    admin client's connection sends them."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.protocol.admin.client_quotas import (
+        AlterClientQuotasRequest,
+        DescribeClientQuotasRequest,
+    )
+
+    admin = KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
+    try:
+        entry, described = AlterClientQuotasRequest.EntryData, DescribeClientQuotasRequest
+        alter_request = AlterClientQuotasRequest(entries=[entry(
+            entity=[entry.EntityData(entity_type="user", entity_name="alice"),
+                    entry.EntityData(entity_type="client-id", entity_name=None)],
+            ops=[entry.OpData(key="consumer_byte_rate", value=2048.0, remove=False)])],
+            validate_only=False)
+        answer = admin._manager.run(admin._manager.send, alter_request)
+        assert [(e.error_code, [(x.entity_type, x.entity_name) for x in e.entity])
+                for e in answer.entries] == [(0, [("client-id", None), ("user", "alice")])]
+        describe_request = described(components=[
+            described.ComponentData(entity_type="user", match_type=EXACT, match="alice"),
+            described.ComponentData(entity_type="client-id", match_type=DEFAULT, match=None)],
+            strict=True)
+        answer = admin._manager.run(admin._manager.send, describe_request)
+        assert answer.error_code == 0
+        assert [[(v.key, v.value) for v in e.values] for e in answer.entries] == [
+            [("consumer_byte_rate", 2048.0)]]
+    finally:
+        admin.close()
+    server = kafka_broker.cluster.brokers[0]
+    assert kafka_broker.call(lambda: server.quotas.fetch.quota("alice", "any")) == 2048
