@@ -14,6 +14,8 @@ class ThrottledChannels:
     def __init__(self, timer: SystemTimer) -> None:
         self.timer = timer
         self.delayed = 0  # connections muted now
+        self.expired = 0  # delays that ran their course: the connection was unmuted
+        self.completed = 0  # delays cut short: the connection closed while muted
         self.throttled: dict[str, int] = {"produce": 0, "fetch": 0, "request": 0}
         self.throttle_ms_total = 0
 
@@ -32,10 +34,16 @@ class ThrottledChannels:
         try:
             self.timer.add(task)
             await future
+            self.expired += 1
+        except BaseException:
+            self.completed += 1
+            raise
         finally:
             task.cancel()  # the connection closed first: its delay leaves the wheel
             self.delayed -= 1
 
     def stats(self) -> dict:
-        return {"name": "throttle", "delayed": self.delayed, "throttled": dict(self.throttled),
-                "throttle_ms_total": self.throttle_ms_total}
+        """As a purgatory's (a delay queue watches no keys), and the throttles per quota type."""
+        return {"name": "throttle", "delayed": self.delayed, "watched": 0, "keys": 0,
+                "completed": self.completed, "expired": self.expired,
+                "throttled": dict(self.throttled), "throttle_ms_total": self.throttle_ms_total}
