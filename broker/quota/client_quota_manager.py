@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from broker.quota.rate import QuotaSensor, throttle_time_ms
+from broker.quota.rate import QuotaSensor, as_int, throttle_time_ms
 
 DEFAULT = "<default>"  # Kafka's ConfigEntityName.Default: the name of a default entity's node
 NANOS_TO_PERCENTAGE_PER_SECOND = 100.0 / 1e9
@@ -155,7 +155,7 @@ class ClientQuotaManager:
             self.sensor(user, client_id).record(-value, self.now_ms(), check=False)
 
     def throttle_time(self, violation) -> int:
-        return throttle_time_ms(violation)
+        return as_int(throttle_time_ms(violation))
 
     def _purge_inactive(self) -> None:
         # Bounded memory under many client ids: sensors idle for an hour go, checked at most
@@ -182,4 +182,4 @@ class ClientRequestQuotaManager(ClientQuotaManager):
         return self.record(user, client_id, nanos * NANOS_TO_PERCENTAGE_PER_SECOND)
 
     def throttle_time(self, violation) -> int:
-        return min(throttle_time_ms(violation), self.window_ms)
+        return as_int(min(throttle_time_ms(violation), self.window_ms))

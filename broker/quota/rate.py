@@ -87,6 +87,25 @@ class QuotaSensor:
 
 def throttle_time_ms(violation: QuotaViolation) -> int:
     """How long to hold the client so its rate falls back to the bound if it sends nothing more:
-    O * W / (W + X) = T gives X = (O - T) / T * W (Kafka's QuotaUtils.throttleTime)."""
-    x = (violation.value - violation.bound) / violation.bound * violation.window_ms
-    return math.floor(x + 0.5)  # Java's Math.round: halves go up
+    O * W / (W + X) = T gives X = (O - T) / T * W (Kafka's QuotaUtils.throttleTime), rounded
+    to a long as Java does (a zero bound's infinity is Long.MAX_VALUE)."""
+    difference = violation.value - violation.bound
+    if violation.bound == 0:
+        x = math.nan if difference == 0 else math.copysign(math.inf, difference)
+    else:
+        x = difference / violation.bound * violation.window_ms
+    if math.isnan(x):
+        whole = 0
+    elif x >= 2**63:
+        whole = 2**63 - 1
+    elif x <= -(2**63):
+        whole = -(2**63)
+    else:
+        whole = math.floor(x + 0.5)  # Java's Math.round: halves go up
+    return whole
+
+
+def as_int(whole: int) -> int:
+    """Java's (int) of a long, as Kafka narrows a throttle time: a huge one wraps (Long.MAX_VALUE
+    to -1), and a throttle that is not positive is none."""
+    return max((whole + 2**31) % 2**32 - 2**31, 0)
