@@ -4,16 +4,20 @@ components, strict or not; alterations validated key by key, then written to the
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from broker.metadata.client_quota_configs import (
     DEFAULT,
     ClientQuotaConfigs,
     EntityKey,
+    InvalidEntityPath,
     desanitize_entity_name,
     sanitize_entity_name,
 )
+from broker.metadata.store import MetadataStoreError
 from protocol.errors import ErrorCode, KafkaError
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
@@ -95,6 +99,12 @@ def _matches(c: FilterComponent | None, name: str | None | bool, strict: bool) -
 def describe(configs: ClientQuotaConfigs, components: list[FilterComponent],
              strict: bool) -> list[tuple[Entity, dict[str, float]]]:
     """The entities the filter matches that have quota values, with those values."""
+    with _store_errors():
+        return _describe(configs, components, strict)
+
+
+def _describe(configs: ClientQuotaConfigs, components: list[FilterComponent],
+              strict: bool) -> list[tuple[Entity, dict[str, float]]]:
     by_type = _components(components)
     if IP in by_type:
         return []  # IP quotas (connection_creation_rate) are not kept here: none match
@@ -174,6 +184,12 @@ def alter(configs: ClientQuotaConfigs, entity: Entity,
           ops: list[tuple[str, float, bool]], validate_only: bool) -> None:
     """Apply (key, value, remove) operations to one entity's node; KafkaError for the first
     problem (the node is then left as it was)."""
+    with _store_errors():
+        _alter(configs, entity, ops, validate_only)
+
+
+def _alter(configs: ClientQuotaConfigs, entity: Entity,
+           ops: list[tuple[str, float, bool]], validate_only: bool) -> None:
     key, allowed = entity_key(entity)
     config = configs.fetch(key)
     for name, value, remove in ops:
@@ -194,6 +210,16 @@ def alter(configs: ClientQuotaConfigs, entity: Entity,
             raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Unexpected config type {kind}")
     if not validate_only:
         configs.change(key, config)
+
+
+@contextlib.contextmanager
+def _store_errors() -> Iterator[None]:
+    """What ZooKeeper would refuse (a "." or ".." name) or fail on answers as Kafka's
+    ZkAdminManager does with an unexpected exception: UNKNOWN_SERVER_ERROR."""
+    try:
+        yield
+    except (InvalidEntityPath, MetadataStoreError) as exc:
+        raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)) from None
 
 
 def _java_long(value: float) -> int:

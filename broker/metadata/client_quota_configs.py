@@ -47,8 +47,17 @@ def entity_path(key: EntityKey) -> str:
     return f"{CLIENTS}/{client}"
 
 
+class InvalidEntityPath(ValueError):
+    """A name that sanitizes to "." or ".." (Sanitizer keeps dots): no node can have it, as
+    ZooKeeper refuses relative path steps."""
+
+
 def node_path(key: EntityKey) -> str:
-    return f"/config/{entity_path(key)}"
+    path = f"/config/{entity_path(key)}"
+    if any(step in (".", "..") for step in path.split("/")):
+        raise InvalidEntityPath(f'Invalid path string "{path}" caused by relative paths not '
+                                "allowed")
+    return path
 
 
 def parse_entity_path(path: str) -> EntityKey | None:

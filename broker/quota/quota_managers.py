@@ -80,7 +80,7 @@ class QuotaManagers:
             return
         try:
             self.apply(key, configs.fetch(key))
-        except MetadataStoreError as exc:
+        except (MetadataStoreError, ValueError) as exc:  # ValueError: a "." or ".." name
             log.warning("client quota config not re-read", entity=path, reason=str(exc))
 
     def stats(self) -> dict:

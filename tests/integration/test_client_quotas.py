@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from protocol.errors import ErrorCode
 from tests.integration.raw_client import RawClient
+from tests.integration.test_hostile_input import served_promptly
 
 DESCRIBE, ALTER = 48, 49
 
@@ -218,3 +219,23 @@ def test_kafka_python_protocol_classes_alter_and_describe(kafka_broker):
         admin.close()
     server = kafka_broker.cluster.brokers[0]
     assert kafka_broker.call(lambda: server.quotas.fetch.quota("alice", "any")) == 2048
+
+
+async def test_names_no_node_can_have_are_refused_on_their_connection_alone(async_broker):
+    """Kafka's Sanitizer keeps dots: "." and ".." would be relative path steps, which ZooKeeper
+    refuses (Kafka answers UNKNOWN_SERVER_ERROR); they once closed the connection here."""
+    client = await RawClient.connect(async_broker.port)
+    results = await alter(client, [(entity(user=".."), [op("producer_byte_rate", 1)]),
+                                   (entity(user="ok", client_id="."), [op("producer_byte_rate", 1)]),
+                                   (entity(client_id="..."), [op("producer_byte_rate", 1)])])
+    assert [(code, message) for _, code, message in results] == [
+        (ErrorCode.UNKNOWN_SERVER_ERROR,
+         'Invalid path string "/config/users/.." caused by relative paths not allowed'),
+        (ErrorCode.UNKNOWN_SERVER_ERROR,
+         'Invalid path string "/config/users/ok/clients/." caused by relative paths not allowed'),
+        (ErrorCode.NONE, None)]
+    assert (await describe(client, [("user", EXACT, ".")], strict=True))[0] == \
+        ErrorCode.UNKNOWN_SERVER_ERROR
+    await served_promptly(async_broker.port)
+    assert set(await describe(client, [])) == {(("client-id", "..."),)}  # still served
+    await client.close()
