@@ -3,7 +3,9 @@ layout, Kafka's filter semantics (EXACT / DEFAULT / ANY, strict) and its errors 
 
 from __future__ import annotations
 
+from broker.server.cluster import Cluster
 from protocol.errors import ErrorCode
+from tests.harness import cluster_config
 from tests.integration.raw_client import RawClient
 from tests.integration.test_hostile_input import served_promptly
 
@@ -239,3 +241,19 @@ async def test_names_no_node_can_have_are_refused_on_their_connection_alone(asyn
     await served_promptly(async_broker.port)
     assert set(await describe(client, [])) == {(("client-id", "..."),)}  # still served
     await client.close()
+
+
+async def test_a_restarted_broker_applies_the_stored_quotas(tmp_path):
+    cluster = Cluster(cluster_config(tmp_path), 1)
+    await cluster.start()
+    client = await RawClient.connect(cluster.brokers[0].port)
+    await alter(client, [(entity(user="carl", client_id=None), [op("consumer_byte_rate", 64)])])
+    await client.close()
+    await cluster.stop()
+    cluster = Cluster(cluster_config(tmp_path), 1)
+    await cluster.start()
+    try:
+        assert cluster.brokers[0].quotas.fetch.quota("carl", "any") == 64
+        assert cluster.brokers[0].quotas.fetch.quota("dora", "any") != 64
+    finally:
+        await cluster.stop()
