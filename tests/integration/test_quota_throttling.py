@@ -183,3 +183,34 @@ def test_kafka_python_producer_is_slowed_to_its_byte_rate(broker_factory):
     assert 300_000 / elapsed < 250_000
     server = broker.cluster.brokers[0]
     assert broker.call(lambda: server.quotas.throttled.throttled["produce"]) > 0
+
+
+async def test_a_throttled_incremental_fetch_keeps_its_session(tmp_path):
+    clock, cluster, broker = await started(tmp_path)
+    try:
+        admin = await RawClient.connect(broker.port)
+        await create_topic(admin, "s")
+        batch = encode_batch([(None, b"w" * 3_000, [], 0)])
+        await admin.request(PRODUCE, 9, produce_body({("s", 0): batch}))
+        consumer = await RawClient.connect(broker.port)
+
+        def at(offset: int, session_id: int, epoch: int) -> dict:
+            body = fetch_body("s")
+            body["topics"][0]["partitions"][0]["fetch_offset"] = offset
+            return {**body, "session_id": session_id, "session_epoch": epoch}
+
+        opened = await consumer.request(FETCH, 12, at(1, 0, 0))  # past the batch: nothing new
+        session = opened.session_id
+        assert session != 0
+        await alter(admin, [(entity(user=None), [op("consumer_byte_rate", 200)])])
+        throttled = await consumer.request(FETCH, 12, at(0, session, 1))  # the batch: too much
+        assert throttled.throttle_time_ms > 0
+        assert (throttled.error_code, throttled.session_id, throttled.responses) == (0, session, [])
+        clock.advance(throttled.throttle_time_ms)
+        # the session moved to epoch 2 as for any answer: the client's next epoch is accepted
+        after = await asyncio.wait_for(consumer.request(FETCH, 12, at(1, session, 2)), 10)
+        assert (after.error_code, after.session_id, after.throttle_time_ms) == (0, session, 0)
+        await consumer.close()
+        await admin.close()
+    finally:
+        await cluster.stop()
