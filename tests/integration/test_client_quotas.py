@@ -3,6 +3,8 @@ layout, Kafka's filter semantics (EXACT / DEFAULT / ANY, strict) and its errors 
 
 from __future__ import annotations
 
+import pytest
+
 from broker.server.cluster import Cluster
 from protocol.errors import ErrorCode
 from tests.harness import cluster_config
@@ -257,3 +259,22 @@ async def test_a_restarted_broker_applies_the_stored_quotas(tmp_path):
         assert cluster.brokers[0].quotas.fetch.quota("dora", "any") != 64
     finally:
         await cluster.stop()
+
+
+@pytest.mark.broker_config({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                            "allow.everyone.if.no.acl.found": "true"})
+async def test_quota_apis_need_the_clusters_config_operations(async_broker):
+    from tests.integration.test_acl_checks import ALL, ALLOW, CLUSTER, DENY, LITERAL, create_acls
+
+    describe_configs, alter_configs = 10, 11
+    client = await RawClient.connect(async_broker.port)
+    await alter(client, [(entity(user="before"), [op("producer_byte_rate", 1)])])
+    await create_acls(client, (CLUSTER, "kafka-cluster", LITERAL, ALL, ALLOW),
+                      (CLUSTER, "kafka-cluster", LITERAL, alter_configs, DENY))
+    assert await alter(client, [(entity(user="u"), [op("producer_byte_rate", 1)])]) == [
+        ({"user": "u"}, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)]
+    assert set(await describe(client, [])) == {(("user", "before"),)}
+    await create_acls(client, (CLUSTER, "kafka-cluster", LITERAL, describe_configs, DENY))
+    assert await describe(client, []) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+    assert async_broker.store.exists("/config/users/u") is None
+    await client.close()
