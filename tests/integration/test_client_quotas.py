@@ -9,6 +9,7 @@ from broker.server.cluster import Cluster
 from protocol.errors import ErrorCode
 from tests.harness import cluster_config
 from tests.integration.raw_client import RawClient
+from tests.integration.test_acl_checks import ALL, ALLOW, CLUSTER, DENY, LITERAL, create_acls
 from tests.integration.test_hostile_input import served_promptly
 
 DESCRIBE, ALTER = 48, 49
@@ -264,8 +265,6 @@ async def test_a_restarted_broker_applies_the_stored_quotas(tmp_path):
 @pytest.mark.broker_config({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
                             "allow.everyone.if.no.acl.found": "true"})
 async def test_quota_apis_need_the_clusters_config_operations(async_broker):
-    from tests.integration.test_acl_checks import ALL, ALLOW, CLUSTER, DENY, LITERAL, create_acls
-
     describe_configs, alter_configs = 10, 11
     client = await RawClient.connect(async_broker.port)
     await alter(client, [(entity(user="before"), [op("producer_byte_rate", 1)])])
