@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from broker.metadata.client_quota_configs import sanitize
+from broker.metadata.sanitizer import sanitize
 from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:

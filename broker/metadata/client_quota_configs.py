@@ -6,9 +6,9 @@ name is the `<default>` entity), JSON {"version":1,"config":{...}}, each change 
 from __future__ import annotations
 
 import json
-from urllib.parse import quote, unquote
 
 from broker.metadata import zk_paths as paths
+from broker.metadata.sanitizer import desanitize, sanitize
 from broker.metadata.store import MetadataStore, NodeExistsError, NoNodeError
 
 DEFAULT = "<default>"  # Kafka's ConfigEntityName.Default
@@ -16,16 +16,6 @@ USERS, CLIENTS = "users", "clients"
 
 # (sanitized user or None, sanitized client id or None): which node an entity's config is in
 EntityKey = tuple[str | None, str | None]
-
-
-def sanitize(name: str) -> str:
-    """Kafka's Sanitizer: URL-encoded as Java's URLEncoder, with "*" and "~" escaped too (Python
-    keeps "~"), so any name is one safe path step."""
-    return quote(name, safe="").replace("~", "%7E")
-
-
-def desanitize(name: str) -> str:
-    return unquote(name)
 
 
 def sanitize_entity_name(name: str | None) -> str:

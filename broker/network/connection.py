@@ -76,7 +76,6 @@ class Connection:
         self.logins = 0  # successful SASL logins on this connection (more: re-authentications)
         self.waiting_for_client = False  # a response waits for the client to read
         self.throttle: tuple[str, int] | None = None  # (quota, ms) the last response earned
-        self.throttled_ms = 0  # how long quotas have muted this connection in all
         self.security = security
         # What a frame goes to: the request path, or (SASL, until logged in) the authenticator.
         # One bound method, so a PLAINTEXT connection pays nothing per request for SASL.
@@ -169,7 +168,6 @@ class Connection:
         self.throttle = None
         quotas = self.services.quotas
         if quotas is not None:
-            self.throttled_ms += throttle_ms
             await quotas.throttled.mute(quota_type, throttle_ms)
 
     async def _read(self, deadline: float) -> bytes:

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from broker.metadata.client_quota_configs import DEFAULT
 from broker.quota.rate import QuotaSensor, as_int, throttle_time_ms
 
-DEFAULT = "<default>"  # Kafka's ConfigEntityName.Default: the name of a default entity's node
 NANOS_TO_PERCENTAGE_PER_SECOND = 100.0 / 1e9
 INACTIVE_SENSOR_EXPIRATION_MS = 3600 * 1000  # Kafka drops a sensor idle for an hour
 UNLIMITED = float(2**63 - 1)  # Long.MaxValue, Kafka's bound for no quota

@@ -12,9 +12,9 @@ from broker.metadata.client_quota_configs import (
     DEFAULT,
     ClientQuotaConfigs,
     EntityKey,
-    desanitize,
     parse_entity_path,
 )
+from broker.metadata.sanitizer import desanitize
 from broker.metadata.store import MetadataStoreError
 from broker.quota.client_quota_manager import (
     ClientQuotaManager,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.metadata.client_quota_configs import desanitize, sanitize
+from broker.metadata.sanitizer import desanitize, sanitize
 from broker.metadata.store import MetadataStore, NodeExistsError, NoNodeError
 from broker.security.sasl import SCRAM_SHA_256, SCRAM_SHA_512
 from broker.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential, make_credential

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.metadata.client_quota_configs import DEFAULT, parse_entity_path, sanitize
+from broker.metadata.client_quota_configs import DEFAULT, parse_entity_path
+from broker.metadata.sanitizer import sanitize
 from broker.quota.client_quota_manager import (
     UNLIMITED,
     ClientQuotaManager,
