@@ -12,10 +12,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from broker.admin.client_quotas import alter
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, authorize_cluster
 from protocol.errors import ErrorCode, KafkaError
+
+YIELD_EVERY = 50
 
 
 @register(49, "AlterClientQuotas", 0, 1)
@@ -25,7 +29,12 @@ async def handle(ctx: RequestContext, request) -> dict:
     allowed = authorize_cluster(ctx, AclOperation.ALTER_CONFIGS)
     results: dict[tuple, tuple[dict, int, str | None]] = {}
     wrote = False
-    for entry in request.entries:
+    for index, entry in enumerate(request.entries):
+        if index % YIELD_EVERY == YIELD_EVERY - 1:
+            # Each entity is a node write and a notification every broker reads at once: let
+            # other connections in now and then, so that thousands of entities in one request
+            # delay them by a slice, not by the whole request
+            await asyncio.sleep(0)
         entity = {e.entity_type: e.entity_name for e in entry.entity}  # a repeat: the last wins
         # The response lists client-id before user (the order of Kafka's HashMap)
         entity = dict(sorted(entity.items(), key=lambda item: item[0] != "client-id"))

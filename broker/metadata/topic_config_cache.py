@@ -89,13 +89,18 @@ class TopicConfigCache:
         return {t: dict(self._overrides.get(t, answers.get(t)) or {}) for t in topics}
 
     def _on_children(self, children: list[str]) -> None:
-        fresh = sorted((c for c in children if _sequence(c) > self._last_seen), key=_sequence)
+        # Called for every notification written (a request altering thousands of entities
+        # writes thousands, each read by every broker): each child's sequence is parsed once.
+        numbered = [(_sequence(c), c) for c in children]
+        last_seen = self._last_seen
+        fresh = sorted(n for n in numbered if n[0] > last_seen)
         if fresh:
-            self._last_seen = _sequence(fresh[-1])
-            for child in fresh:
+            self._last_seen = fresh[-1][0]
+            for _, child in fresh:
                 self._handle(f"{paths.CONFIG_CHANGES}/{child}")
-        stale = sorted(children, key=_sequence)[:-KEEP_NOTIFICATIONS]
-        for child in stale:
+        if len(numbered) <= KEEP_NOTIFICATIONS:
+            return
+        for _, child in sorted(numbered)[:-KEEP_NOTIFICATIONS]:
             with contextlib.suppress(NoNodeError):  # every broker purges: one of them wins
                 self._store.delete(f"{paths.CONFIG_CHANGES}/{child}")
 

@@ -3,6 +3,8 @@ layout, Kafka's filter semantics (EXACT / DEFAULT / ANY, strict) and its errors 
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from broker.server.cluster import Cluster
@@ -276,4 +278,19 @@ async def test_quota_apis_need_the_clusters_config_operations(async_broker):
     await create_acls(client, (CLUSTER, "kafka-cluster", LITERAL, describe_configs, DENY))
     assert await describe(client, []) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     assert async_broker.store.exists("/config/users/u") is None
+    await client.close()
+
+
+async def test_thousands_of_entities_in_one_alter_leave_other_clients_served(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    entries = [{"entity": entity(client_id=f"c{i}"), "ops": [op("producer_byte_rate", 1000)]}
+               for i in range(4000)]
+    correlation_id = await client.send(ALTER, 1, {"entries": entries, "validate_only": False})
+    answer = asyncio.ensure_future(client.receive(ALTER, 1, correlation_id))
+    await asyncio.sleep(0)
+    await served_promptly(async_broker.port)
+    assert not answer.done()  # the other client was served while the entities were written
+    response = await asyncio.wait_for(answer, 30)
+    assert [e.error_code for e in response.entries] == [ErrorCode.NONE] * 4000
+    assert async_broker.quotas.produce.quota("", "c3999") == 1000
     await client.close()
