@@ -96,15 +96,15 @@ def _matches(c: FilterComponent | None, name: str | None | bool, strict: bool) -
     return name is not False and name == wanted
 
 
-def describe(configs: ClientQuotaConfigs, components: list[FilterComponent],
-             strict: bool) -> list[tuple[Entity, dict[str, float]]]:
+async def describe(configs: ClientQuotaConfigs, components: list[FilterComponent],
+                   strict: bool) -> list[tuple[Entity, dict[str, float]]]:
     """The entities the filter matches that have quota values, with those values."""
     with _store_errors():
-        return _describe(configs, components, strict)
+        return await _describe(configs, components, strict)
 
 
-def _describe(configs: ClientQuotaConfigs, components: list[FilterComponent],
-              strict: bool) -> list[tuple[Entity, dict[str, float]]]:
+async def _describe(configs: ClientQuotaConfigs, components: list[FilterComponent],
+                    strict: bool) -> list[tuple[Entity, dict[str, float]]]:
     by_type = _components(components)
     if IP in by_type:
         return []  # IP quotas (connection_creation_rate) are not kept here: none match
@@ -114,16 +114,18 @@ def _describe(configs: ClientQuotaConfigs, components: list[FilterComponent],
     exclude_user = strict and user_c is None
     exclude_client = strict and client_c is None
     # Read only what the filter can match, as Kafka does: one node, or every node of a level
-    every: dict[EntityKey, dict[str, str]] | None = None
+    wanted_all = ((not exclude_user and not exact_client and not (exact_user and exclude_client))
+                  or (not exact_user and not exclude_client
+                      and not (exclude_user and exact_client))
+                  or (not exclude_user and not exclude_client
+                      and not (exact_user and exact_client)))
+    every = await configs.fetch_all() if wanted_all else {}
 
     def level(one: EntityKey, exact: bool, everything: bool, shape) -> dict:
-        nonlocal every
         if exact:
             return {one: configs.fetch(one)}
         if not everything:
             return {}
-        if every is None:
-            every = configs.fetch_all()
         return {k: v for k, v in every.items() if shape(k)}
 
     found: dict[EntityKey, dict[str, str]] = {}

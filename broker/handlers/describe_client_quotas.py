@@ -33,7 +33,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     components = [FilterComponent(c.entity_type, c.match_type, c.match)
                   for c in request.components]
     try:
-        found = describe(configs, components, request.strict)
+        found = await describe(configs, components, request.strict)
     except KafkaError as exc:
         return _error(exc.code, exc.message)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,

@@ -85,23 +85,29 @@ class ClientQuotaConfigs:
             return {}
         return _config_of(data)
 
-    def fetch_all(self) -> dict[EntityKey, dict[str, str]]:
+    async def fetch_all(self) -> dict[EntityKey, dict[str, str]]:
         """Every user, client-id and (user, client-id) entity node (Kafka's
-        fetchAllEntityConfigs and fetchAllChildEntityConfigs)."""
-        out: dict[EntityKey, dict[str, str]] = {}
-        for user in self._children(paths.USER_CONFIGS):
-            out[(user, None)] = self.fetch((user, None))
-            for client in self._children(f"{paths.USER_CONFIGS}/{user}/{CLIENTS}"):
-                out[(user, client)] = self.fetch((user, client))
-        for client in self._children(paths.CLIENT_CONFIGS):
-            out[(None, client)] = self.fetch((None, client))
-        return out
+        fetchAllEntityConfigs and fetchAllChildEntityConfigs), read in batches off the loop: a
+        user node's child count says whether it has clients to list."""
+        users = self._children(paths.USER_CONFIGS)
+        clients = self._children(paths.CLIENT_CONFIGS)
+        keys: list[EntityKey] = [(u, None) for u in users] + [(None, c) for c in clients]
+        read = await self.store.get_many([node_path(k) for k in keys])
+        pairs: list[EntityKey] = [
+            (user, client) for (user, _), got in zip(keys, read, strict=True)
+            if user is not None and got is not None and got[1].num_children > 0
+            for client in self._children(f"{paths.USER_CONFIGS}/{user}/{CLIENTS}")]
+        read += await self.store.get_many([node_path(k) for k in pairs])
+        return {key: _config_of(got[0]) for key, got in zip(keys + pairs, read, strict=True)
+                if got is not None}
 
     def _children(self, path: str) -> list[str]:
         try:
-            return sorted(self.store.get_children(path))
+            children = self.store.get_children(path)
         except NoNodeError:
             return []
+        # a child no entity can have (written to the store by hand) is no entity
+        return sorted(c for c in children if c not in (".", ".."))
 
     def change(self, key: EntityKey, config: dict[str, str]) -> None:
         """Write the entity's whole config and announce it to every broker."""

@@ -69,9 +69,9 @@ class QuotaManagers:
                     log.warning("quota value unreadable", entity=key, key=name, value=value)
             manager.update_quota(target, bound)
 
-    def load(self, configs: ClientQuotaConfigs) -> None:
+    async def load(self, configs: ClientQuotaConfigs) -> None:
         """Every stored entity (a broker's start; a notification then brings each change)."""
-        for key, config in configs.fetch_all().items():
+        for key, config in (await configs.fetch_all()).items():
             self.apply(key, config)
 
     def on_notification(self, configs: ClientQuotaConfigs, path: str) -> None:

@@ -223,7 +223,7 @@ class KafkaServer:
         self.context.running_brokers[self.broker_id] = self
         self.store.add_session_listener(self._on_session_change)
         self.topic_configs.start()
-        self.quotas.load(self.client_quota_configs)
+        await self.quotas.load(self.client_quota_configs)
         self._register()
         self._schedule_isr_expiration()
         self._background = [
