@@ -45,6 +45,19 @@ def _invalid(message: str) -> KafkaError:
     return KafkaError(ErrorCode.INVALID_REQUEST, message)
 
 
+def java_map_order(entity: Entity) -> Entity:
+    """The entries in the order Kafka's HashMap (16 buckets) yields them, which is the order its
+    answers list an entity's parts: by bucket of the type's String.hashCode, then as added."""
+
+    def bucket(name: str) -> int:
+        h = 0
+        for ch in name.encode("utf-16-be").hex(" ", 2).split():
+            h = (31 * h + int(ch, 16)) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & 15
+
+    return dict(sorted(entity.items(), key=lambda item: bucket(item[0])))
+
+
 def _entity(user: str | None | bool, client: str | None | bool) -> Entity:
     """client-id first, then user, as the response lists them; False: not part of it."""
     out: Entity = {}

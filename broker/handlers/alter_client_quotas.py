@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.admin.client_quotas import alter
+from broker.admin.client_quotas import alter, java_map_order
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, authorize_cluster
 from protocol.errors import ErrorCode, KafkaError
@@ -35,9 +35,8 @@ async def handle(ctx: RequestContext, request) -> dict:
             # other connections in now and then, so that thousands of entities in one request
             # delay them by a slice, not by the whole request
             await asyncio.sleep(0)
-        entity = {e.entity_type: e.entity_name for e in entry.entity}  # a repeat: the last wins
-        # The response lists client-id before user (the order of Kafka's HashMap)
-        entity = dict(sorted(entity.items(), key=lambda item: item[0] != "client-id"))
+        # a repeated type: the last wins; the order of Kafka's HashMap (client-id before user)
+        entity = java_map_order({e.entity_type: e.entity_name for e in entry.entity})
         code, message = ErrorCode.NONE, None
         if not allowed:
             code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
