@@ -45,9 +45,10 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kafka_sim.connection")
 READ_CHUNK = 256 * 1024
 PRODUCE_KEY, METADATA_KEY = 0, 3
-# Never throttled by the request quota: the inter-broker (cluster action) APIs, and what a client
-# sends before it can be told to back off (ApiVersions, the SASL login)
-REQUEST_QUOTA_EXEMPT = frozenset({4, 5, 6, 7, 17, 18, 27, 36})
+# Never throttled by the request quota: the inter-broker (cluster action) APIs, answered without
+# a throttle as Kafka's sendResponseExemptThrottle (LeaderAndIsr, StopReplica, UpdateMetadata,
+# ControlledShutdown, WriteTxnMarkers)
+REQUEST_QUOTA_EXEMPT = frozenset({4, 5, 6, 7, 27})
 
 
 __all__ = ["CloseConnection", "Connection"]
@@ -95,6 +96,12 @@ class Connection:
         self.decoder.max_frame_bytes = min(self.security.max_receive_size,
                                            self.services.config["socket.request.max.bytes"])
         return authenticator
+
+    @property
+    def _before_login(self) -> bool:
+        """A SASL client's ApiVersions before it logged in: Kafka's authenticator answers it,
+        outside the request quotas."""
+        return self.security is not None and self.security.sasl and self.logins == 0
 
     def authenticated(self, principal: str, mechanism: str, session_ms: int) -> None:
         """The SASL authenticator's success: every API is served from the next request on."""
@@ -247,7 +254,7 @@ class Connection:
                              self.principal, request_size=len(frame))
         quotas = self.services.quotas
         if (quotas is not None and quotas.request.quotas_enabled
-                and header.api_key not in REQUEST_QUOTA_EXEMPT):
+                and header.api_key not in REQUEST_QUOTA_EXEMPT and not self._before_login):
             # request_percentage: the broker's time on the request, recorded after it unless
             # the handler did (Kafka's sendResponseMaybeThrottle)
             meter = HandlerTime()

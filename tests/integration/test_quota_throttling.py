@@ -30,6 +30,7 @@ from timer import ManualClock
 
 METADATA_BODY = {"topics": None, "allow_auto_topic_creation": False,
                  "include_topic_authorized_operations": False}
+STOP_REPLICA = 5
 WINDOW_MS = 10_000  # a first burst is measured over quota.window.num - 1 whole windows
 
 
@@ -149,8 +150,16 @@ async def test_request_percentage_throttles_by_handler_time(tmp_path):
         await settle()
         assert not reply.done()
         clock.advance(1)
-        assert (await asyncio.wait_for(reply, 10)).throttle_time_ms == 0  # exempt
-        assert broker.quotas.throttled.throttled["request"] == 1
+        # ApiVersions is throttled too (Kafka exempts only the inter-broker APIs)
+        assert (await asyncio.wait_for(reply, 10)).throttle_time_ms == 1000
+        clock.advance(1000)
+        # an inter-broker request (a stale StopReplica) is exempt: no mute after its answer
+        stale = await client.request(STOP_REPLICA, 3, {
+            "controller_id": 0, "controller_epoch": -5, "broker_epoch": -1, "topic_states": []})
+        assert stale.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
+        answer = await asyncio.wait_for(client.request(METADATA, 12, METADATA_BODY), 10)
+        assert answer.throttle_time_ms == 1000
+        assert broker.quotas.throttled.throttled["request"] == 3
         await client.close()
         await admin.close()
     finally:
