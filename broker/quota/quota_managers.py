@@ -52,6 +52,8 @@ class QuotaManagers:
         self.fetch = ClientQuotaManager("fetch", samples, window, now_ms)
         self.request = ClientRequestQuotaManager("request", samples, window, now_ms)
         self.throttled = ThrottledChannels(timer)
+        # Entities notified while a load reads the store: its older read must not undo them
+        self._notified_while_loading: set[EntityKey] | None = None
 
     def apply(self, key: EntityKey, config: dict[str, str]) -> None:
         """An entity's stored config is now `config`: each manager takes its key's bound, or
@@ -71,13 +73,22 @@ class QuotaManagers:
 
     async def load(self, configs: ClientQuotaConfigs) -> None:
         """Every stored entity (a broker's start; a notification then brings each change)."""
-        for key, config in (await configs.fetch_all()).items():
-            self.apply(key, config)
+        self._notified_while_loading = set()
+        try:
+            stored = await configs.fetch_all()  # off the loop: notifications may come meanwhile
+            fresher = self._notified_while_loading
+        finally:
+            self._notified_while_loading = None
+        for key, config in stored.items():
+            if key not in fresher:
+                self.apply(key, config)
 
     def on_notification(self, configs: ClientQuotaConfigs, path: str) -> None:
         key = parse_entity_path(path)
         if key is None:
             return
+        if self._notified_while_loading is not None:
+            self._notified_while_loading.add(key)
         try:
             self.apply(key, configs.fetch(key))
         except (MetadataStoreError, ValueError) as exc:  # ValueError: a "." or ".." name

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from broker.metadata.client_quota_configs import DEFAULT, parse_entity_path
+from broker.config import build_config
+from broker.metadata.client_quota_configs import DEFAULT, ClientQuotaConfigs, parse_entity_path
+from broker.metadata.embedded_store import EmbeddedMetadataStore
 from broker.metadata.sanitizer import sanitize
 from broker.quota.client_quota_manager import (
     UNLIMITED,
@@ -13,8 +15,9 @@ from broker.quota.client_quota_manager import (
     ClientRequestQuotaManager,
     entity,
 )
-from broker.quota.quota_managers import quota_entity
+from broker.quota.quota_managers import QuotaManagers, quota_entity
 from broker.quota.rate import QuotaSensor
+from timer import ManualClock, SystemTimer
 
 
 class Clock:
@@ -126,3 +129,22 @@ def test_a_zero_quota_does_not_overflow():
     quotas = manager()
     quotas.update_quota(entity(None, "c"), 0)
     assert quotas.record("", "c", 100) == 0  # Kafka's throttle time overflows to -1: none
+
+
+async def test_a_load_does_not_undo_a_notification_that_came_while_it_read():
+    clock = ManualClock()
+    store = EmbeddedMetadataStore()
+    configs = ClientQuotaConfigs(store)
+    configs.change((None, "c"), {"producer_byte_rate": "10"})
+    managers = QuotaManagers(build_config({}, environ={}), SystemTimer(clock), clock.now_ms)
+    real_fetch_all = configs.fetch_all
+
+    async def slow_fetch_all():
+        read = await real_fetch_all()  # what the load saw: 10
+        configs.change((None, "c"), {"producer_byte_rate": "20"})
+        managers.on_notification(configs, "clients/c")  # arrives before the load applies
+        return read
+
+    configs.fetch_all = slow_fetch_all
+    await managers.load(configs)
+    assert managers.produce.quota("", "c") == 20
