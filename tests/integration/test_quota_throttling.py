@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from confluent_kafka import Producer
 from kafka import KafkaProducer
 
 from broker.server.cluster import Cluster
@@ -223,3 +224,28 @@ async def test_a_throttled_incremental_fetch_keeps_its_session(tmp_path):
         await admin.close()
     finally:
         await cluster.stop()
+
+
+def test_confluent_kafka_reports_the_brokers_throttle_time(broker_factory):
+    """librdkafka hands the throttle_time_ms of a response to the application (throttle_cb)."""
+    broker = broker_factory({"quota.window.num": "2", "quota.window.size.seconds": "1"})
+
+    async def set_quota() -> None:
+        admin = await RawClient.connect(broker.port)
+        await alter(admin, [(entity(client_id="ck"), [op("producer_byte_rate", 50_000)])])
+        await admin.close()
+
+    broker.call(set_quota)
+    events = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "ck",
+                         "throttle_cb": events.append, "linger.ms": 5})
+    for _ in range(150):  # 150 KB: three times what the quota allows in its one-second window
+        producer.produce("ck-topic", b"z" * 1000)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    deadline = time.monotonic() + 10
+    while not events and time.monotonic() < deadline:
+        producer.poll(0.1)
+    assert events and all(e.broker_id == 0 and e.throttle_time > 0 for e in events), events
+    server = broker.cluster.brokers[0]
+    assert broker.call(lambda: server.quotas.throttled.throttled["produce"]) >= len(events)
