@@ -19,7 +19,8 @@ UNLIMITED = float(2**63 - 1)  # Long.MaxValue, Kafka's bound for no quota
 class QuotaEntity:
     """Where a quota is configured: `user` is a sanitized user name or DEFAULT, `client_id` a
     client id (as the client sends it) or DEFAULT; None: that part is not in the entity.
-    A client id that is literally "<default>" is `ClientId`, never DEFAULT (see `of_path`)."""
+    A client whose id is literally "<default>" is not the default entity: `default_client`
+    tells them apart (quota_managers.quota_entity reads it from the node's sanitized name)."""
 
     user: str | None
     client_id: str | None
@@ -51,7 +52,7 @@ class ClientQuotaManager:
         self._quotas: dict[QuotaEntity, float] = {}
         self._types_enabled = NO_QUOTAS
         self._sensors: dict[Tags, QuotaSensor] = {}
-        self.throttled = 0  # records that earned a throttle time
+        self.throttled = 0  # records that took the rate over the bound
         self._last_purge_ms = 0
 
     @property

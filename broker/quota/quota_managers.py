@@ -95,8 +95,10 @@ class QuotaManagers:
             log.warning("client quota config not re-read", entity=path, reason=str(exc))
 
     def stats(self) -> dict:
-        return {"produce": self.produce.stats(), "fetch": self.fetch.stats(),
-                "request": self.request.stats(), **self.throttled.stats()}
+        """The throttle delay queue as a purgatory, with each manager's quotas and sensors."""
+        return {**self.throttled.stats(), "quotas": {
+            "produce": self.produce.stats(), "fetch": self.fetch.stats(),
+            "request": self.request.stats()}}
 
 
 def _long(value: str) -> float:

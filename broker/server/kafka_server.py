@@ -395,7 +395,7 @@ class KafkaServer:
                 "delete_records": rm.delete_records_purgatory.stats(),
                 "heartbeat": groups.heartbeat_purgatory.stats(),
                 "rebalance": groups.join_purgatory.stats(),
-                "throttle": self.quotas.throttled.stats()}
+                "throttle": self.quotas.stats()}
 
     # -- registration and controller election -----------------------------------------------
 
