@@ -105,7 +105,7 @@ def _matches(c: FilterComponent | None, name: str | None | bool, strict: bool) -
         return name is False or not strict
     if c.match_type == MATCH_ANY:
         return name is not False
-    exact, wanted = _wanted_name(c)
+    _, wanted = _wanted_name(c)
     return name is not False and name == wanted
 
 
