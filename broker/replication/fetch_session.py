@@ -39,6 +39,9 @@ MAX_TRACKED_CHANGES = 100_000
 # (topic name or, for a session opened by Fetch v13+, topic id; partition): Kafka keys a
 # session's partitions by TopicIdPartition.
 PartitionKey = tuple[str | uuid.UUID, int]
+# A partition's fixed fields in a Fetch response (index, error, offsets, the aborted
+# transactions' and records' lengths, preferred read replica): what it costs with no records
+PARTITION_RESPONSE_OVERHEAD = 42
 
 
 def next_epoch(epoch: int) -> int:
@@ -343,6 +346,16 @@ class FetchContext:
             self.partitions = [p.as_fetch_partition() for p in self.session.partitions.values()]
             self.narrowed = False
         return self.partitions
+
+    def response_size(self, results: list[FetchPartitionData]) -> int:
+        """What the response would carry, in bytes (its records and each partition's fixed
+        fields), the session left as it is (Kafka's getResponseSize, for the fetch quota)."""
+        if self.kind == "incremental" and self.session is not None:
+            parts = self.session.partitions
+            results = [data for fp, data in zip(self.partitions, results, strict=True)
+                       if (part := parts.get(fp.key)) is not None
+                       and part.must_respond(data, remember=False)]
+        return sum(PARTITION_RESPONSE_OVERHEAD + len(data.records) for data in results)
 
     def respond(self, results: list[FetchPartitionData]
                 ) -> list[tuple[FetchPartition, FetchPartitionData]]:

@@ -561,12 +561,13 @@ class ReplicaManager:
         self, params: FetchParams, metadata: FetchMetadata, partitions: list[FetchPartition],
         forgotten: list[tuple[str, int]] | list[tuple[uuid.UUID, int]],
         readable: Callable[[list[FetchPartition]], set[str]] | None = None,
-        *, uses_topic_ids: bool = False,
+        *, uses_topic_ids: bool = False, throttle: Callable[[int], int] | None = None,
     ) -> FetchSessionResponse:
         """A Fetch with its session fields (KIP-227): full, incremental or sessionless, read and
         parked as `fetch_messages`, answered with the partitions the session says to carry.
         `readable` (an authorizer's) names the topics of the context's partitions it may read; the
-        others are answered TOPIC_AUTHORIZATION_FAILED without being read."""
+        others are answered TOPIC_AUTHORIZATION_FAILED without being read. `throttle` (a fetch
+        quota's) gets the response's size and returns the throttle time it earns."""
         context = self.fetch_manager.new_context(metadata, distinct_partitions(partitions),
                                                  forgotten, is_follower=params.is_from_follower,
                                                  uses_topic_ids=uses_topic_ids)
@@ -592,6 +593,12 @@ class ReplicaManager:
                        else FetchPartitionData(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                        for ok in authorized]
         self.fetch_manager.partitions_read += len(context.partitions)
+        # A fetch quota's throttle (given the response's size) answers no partitions and leaves
+        # the session as it was; a full fetch opens no session (Kafka's getThrottledResponse)
+        if throttle is not None and throttle(context.response_size(results)) > 0:
+            session = context.session if context.kind == "incremental" else None
+            return FetchSessionResponse(ErrorCode.NONE, session.id if session is not None
+                                        else INVALID_SESSION_ID)
         answered = context.respond(results)
         return FetchSessionResponse(ErrorCode.NONE, context.session_id,
                                     {fp.key: data for fp, data in answered})

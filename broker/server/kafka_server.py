@@ -33,6 +33,7 @@ from broker.handlers import load_handlers
 from broker.handlers.services import BrokerServices
 from broker.metadata import zk_paths as paths
 from broker.metadata.broker_registration import registration
+from broker.metadata.client_quota_configs import ClientQuotaConfigs
 from broker.metadata.metadata_cache import MetadataCache, MetadataSnapshot
 from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.producer_id_manager import ProducerIdManager
@@ -47,6 +48,7 @@ from broker.metadata.store import (
 from broker.metadata.topic_config_cache import TopicConfigCache
 from broker.network.connection import Connection
 from broker.network.connection_quotas import ConnectionQuotas
+from broker.quota.quota_managers import QuotaManagers
 from broker.replication.leader_endpoint import LeaderEndpoint
 from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
@@ -99,7 +101,12 @@ class KafkaServer:
             flusher=LogFlusher(on_error=self._on_flush_error))
         self.metadata_cache = MetadataCache(context.timer)
         # Topic configs for the controller's requests over the wire, which carry none.
-        self.topic_configs = TopicConfigCache(self.store, self._on_topic_config_change)
+        # Client quotas: the stored ones at start, then each change the notifications name
+        self.client_quota_configs = ClientQuotaConfigs(self.store)
+        self.quotas = QuotaManagers(config, context.timer, context.clock.now_ms)
+        self.topic_configs = TopicConfigCache(
+            self.store, self._on_topic_config_change,
+            lambda path: self.quotas.on_notification(self.client_quota_configs, path))
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, context.timer, context.clock,
             alter_isr=self._alter_isr,
@@ -132,7 +139,8 @@ class KafkaServer:
             self.broker_id, self.cluster_id, config, self.metadata_cache, self.replica_manager,
             self.group_coordinator, self.transaction_coordinator, self.admin_manager, self.auto_topic_creation,
             self.producer_ids, self.advertised_address, self, self.authorizer,
-            scram_credentials=ScramCredentialStore(self.store))
+            scram_credentials=ScramCredentialStore(self.store),
+            client_quota_configs=self.client_quota_configs, quotas=self.quotas)
         self.controller: Controller | None = None
         self.session: int | None = None
         self._servers: list[asyncio.Server] = []
@@ -216,6 +224,7 @@ class KafkaServer:
         self.context.running_brokers[self.broker_id] = self
         self.store.add_session_listener(self._on_session_change)
         self.topic_configs.start()
+        await self.quotas.load(self.client_quota_configs)
         self._register()
         self._schedule_isr_expiration()
         self._background = [
@@ -386,7 +395,8 @@ class KafkaServer:
         return {"fetch": rm.fetch_purgatory.stats(), "produce": rm.produce_purgatory.stats(),
                 "delete_records": rm.delete_records_purgatory.stats(),
                 "heartbeat": groups.heartbeat_purgatory.stats(),
-                "rebalance": groups.join_purgatory.stats()}
+                "rebalance": groups.join_purgatory.stats(),
+                "throttle": self.quotas.stats()}
 
     # -- registration and controller election -----------------------------------------------
 
