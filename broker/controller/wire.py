@@ -10,6 +10,7 @@ import uuid
 from broker.metadata.metadata_cache import MetadataSnapshot, TopicInfo
 from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.topic_names import INTERNAL_TOPICS
+from protocol.errors import ErrorCode
 
 LEADER_AND_ISR, LEADER_AND_ISR_VERSION = 4, 7
 STOP_REPLICA, STOP_REPLICA_VERSION = 5, 4
@@ -46,6 +47,15 @@ def leader_and_isr_body(controller_id: int, controller_epoch: int, states: list[
         "live_leaders": [{"broker_id": b, "host_name": h, "port": p}
                          for b, (h, p) in sorted(brokers.items()) if b in leaders],
     }
+
+
+def leader_and_isr_errors(body: dict, response) -> dict[tuple[str, int], ErrorCode]:
+    """Per partition, the error a broker answered `body` (v5+) with. Its topics come back in the
+    request's order (keyed by topic id, which this controller does not send)."""
+    names = [t["topic_name"] for t in body["topic_states"]]
+    return {(name, p.partition_index): ErrorCode(p.error_code)
+            for name, topic in zip(names, response.topics, strict=False)
+            for p in topic.partition_errors}
 
 
 def _partition_states(request, grouped_from: int, version: int):

@@ -24,11 +24,11 @@ class DiskFakeCluster(FakeCluster):
 
     def add_disk_fault(self, broker_id: int, operation: str, errno: int | str, *,
                        after_bytes: int | None = None, after_ops: int | None = None,
-                       files: list[str] | None = None) -> dict:
+                       files: list[str] | None = None, log_dir: str | None = None) -> dict:
         self._known(broker_id)
         disk = self.disks.setdefault(broker_id, DiskFaults(self._ids))
         fault = disk.add(operation, errno, after_bytes=after_bytes, after_ops=after_ops,
-                         files=files)
+                         files=files, log_dir=log_dir)
         return {"broker": broker_id, **fault.to_dict()}
 
     def disk_faults(self) -> list[dict]:
