@@ -225,6 +225,16 @@ class Log:
         return self._recovery_point
 
     @property
+    def files(self) -> FileHandleCache:
+        """The descriptor cache its segments open files through."""
+        return self._files
+
+    @property
+    def truncations(self) -> int:
+        """How many times it was truncated (a copy of it must start again when this moves)."""
+        return self._truncations
+
+    @property
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self._segments)
 

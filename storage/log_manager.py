@@ -37,6 +37,9 @@ from storage.partition_metadata import write_partition_metadata
 from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 TopicPartition = tuple[str, int]
+# A future log's own descriptor cache: its copier may append in a worker thread, which must not
+# touch the shared cache (used from the loop's thread only).
+FUTURE_LOG_OPEN_FILES = 4
 Snapshot = list[tuple[LogDir, OffsetCheckpointFile, dict[TopicPartition, int]]]
 
 
@@ -75,6 +78,8 @@ class LogManager:
         self.load_problems: list[str] = []  # what load() skipped, for the broker to warn about
         # Partition folders seen in a dir that failed while loading: hosted here, but offline.
         self.offline_at_load: set[TopicPartition] = set()
+        # Where a replica not hosted yet goes once it is (AlterReplicaLogDirs before LeaderAndIsr).
+        self.preferred_log_dirs: dict[TopicPartition, str] = {}
 
     @property
     def data_dir(self) -> Path:
@@ -155,20 +160,29 @@ class LogManager:
                 log = self._open(target, key, 0, log_starts.get(key), False)
                 log.high_watermark = high_watermarks.get(key, 0)
                 self._logs[key] = log
-            else:  # the move goes on once the partition is hosted again (resume_future_logs)
+            else:  # the move goes on once the partition is hosted again
                 self._future_logs[key] = self._open(
-                    path, key, recovery_points.get(key, 0), log_starts.get(key), clean)
+                    path, key, recovery_points.get(key, 0), log_starts.get(key), clean,
+                    future=True)
         # From here on a crash is unclean again; the marker comes back only with shutdown().
         marker.unlink(missing_ok=True)
 
     def _open(self, path: Path, key: TopicPartition, recovery_point: int,
-              log_start_offset: int | None, clean: bool) -> Log:
+              log_start_offset: int | None, clean: bool, *, future: bool = False) -> Log:
         log_dir = self.dirs[str(path.parent)]
         return Log.open(
             path, self.config_for(key[0]), now_ms=self._now_ms, recovery_point=recovery_point,
             log_start_offset=log_start_offset, clean_shutdown=clean,
             producer_id_expiration_ms=self.producer_id_expiration_ms, disk=log_dir.disk,
-            failure_channel=self.failure_channel, files=self.files, flusher=self.flusher)
+            failure_channel=self.failure_channel, **self._io(future))
+
+    def _io(self, future: bool) -> dict:
+        """A future log's descriptors and durability work are its own (its copier's thread runs
+        them inline, so none is pending when it is swapped in); the others share the manager's."""
+        if future:
+            return {"files": FileHandleCache(FUTURE_LOG_OPEN_FILES),
+                    "flusher": LogFlusher(threaded=False)}
+        return {"files": self.files, "flusher": self.flusher}
 
     def config_for(self, topic: str) -> LogConfig:
         return self._topic_configs.get(topic, self.default_config)
@@ -197,22 +211,27 @@ class LogManager:
         folder's fsync."""
         if config is not None:
             self._topic_configs[topic] = config
-        log = self._logs.get((topic, partition))
+        key = (topic, partition)
+        log = self._logs.get(key)
         if log is None:
-            if parse_log_dir_name(log_dir_name(topic, partition)) != (topic, partition):
+            if parse_log_dir_name(log_dir_name(topic, partition)) != key:
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"bad topic name {topic!r}")
-            log = self._create(self.next_log_dir(), log_dir_name(topic, partition), topic, topic_id)
-            self._logs[(topic, partition)] = log
+            preferred = self.dirs.get(self.preferred_log_dirs.pop(key, ""))
+            log_dir = preferred if preferred is not None and not preferred.offline \
+                else self.next_log_dir()
+            log = self._create(log_dir, log_dir_name(topic, partition), topic, topic_id)
+            self._logs[key] = log
         return log
 
-    def _create(self, log_dir: LogDir, name: str, topic: str, topic_id: uuid.UUID | None) -> Log:
+    def _create(self, log_dir: LogDir, name: str, topic: str, topic_id: uuid.UUID | None,
+                *, future: bool = False) -> Log:
         directory = log_dir.path / name
         self.failure_channel.check_online(log_dir.name, f"creating log {name}")
+        io = self._io(future)
         try:
             log = Log.open(directory, self.config_for(topic), now_ms=self._now_ms,
                            producer_id_expiration_ms=self.producer_id_expiration_ms,
-                           disk=log_dir.disk, failure_channel=self.failure_channel,
-                           files=self.files, flusher=self.flusher)
+                           disk=log_dir.disk, failure_channel=self.failure_channel, **io)
         except OSError as exc:  # its folder, segment or index files: the dir goes offline
             raise self.failure_channel.storage_error(
                 log_dir.name, f"creating log {name}", exc) from exc
@@ -229,7 +248,7 @@ class LogManager:
                 raise self.failure_channel.storage_error(
                     log_dir.name, f"creating log {name}", exc) from exc
 
-        self.flusher.submit(make_durable)
+        io["flusher"].submit(make_durable)
         return log
 
     def create_future_log(self, topic: str, partition: int, log_dir: str,
@@ -246,7 +265,7 @@ class LogManager:
                 return future
             self.delete_future_log(topic, partition)  # moving elsewhere now: start again there
         name = f"{log_dir_name(topic, partition)}.{uuid.uuid4().hex}{FUTURE_SUFFIX}"
-        future = self._create(self.dirs[log_dir], name, topic, topic_id)
+        future = self._create(self.dirs[log_dir], name, topic, topic_id, future=True)
         future.truncate_fully_and_start_at(current.log_start_offset)
         self._future_logs[key] = future
         return future
@@ -256,6 +275,7 @@ class LogManager:
         if future is None:
             return False
         future.delete()
+        future.files.close_all()
         return True
 
     def replace_current_with_future(self, topic: str, partition: int) -> Log:
@@ -267,6 +287,8 @@ class LogManager:
         current, future = self._logs[key], self._future_logs.pop(key)
         future.flush()
         future.close()
+        future.files.close_all()
+        current.deleted = True  # its flush jobs still queued are moot: the copy is the log now
         target = Path(future.log_dir) / log_dir_name(topic, partition)
         doomed = current.directory.with_name(
             f"{current.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
@@ -282,7 +304,6 @@ class LogManager:
         log = self._open(target, key, future.log_end_offset, future.log_start_offset, True)
         log.high_watermark = current.high_watermark
         self._logs[key] = log
-        current.deleted = True
         self.dirs[current.log_dir].cleaner.forget(key, self.flusher.submit)
         shutil.rmtree(doomed, ignore_errors=True)
         return log
@@ -382,7 +403,7 @@ class LogManager:
 
     def flush_all(self) -> None:
         """log.flush.interval.ms: every log's fsyncs to the flusher (recovery points follow)."""
-        for log in [*self._logs.values(), *self._future_logs.values()]:
+        for log in self._logs.values():  # future logs are flushed inline by their copier
             log.flush_in_background()
 
     def handle_log_dir_failure(self, log_dir: str) -> list[TopicPartition]:
@@ -404,6 +425,7 @@ class LogManager:
                     future.close_unflushed()
                 else:  # its current log is gone: the copy can never finish
                     future.delete()
+                future.files.close_all()
         return gone
 
     def shutdown(self) -> None:
@@ -437,6 +459,8 @@ class LogManager:
             if log_dir.offline:
                 self._forget_dir(log_dir)
         self._logs.clear()
+        for future in self._future_logs.values():
+            future.files.close_all()
         self._future_logs.clear()
         self.flusher.close()
         self.files.close_all()

@@ -91,6 +91,8 @@ _MODULES = (
     "offset_for_leader_epoch",
     "describe_configs",
     "alter_configs",
+    "alter_replica_log_dirs",
+    "describe_log_dirs",
     "delete_groups",
     "incremental_alter_configs",
     "offset_delete",
