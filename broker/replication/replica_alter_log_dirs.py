@@ -120,15 +120,24 @@ class ReplicaAlterLogDirsManager:
                     future.truncate_fully_and_start_at(current.log_start_offset)
                 if future.log_end_offset == current.log_end_offset:
                     await self._in_worker(future.flush)  # what was copied is durable, off the loop
-                    if future.log_end_offset == current.log_end_offset and \
-                            truncations == current.truncations and \
-                            manager.get_future_log(*key) is future and \
-                            self._current_log(key) is current:
-                        if key not in manager.dirs[current.log_dir].cleaner.in_progress:
-                            self._swap(key)
-                            return
+                    # What the partition appended meanwhile is copied on the loop, then the swap,
+                    # with nothing awaited in between (Kafka holds the partition's lock for it):
+                    # under a steady producer the copy would never be caught up otherwise.
+                    if self._current_log(key) is not current or \
+                            manager.get_future_log(*key) is not future or \
+                            truncations != current.truncations:
+                        continue
+                    tail = bytes(current.read(future.log_end_offset, APPEND_OFF_LOOP_BYTES,
+                                              max_offset=current.log_end_offset).records)
+                    if tail:
+                        future.append_as_follower(tail)
+                    if future.log_end_offset != current.log_end_offset:
+                        continue  # more than a small tail came: copy it as before
+                    if key in manager.dirs[current.log_dir].cleaner.in_progress:
                         await asyncio.sleep(IDLE_WAIT_S)  # never under a cleaner's worker's feet
-                    continue
+                        continue
+                    self._swap(key)
+                    return
                 data = bytes(current.read(future.log_end_offset, COPY_CHUNK_BYTES,
                                           max_offset=current.log_end_offset).records)
                 if not data:

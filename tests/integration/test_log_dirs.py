@@ -5,16 +5,19 @@ keeps serving the rest, the controller moves their leadership); a restart recove
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 from pathlib import Path
 
 from broker.metadata import zk_paths as paths
 from broker.server.cluster import Cluster
 from protocol.errors import ErrorCode
-from protocol.records import encode_batch
+from protocol.records import decode_batch, encode_batch, iter_batches
 from storage.naming import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT
 from tests.harness import cluster_config, until
 from tests.integration.raw_client import RawClient
-from tests.integration.test_protocol_edges import CREATE_TOPICS, PRODUCE, produce_body
+from tests.integration.test_fetch_purgatory import fetch_body
+from tests.integration.test_protocol_edges import CREATE_TOPICS, FETCH, PRODUCE, produce_body
 
 
 def two_dirs(tmp_path: Path, overrides: dict[str, str] | None = None):
@@ -151,5 +154,133 @@ async def test_a_failed_dir_offlines_only_its_partitions_and_leadership_moves(tm
         assert sorted(b0.log_manager.all_logs()) == [("f", p) for p in range(4)]
         await until(lambda: (c := cluster.active_controller()) is not None
                     and all(0 in c.states[("f", p)].isr for p in range(4)))
+    finally:
+        await cluster.stop()
+
+
+ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS = 34, 35
+
+
+async def alter_dir(client: RawClient, path: str, topic: str, partitions: list[int]) -> dict:
+    response = await client.request(ALTER_REPLICA_LOG_DIRS, 2, {"dirs": [
+        {"path": path, "topics": [{"name": topic, "partitions": partitions}]}]})
+    return {(t.topic_name, p.partition_index): p.error_code
+            for t in response.results for p in t.partitions}
+
+
+async def read_back(client: RawClient, topic: str, end: int) -> list[tuple[int, bytes]]:
+    """(offset, key) of every record up to `end`, fetched from offset 0."""
+    out: list[tuple[int, bytes]] = []
+    while not out or out[-1][0] < end - 1:
+        response = await client.request(FETCH, 12, fetch_body(topic, len(out) and out[-1][0] + 1, 0))
+        data = response.responses[0].partitions[0].records
+        got = [(r.offset, r.key) for pos, _ in iter_batches(data) for r in decode_batch(data, pos)[1]]
+        assert got, out[-1:]
+        out += got
+    return out
+
+
+async def test_a_replica_moves_to_the_other_dir_under_a_live_producer(tmp_path: Path):
+    cluster = Cluster(two_dirs(tmp_path), 1)
+    await cluster.start()
+    try:
+        broker = cluster.brokers[0]
+        client = await RawClient.connect(broker.port)
+        response = await client.request(CREATE_TOPICS, 7, {"topics": [
+            {"name": "mv", "num_partitions": 1, "replication_factor": 1,
+             "configs": [{"name": "segment.bytes", "value": "65536"}]}]})
+        assert response.topics[0].error_code == 0
+        await all_led(cluster, "mv", 1)
+        a, b = (str(tmp_path / d / "broker-0") for d in "ab")
+        assert dir_of(broker, "mv", 0) == a
+        acked: list[tuple[int, bytes]] = []
+        value = b"x" * 4000  # 16 batches a segment; copy chunks above the off-loop bound
+
+        async def produce_all(n: int) -> None:
+            for i in range(n):
+                batch = encode_batch([(b"k%d" % i, value, [], 1_000 + i)])
+                response = await client.request(PRODUCE, 9, produce_body({("mv", 0): batch}, -1))
+                answer = response.responses[0].partition_responses[0]
+                assert answer.error_code == 0, answer
+                acked.append((answer.base_offset, b"k%d" % i))
+
+        await produce_all(200)
+        movers = broker.replica_manager.alter_log_dirs
+        other = await RawClient.connect(broker.port)
+        producing = asyncio.create_task(produce_all(1000))  # far longer than the copy takes
+        assert await alter_dir(other, os.path.abspath(b), "mv", [0]) == {("mv", 0): 0}
+        future = broker.log_manager.get_future_log("mv", 0)
+        assert future is not None and future.log_dir == b
+        assert future.directory.name.startswith("mv-0.") and future.directory.name.endswith("-future")
+        described = await other.request(DESCRIBE_LOG_DIRS, 4, {"topics": None})
+        futures = [(r.log_dir, p.is_future_key) for r in described.results for t in r.topics
+                   for p in t.partitions]
+        assert sorted(futures) == [(os.path.abspath(a), False), (os.path.abspath(b), True)]
+        await asyncio.wait_for(movers.swapped[("mv", 0)].wait(), 30)
+        assert not producing.done()  # the swap happened while the producer went on
+        await producing
+        assert dir_of(broker, "mv", 0) == b and not (Path(a) / "mv-0").exists()
+        assert len(list(Path(b).glob("mv-0/*.log"))) > 5  # the segments came along
+        # Every acknowledged record, once, at its offset; nothing else.
+        assert await read_back(other, "mv", len(acked)) == [
+            (offset, key) for offset, key in sorted(acked)] == [
+            (n, b"k%d" % (n if n < 200 else n - 200)) for n in range(1200)]
+        await client.close()
+        await other.close()
+    finally:
+        await cluster.stop()
+    cluster = Cluster(two_dirs(tmp_path), 1)  # and it is found there after a restart
+    await cluster.start()
+    try:
+        log = cluster.brokers[0].log_manager.get_log("mv", 0)
+        assert log.log_dir == b and log.log_end_offset == 1200
+    finally:
+        await cluster.stop()
+
+
+async def test_a_move_interrupted_by_a_restart_goes_on_and_a_half_done_swap_is_finished(tmp_path):
+    cluster = Cluster(two_dirs(tmp_path), 1)
+    await cluster.start()
+    a, b = (str(tmp_path / d / "broker-0") for d in "ab")
+    try:
+        broker = cluster.brokers[0]
+        client = await RawClient.connect(broker.port)
+        await create(client, "r", 2, 1)
+        await all_led(cluster, "r", 2)
+        for i in range(10):
+            assert (await produce(client, "r", 0, i)).error_code == 0
+            assert (await produce(client, "r", 1, i)).error_code == 0
+        await client.close()
+        # A move begun but not copied yet when the broker stops (no copier: as if it had not run).
+        broker.log_manager.create_future_log("r", 0, b)
+    finally:
+        await cluster.stop()
+    [future] = Path(b).glob("r-0.*-future")
+    cluster = Cluster(two_dirs(tmp_path), 1)
+    await cluster.start()
+    try:
+        broker = cluster.brokers[0]
+        assert broker.log_manager.get_future_log("r", 0) is not None  # loaded as a future log
+        await all_led(cluster, "r", 2)
+        await asyncio.wait_for(broker.replica_manager.alter_log_dirs.swapped[("r", 0)].wait(), 30)
+        assert dir_of(broker, "r", 0) == b and not future.exists()
+        assert broker.log_manager.get_log("r", 0).log_end_offset == 10
+    finally:
+        await cluster.stop()
+    # A crash between the swap's two renames: the current folder is already `-delete`, the future
+    # one not yet renamed. The next start finishes it: the future log is the log.
+    current = Path(b) / "r-1"  # r-1 moving back from b to a
+    doomed = current.with_name(f"r-1.{'0' * 32}-delete")
+    half = Path(a) / f"r-1.{'1' * 32}-future"
+    shutil.copytree(current, half)
+    current.rename(doomed)
+    cluster = Cluster(two_dirs(tmp_path), 1)
+    await cluster.start()
+    try:
+        broker = cluster.brokers[0]
+        log = broker.log_manager.get_log("r", 1)
+        assert log.log_dir == a and log.log_end_offset == 10
+        assert broker.log_manager.get_future_log("r", 1) is None
+        assert not doomed.exists() and not half.exists() and (Path(a) / "r-1").is_dir()
     finally:
         await cluster.stop()
