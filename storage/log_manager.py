@@ -285,6 +285,9 @@ class LogManager:
         the log as reopened from its new place."""
         key = (topic, partition)
         current, future = self._logs[key], self._future_logs.pop(key)
+        if current.log_start_offset > future.log_start_offset:  # retention went on meanwhile
+            future.high_watermark = future.log_end_offset
+            future.increment_log_start_offset(current.log_start_offset)
         future.flush()
         future.close()
         future.files.close_all()

@@ -295,7 +295,10 @@ class KafkaServer:
             return  # one that failed while loading is handled by start()
         self._failed_dirs.add(offline.path)
         partitions = self.replica_manager.handle_log_dir_failure(offline.path)
-        self.log_manager.handle_log_dir_failure(offline.path)
+        # Logs there not hosted yet (loaded, no LeaderAndIsr so far) are offline too: never
+        # created afresh in another dir while their data sits on the failed one.
+        self.replica_manager.offline_partitions |= set(
+            self.log_manager.handle_log_dir_failure(offline.path))
         for topic, partition in partitions:  # the coordinators stop serving what went offline
             if topic == OFFSETS_TOPIC:
                 self.group_coordinator.on_leadership(partition, False)

@@ -9,6 +9,8 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from broker.metadata import zk_paths as paths
 from broker.server.cluster import Cluster
 from protocol.errors import ErrorCode
@@ -284,3 +286,14 @@ async def test_a_move_interrupted_by_a_restart_goes_on_and_a_half_done_swap_is_f
         assert not doomed.exists() and not half.exists() and (Path(a) / "r-1").is_dir()
     finally:
         await cluster.stop()
+
+
+async def test_a_disk_fault_names_one_of_the_brokers_dirs_or_none(tmp_path: Path):
+    b = str(tmp_path / "b" / "broker-0")
+    async with Cluster(two_dirs(tmp_path), 1) as cluster:
+        fault = cluster.add_disk_fault(0, "fsync", "EIO", log_dir=b)
+        assert fault["log_dir"] == b and cluster.disk_faults() == [fault]
+        assert "log_dir" not in cluster.add_disk_fault(0, "write", "EIO")  # every dir
+        with pytest.raises(ValueError, match="is not one of the broker's log.dirs"):
+            cluster.add_disk_fault(0, "write", "EIO", log_dir=str(tmp_path / "c"))
+        assert cluster.clear_disk_faults() == 2
