@@ -42,6 +42,8 @@ class ReplicaAlterLogDirsManager:
         self._topic_id_of = topic_id_of
         self._is_offline = is_offline  # hosted here on a failed dir (HostedPartition.Offline)
         self._known_partition = known_partition  # the cluster has it (the metadata cache)
+        # log.dirs by absolute path, as requests name them (Kafka's isLogDirOnline compares those)
+        self._by_path = {os.path.abspath(name): name for name in log_manager.dirs}
         self._copiers: dict[TopicPartition, asyncio.Task] = {}
         self._in_thread: set[asyncio.Future] = set()
         self.swapped: dict[TopicPartition, asyncio.Event] = {}  # set when a move finished
@@ -51,7 +53,7 @@ class ReplicaAlterLogDirsManager:
         one of log.dirs, KAFKA_STORAGE_ERROR for an offline dir or partition, REPLICA_NOT_AVAILABLE
         when it is not hosted here (the dir is remembered for when it is)."""
         manager = self.log_manager
-        name = next((n for n in manager.dirs if os.path.abspath(n) == destination), None)
+        name = self._by_path.get(destination)
         if name is None:
             return ErrorCode.LOG_DIR_NOT_FOUND
         if manager.dirs[name].offline:
