@@ -364,8 +364,12 @@ class Controller:
                 endpoints[broker_id] = registered_endpoints(data)
         states = {k: v for k, v in self.states.items() if k not in pending} if pending \
             else dict(self.states)
+        offline: dict[tuple[str, int], list[int]] = {}
+        for broker_id, keys in sorted(self.offline_replicas.items()):
+            for key in keys:
+                offline.setdefault(key, []).append(broker_id)
         snapshot = MetadataSnapshot(self.broker_id, self.epoch, brokers, dict(self.topics),
-                                    states, endpoints)
+                                    states, endpoints, offline)
         for broker_id in self.live_brokers:
             try:
                 self.channel.send_update_metadata(broker_id, snapshot)

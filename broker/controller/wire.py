@@ -78,7 +78,8 @@ def update_metadata_body(snapshot: MetadataSnapshot) -> dict:
         "broker_epoch": -1,
         "topic_states": [
             {"topic_name": name, "topic_id": info.topic_id.bytes, "partition_states": [
-                _partition_state(s, zk_version=s.partition_version, offline_replicas=[])
+                _partition_state(s, zk_version=s.partition_version, offline_replicas=list(
+                    snapshot.offline_replicas.get((s.topic, s.partition), ())))
                 for s in states.get(name, [])]}
             for name, info in snapshot.topics.items()],
         "live_brokers": [
@@ -110,10 +111,13 @@ def metadata_snapshot(request, version: int, overrides: dict[str, dict[str, str]
                                                 next(iter(endpoints[b.id].values())))
     partitions: dict[tuple[str, int], LeaderAndIsr] = {}
     assignments: dict[str, dict[int, list[int]]] = {}
+    offline: dict[tuple[str, int], list[int]] = {}
     for topic, p in _partition_states(request, 5, version):
         partitions[(topic, p.partition_index)] = LeaderAndIsr(
             topic, p.partition_index, p.leader, p.leader_epoch, list(p.isr), list(p.replicas),
             p.zk_version, p.controller_epoch)
+        if version >= 4 and p.offline_replicas:
+            offline[(topic, p.partition_index)] = list(p.offline_replicas)
         assignments.setdefault(topic, {})[p.partition_index] = list(p.replicas)
     ids = {t.topic_name: uuid.UUID(bytes=bytes(t.topic_id)) for t in request.get("topic_states", ())
            if version >= 7}
@@ -121,7 +125,7 @@ def metadata_snapshot(request, version: int, overrides: dict[str, dict[str, str]
                               overrides.get(name, {}), name in INTERNAL_TOPICS)
               for name, parts in assignments.items()}
     return MetadataSnapshot(request.controller_id, request.controller_epoch, brokers, topics,
-                            partitions, endpoints)
+                            partitions, endpoints, offline)
 
 
 def stop_replica_body(controller_id: int, controller_epoch: int, keys: list[tuple[str, int]],

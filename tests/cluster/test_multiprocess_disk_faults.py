@@ -95,6 +95,14 @@ def test_one_of_two_log_dirs_failing_moves_only_its_leaderships(zk_connect, tmp_
         wait_until(lambda: leaders() == {0: 0, 1: 1}, "partition 1 led by broker 1")
         assert [p["isr"] for p in sorted(c.partitions("two-dirs", 1),
                                          key=lambda p: p["partition"])] == [[0, 1], [1]]
+        admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)
+
+        def offline() -> dict[int, list[int]]:  # as Metadata tells clients (UpdateMetadata over TCP)
+            [topic] = admin.describe_topics(["two-dirs"])
+            return {p["partition_index"]: p["offline_replicas"] for p in topic["partitions"]}
+
+        wait_until(lambda: offline() == {0: [], 1: [0]}, "replica 0 of partition 1 offline")
+        admin.close()
         assert c.processes[0].poll() is None  # still running: its other dir is fine
         assert HALT_LINE not in (c.root / "broker-0.log").read_bytes()
     finally:

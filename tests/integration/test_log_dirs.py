@@ -19,6 +19,7 @@ from storage.naming import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT
 from tests.harness import cluster_config, until
 from tests.integration.raw_client import RawClient
 from tests.integration.test_fetch_purgatory import fetch_body
+from tests.integration.test_hostile_input import METADATA
 from tests.integration.test_protocol_edges import CREATE_TOPICS, FETCH, PRODUCE, produce_body
 
 
@@ -132,6 +133,13 @@ async def test_a_failed_dir_offlines_only_its_partitions_and_leadership_moves(tm
         assert all(("f", p) in b0.replica_manager.offline_partitions for p in on_failing)
         c1 = await RawClient.connect(b1.port)
         await until(lambda: b1.replica_manager.partitions[("f", hit)].is_leader)
+        # Metadata names broker 0's replicas on the failed dir offline (UpdateMetadata carried it).
+        await until(lambda: len(b1.metadata_cache.snapshot.offline_replicas) == 2)
+        response = await c1.request(METADATA, 12, {
+            "topics": [{"name": "f", "topic_id": bytes(16)}], "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False})
+        assert {p.partition_index: list(p.offline_replicas)
+                for p in response.topics[0].partitions} == {0: [0], 1: [], 2: [0], 3: []}
         assert (await produce(c1, "f", hit, 2)).error_code == 0
         # Broker 0 answers for its offline partitions with KAFKA_STORAGE_ERROR, not
         # NOT_LEADER_OR_FOLLOWER: hosted here, on a dir that failed (Kafka's HostedPartition.Offline).
