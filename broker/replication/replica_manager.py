@@ -176,7 +176,12 @@ class ReplicaManager:
                 # Kafka applies only a leader epoch above the partition's (-1 before its first).
                 errors[key] = ErrorCode.STALE_CONTROLLER_EPOCH  # an older decision: ignore it
                 continue
-            partition = self._partition(state, configs[state.topic])
+            try:
+                partition = self._partition(state, configs[state.topic])
+            except KafkaStorageError:  # its log could not be made: a dir failed under it
+                self.offline_partitions.add(key)
+                errors[key] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
             if state.leader == self.broker_id:
                 self._remove_from_fetcher(key)
                 partition.make_leader(state)
