@@ -150,8 +150,9 @@ class LogManager:
             log.high_watermark = high_watermarks.get(key, 0)
             self._logs[key] = log
         for path, key in futures:
-            if key not in self._logs and not any(
-                    (d.path / log_dir_name(*key)).exists() for d in self.dirs.values()):
+            # Only with every dir readable: a current log on a failed dir is not a missing one.
+            if key not in self._logs and not any(d.offline for d in self.dirs.values()) and not any(
+                    _may_exist(d.path / log_dir_name(*key)) for d in self.dirs.values()):
                 # A crash in the swap after the current log was renamed away: the future log
                 # was complete, it is the log now (its old copy, `-delete`, is gone or going).
                 target = data_dir / log_dir_name(*key)
@@ -470,6 +471,14 @@ class LogManager:
         for log_dir in self.online_dirs():
             log_dir.clean_shutdown_file.write_bytes(b"")
             fsync_dir(log_dir.path)
+
+
+def _may_exist(path: Path) -> bool:
+    """Whether a folder exists, True when that cannot be told (a failing disk)."""
+    try:
+        return path.exists()
+    except OSError:
+        return True
 
 
 def _partition_folders(path: Path) -> set[TopicPartition]:
