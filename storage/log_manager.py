@@ -344,15 +344,14 @@ class LogManager:
 
     def checkpoint_snapshot(self) -> Snapshot:
         """The offsets to checkpoint, taken now (cheap); `write_checkpoints` may run elsewhere.
-        A future log's recovery point and start offset go in its own dir's files."""
+        A future log's go in its own dir's files (where it is the log after a swap)."""
         snapshot: Snapshot = []
         for log_dir in self.online_dirs():
-            logs = [(k, log) for k, log in self._logs.items() if log.log_dir == log_dir.name]
-            both = logs + [(k, log) for k, log in self._future_logs.items()
-                           if log.log_dir == log_dir.name]
+            logs = [(k, log) for logs in (self._logs, self._future_logs)
+                    for k, log in logs.items() if log.log_dir == log_dir.name]
             snapshot += [
-                (log_dir, log_dir.recovery_points, {k: log.recovery_point for k, log in both}),
-                (log_dir, log_dir.log_start_offsets, {k: log.log_start_offset for k, log in both}),
+                (log_dir, log_dir.recovery_points, {k: log.recovery_point for k, log in logs}),
+                (log_dir, log_dir.log_start_offsets, {k: log.log_start_offset for k, log in logs}),
                 (log_dir, log_dir.high_watermarks, {k: log.high_watermark for k, log in logs}),
             ]
         return snapshot

@@ -149,6 +149,8 @@ class ReplicaAlterLogDirsManager:
                 else:
                     future.append_as_follower(data)
                     await asyncio.sleep(0)  # the loop's other work between two chunks
+                # Checkpointed with it: a crash mid-swap leaves the log with its high watermark.
+                future.high_watermark = min(current.high_watermark, future.log_end_offset)
         except asyncio.CancelledError:
             raise
         except KafkaError as exc:  # a failed dir: the failure channel has taken it offline

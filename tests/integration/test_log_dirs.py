@@ -15,7 +15,7 @@ from broker.metadata import zk_paths as paths
 from broker.server.cluster import Cluster
 from protocol.errors import ErrorCode
 from protocol.records import decode_batch, encode_batch, iter_batches
-from storage.naming import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT
+from storage.naming import CLEAN_SHUTDOWN_FILE, HIGH_WATERMARK_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from tests.harness import cluster_config, until
 from tests.integration.raw_client import RawClient
 from tests.integration.test_fetch_purgatory import fetch_body
@@ -284,12 +284,13 @@ async def test_a_move_interrupted_by_a_restart_goes_on_and_a_half_done_swap_is_f
     half = Path(a) / f"r-1.{'1' * 32}-future"
     shutil.copytree(current, half)
     current.rename(doomed)
+    (Path(a) / HIGH_WATERMARK_CHECKPOINT).write_text("0\n1\nr 1 10\n")  # the copy's, as written
     cluster = Cluster(two_dirs(tmp_path), 1)
     await cluster.start()
     try:
         broker = cluster.brokers[0]
         log = broker.log_manager.get_log("r", 1)
-        assert log.log_dir == a and log.log_end_offset == 10
+        assert (log.log_dir, log.log_end_offset, log.high_watermark) == (a, 10, 10)
         assert broker.log_manager.get_future_log("r", 1) is None
         assert not doomed.exists() and not half.exists() and (Path(a) / "r-1").is_dir()
     finally:

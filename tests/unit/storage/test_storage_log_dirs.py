@@ -11,6 +11,7 @@ from protocol.records import encode_batch
 from storage.log_config import LogConfig
 from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel
 from storage.log_manager import LogManager
+from storage.naming import HIGH_WATERMARK_CHECKPOINT
 
 
 def manager(tmp_path: Path, channel: LogDirFailureChannel | None = None,
@@ -54,6 +55,9 @@ def test_a_swapped_in_future_log_keeps_the_current_start_and_data(tmp_path):
     while future.log_end_offset < current.log_end_offset:  # a read answers from one segment
         future.append_as_follower(current.read(future.log_end_offset, 1 << 20).records)
     assert future.log_end_offset == current.log_end_offset == 20
+    future.high_watermark = 20  # the copier's: the current log's, up to what it copied
+    m.checkpoint()  # a future log's offsets go to its own dir's files
+    assert (Path(b) / HIGH_WATERMARK_CHECKPOINT).read_text().splitlines()[2:] == ["t 0 20"]
     current.increment_log_start_offset(12)  # DeleteRecords or retention on the current log
     swapped = m.replace_current_with_future("t", 0)
     assert swapped.log_dir == b and swapped.directory == Path(b) / "t-0"
