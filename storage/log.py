@@ -86,6 +86,9 @@ def _handling_io_errors(
             try:
                 return method(self, *args, **kwargs)
             except OSError as exc:
+                if self.deleted:  # its folder went under it (a replica move abandoned): no disk fault
+                    raise KafkaStorageError(
+                        f"Error while {what} {self.directory.name}: the log was deleted") from exc
                 raise self.failure_channel.storage_error(
                     self.log_dir, f"{what} {self.directory.name}", exc) from exc
         return run

@@ -108,10 +108,11 @@ class ReplicaAlterLogDirsManager:
     async def _copy(self, key: TopicPartition) -> None:
         manager = self.log_manager
         truncations = None
+        mine = manager.get_future_log(*key)  # what this copier fills (a new move gets a new one)
         try:
             while True:
                 current, future = self._current_log(key), manager.get_future_log(*key)
-                if current is None or future is None:
+                if current is None or future is None or future is not mine:
                     return  # no longer hosted here (its future log went with it), or abandoned
                 if truncations != current.truncations or \
                         future.log_end_offset > current.log_end_offset or \
@@ -157,8 +158,8 @@ class ReplicaAlterLogDirsManager:
             log.warning("replica move stopped", topic=key[0], partition=key[1],
                         error=exc.code.name, reason=exc.message)
             with contextlib.suppress(KafkaError):
-                if manager.get_future_log(*key) is not None and \
-                        not manager.failure_channel.is_offline(manager.get_future_log(*key).log_dir):
+                if manager.get_future_log(*key) is mine and \
+                        not manager.failure_channel.is_offline(mine.log_dir):
                     manager.delete_future_log(*key)
         finally:
             if self._copiers.get(key) is asyncio.current_task():
@@ -169,6 +170,8 @@ class ReplicaAlterLogDirsManager:
         running = asyncio.ensure_future(asyncio.to_thread(job))
         self._in_thread.add(running)
         running.add_done_callback(self._in_thread.discard)
+        # Its error, if the copier was cancelled meanwhile, is nobody's (the move was abandoned).
+        running.add_done_callback(lambda done: done.cancelled() or done.exception())
         await asyncio.shield(running)
 
     def _swap(self, key: TopicPartition) -> None:

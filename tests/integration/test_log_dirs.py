@@ -306,3 +306,26 @@ async def test_a_disk_fault_names_one_of_the_brokers_dirs_or_none(tmp_path: Path
         with pytest.raises(ValueError, match="is not one of the broker's log.dirs"):
             cluster.add_disk_fault(0, "write", "EIO", log_dir=str(tmp_path / "c"))
         assert cluster.clear_disk_faults() == 2
+
+
+async def test_a_move_sent_elsewhere_midway_starts_over_there(tmp_path: Path):
+    dirs = [tmp_path / d for d in "abc"]
+    config = cluster_config(dirs[0], {"log.dirs": ",".join(map(str, dirs))})
+    async with Cluster(config, 1) as cluster:
+        broker = cluster.brokers[0]
+        client = await RawClient.connect(broker.port)
+        await create(client, "m", 1, 1)
+        await all_led(cluster, "m", 1)
+        for i in range(50):
+            assert (await produce(client, "m", 0, i)).error_code == 0
+        a, b, c = (os.path.abspath(d / "broker-0") for d in dirs)
+        movers = broker.replica_manager.alter_log_dirs
+        assert movers.alter(("m", 0), b) == ErrorCode.NONE
+        first = broker.log_manager.get_future_log("m", 0)
+        assert movers.alter(("m", 0), c) == ErrorCode.NONE  # before the first copier ran
+        assert first.deleted and not first.directory.exists()
+        await asyncio.wait_for(movers.swapped[("m", 0)].wait(), 30)
+        assert dir_of(broker, "m", 0) == c and broker.log_manager.get_log("m", 0).log_end_offset == 50
+        assert not [p for d in (a, b, c) for p in Path(d).iterdir() if p.name.startswith("m-0.")]
+        assert broker.log_dir_failure_channel.offline_log_dirs() == []
+        await client.close()
