@@ -137,3 +137,15 @@ def test_ctl_disk_faults(capsys, server: ServerThread, cluster: DiskFakeCluster)
         "cleared 1 disk fault(s)\n"
     assert run_ctl(capsys, server, "disk-fault", "clear")[1] == "cleared 1 disk fault(s)\n"
     assert cluster.disk_faults() == []
+
+
+def test_ctl_disk_fault_on_one_log_dir(capsys, server: ServerThread, cluster: DiskFakeCluster):
+    code, out, _ = run_ctl(capsys, server, "disk-fault", "add", "--broker", "1", "--operation",
+                           "write", "--errno", "EIO", "--log-dir", "/data/b/broker-1")
+    assert (code, out) == (0, "disk fault 1 added: broker 1 in /data/b/broker-1 write: EIO, "
+                              "until cleared\n")
+    [fault] = cluster.disk_faults()
+    assert fault["log_dir"] == "/data/b/broker-1"
+    got_status, body = raw(server, "POST", "/disk-faults",
+                           b'{"broker": 1, "operation": "fsync", "errno": "EIO", "log_dir": "/x"}')
+    assert got_status == 201 and body["log_dir"] == "/x"

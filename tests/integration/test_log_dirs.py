@@ -22,6 +22,8 @@ from tests.integration.test_fetch_purgatory import fetch_body
 from tests.integration.test_hostile_input import METADATA
 from tests.integration.test_protocol_edges import CREATE_TOPICS, FETCH, PRODUCE, produce_body
 
+ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS = 34, 35
+
 
 def two_dirs(tmp_path: Path, overrides: dict[str, str] | None = None):
     return cluster_config(tmp_path / "a", {"log.dirs": f"{tmp_path / 'a'},{tmp_path / 'b'}",
@@ -75,6 +77,14 @@ async def test_new_partitions_spread_over_the_dirs_each_with_its_own_files(tmp_p
         assert [dir_of(broker, "s", p) for p in range(4)] == [a, b, a, b]
         for p in range(4):
             assert (await produce(client, "s", p, p)).error_code == 0
+        for version in range(5):  # every version; an empty topic list asks for no partition
+            described = await client.request(DESCRIBE_LOG_DIRS, version, {"topics": []})
+            assert [(r.error_code, r.log_dir, list(r.topics)) for r in described.results] == [
+                (0, os.path.abspath(a), []), (0, os.path.abspath(b), [])]
+            named = await client.request(DESCRIBE_LOG_DIRS, version, {"topics": [
+                {"topic": "s", "partitions": [1, 2]}]})
+            assert [[(t.name, [p.partition_index for p in t.partitions]) for t in r.topics]
+                    for r in named.results] == [[("s", [2])], [("s", [1])]]
         await client.close()
     finally:
         await cluster.stop()
@@ -167,8 +177,6 @@ async def test_a_failed_dir_offlines_only_its_partitions_and_leadership_moves(tm
     finally:
         await cluster.stop()
 
-
-ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS = 34, 35
 
 
 async def alter_dir(client: RawClient, path: str, topic: str, partitions: list[int]) -> dict:
