@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import uuid
+from collections import Counter
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from storage.log_config import LogConfig
 from storage.log_dir import (
     DELETE_SUFFIX,
     FUTURE_SUFFIX,
+    CountedLogs,
     LogDir,
     parse_delete_dir_name,
     parse_future_dir_name,
@@ -72,8 +74,10 @@ class LogManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.default_config = default_config
         self._now_ms = now_ms
-        self._logs: dict[TopicPartition, Log] = {}
-        self._future_logs: dict[TopicPartition, Log] = {}  # replicas being moved to another dir
+        self._dir_counts: Counter[str] = Counter()  # logs per dir, future ones included
+        self._logs: dict[TopicPartition, Log] = CountedLogs(self._dir_counts)
+        # Replicas being moved to another dir (AlterReplicaLogDirs).
+        self._future_logs: dict[TopicPartition, Log] = CountedLogs(self._dir_counts)
         self._topic_configs: dict[str, LogConfig] = {}
         self.load_problems: list[str] = []  # what load() skipped, for the broker to warn about
         # Partition folders seen in a dir that failed while loading: hosted here, but offline.
@@ -194,16 +198,13 @@ class LogManager:
     def get_future_log(self, topic: str, partition: int) -> Log | None:
         return self._future_logs.get((topic, partition))
 
-    def next_log_dir(self, exclude: str | None = None) -> LogDir:
+    def next_log_dir(self) -> LogDir:
         """The online dir holding the fewest logs (future ones included), the first listed on a
         tie (Kafka's nextLogDirs); KafkaStorageError when none is online."""
-        counts = {name: 0 for name, d in self.dirs.items() if not d.offline and name != exclude}
-        if not counts:
+        online = [name for name, d in self.dirs.items() if not d.offline]
+        if not online:
             raise KafkaStorageError("no online log dir to create a log in")
-        for log in [*self._logs.values(), *self._future_logs.values()]:
-            if log.log_dir in counts:
-                counts[log.log_dir] += 1
-        return self.dirs[min(counts, key=lambda name: counts[name])]
+        return self.dirs[min(online, key=lambda name: self._dir_counts[name])]
 
     def create_log(self, topic: str, partition: int, config: LogConfig | None = None,
                    topic_id: uuid.UUID | None = None) -> Log:
