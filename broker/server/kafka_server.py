@@ -69,8 +69,9 @@ NEVER_MS = 2**62  # an interval this long (Kafka's Long.MAX defaults) means the 
 
 
 class LogDirFailedAtStart(ValueError):
-    """The broker's only log dir failed while its logs were loaded: it does not start (a
-    ValueError: the control API answers it as a state conflict, the CLI as a start-up error)."""
+    """Every log dir of the broker failed while its logs were loaded: it does not start (a
+    ValueError: the control API answers it as a state conflict, the CLI as a start-up error).
+    With one dir left, it starts and that dir's partitions are offline."""
 
 
 def wall_clock_ms() -> int:
