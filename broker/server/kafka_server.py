@@ -203,7 +203,8 @@ class KafkaServer:
             self._failed_dirs.add(offline.path)
             log.error("log dir offline at start", broker_id=self.broker_id, log_dir=offline.path,
                       reason=offline.reason)
-            self.log_manager.handle_log_dir_failure(offline.path)
+            self.replica_manager.offline_partitions |= set(
+                self.log_manager.handle_log_dir_failure(offline.path))
         self.replica_manager.offline_partitions |= self.log_manager.offline_at_load
         for problem in self.log_manager.load_problems:
             log.warning("checkpoint row skipped", broker_id=self.broker_id, problem=problem)

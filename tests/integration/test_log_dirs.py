@@ -337,3 +337,47 @@ async def test_a_move_sent_elsewhere_midway_starts_over_there(tmp_path: Path):
         assert not [p for d in (a, b, c) for p in Path(d).iterdir() if p.name.startswith("m-0.")]
         assert broker.log_dir_failure_channel.offline_log_dirs() == []
         await client.close()
+
+
+async def test_a_dir_failing_at_start_leaves_the_broker_serving_the_other(tmp_path: Path):
+    """A dir that failed (no clean-shutdown marker there) and still fails its recovery's fsyncs at
+    the next start: the broker starts on the other dir, the failed dir's partitions are offline
+    (never created afresh elsewhere); once the disk is fine, a restart brings them back."""
+    a, b = (str(tmp_path / d / "broker-0") for d in "ab")
+    async with Cluster(two_dirs(tmp_path), 1) as cluster:
+        broker = cluster.brokers[0]
+        client = await RawClient.connect(broker.port)
+        await create(client, "d", 2, 1)
+        await all_led(cluster, "d", 2)
+        assert [dir_of(broker, "d", p) for p in range(2)] == [a, b]
+        for p in range(2):
+            assert (await produce(client, "d", p, p)).error_code == 0
+        cluster.add_disk_fault(0, "write", "EIO", after_bytes=20, log_dir=b)
+        assert (await produce(client, "d", 1, 2)).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        await until(lambda: ("d", 1) in broker.replica_manager.offline_partitions)
+        await client.close()
+        await cluster.stop_broker(0)
+        assert (Path(a) / CLEAN_SHUTDOWN_FILE).exists() and not (Path(b) / CLEAN_SHUTDOWN_FILE).exists()
+
+        cluster.add_disk_fault(0, "fsync", "EIO", log_dir=b)
+        await cluster.start_broker(0)  # b's recovery cuts the torn tail; its fsync fails
+        broker = cluster.brokers[0]
+        assert broker.running and [d.name for d in broker.log_manager.online_dirs()] == [a]
+        assert ("d", 1) in broker.replica_manager.offline_partitions
+        await until(lambda: (p := broker.replica_manager.partitions.get(("d", 0))) is not None
+                    and p.is_leader)
+        client = await RawClient.connect(broker.port)
+        assert (await produce(client, "d", 0, 3)).base_offset == 1
+        assert (await produce(client, "d", 1, 3)).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert not (Path(a) / "d-1").exists()  # not made afresh in the healthy dir
+        await client.close()
+
+        assert cluster.clear_disk_faults(broker_id=0) == 2
+        await cluster.stop_broker(0)
+        await cluster.start_broker(0)
+        broker = cluster.brokers[0]
+        await all_led(cluster, "d", 2)
+        assert dir_of(broker, "d", 1) == b
+        client = await RawClient.connect(broker.port)
+        assert (await produce(client, "d", 1, 4)).base_offset == 1  # after its one record
+        await client.close()
