@@ -125,13 +125,15 @@ def cmd_disk_fault_add(client: ControlClient, args: argparse.Namespace) -> str:
 
 
 def cmd_disk_fault_list(client: ControlClient, args: argparse.Namespace) -> str:
+    faults = client.disk_faults()
+    per_dir = any(f.get("log_dir") for f in faults)  # a LOG_DIR column only when one names a dir
     rows = [[f["id"], f["broker"], f["operation"], f["errno"],
              "-" if f.get("after_bytes") is None else f["after_bytes"],
              "-" if f.get("after_ops") is None else f["after_ops"], f.get("hits", 0),
-             ",".join(f.get("files") or ["log"])]
-            for f in client.disk_faults()]
+             ",".join(f.get("files") or ["log"]), *([f.get("log_dir") or "all"] if per_dir else [])]
+            for f in faults]
     return table(rows, ["ID", "BROKER", "OPERATION", "ERRNO", "AFTER_BYTES", "AFTER_OPS", "HITS",
-                        "FILES"])
+                        "FILES", *(["LOG_DIR"] if per_dir else [])])
 
 
 def cmd_disk_fault_clear(client: ControlClient, args: argparse.Namespace) -> str:

@@ -146,6 +146,10 @@ def test_ctl_disk_fault_on_one_log_dir(capsys, server: ServerThread, cluster: Di
                               "until cleared\n")
     [fault] = cluster.disk_faults()
     assert fault["log_dir"] == "/data/b/broker-1"
+    run_ctl(capsys, server, "disk-fault", "add", "--broker", "2", "--operation", "fsync",
+            "--errno", "EIO")
+    code, out, _ = run_ctl(capsys, server, "disk-fault", "list")
+    assert [line.split()[-1] for line in out.splitlines()] == ["LOG_DIR", "/data/b/broker-1", "all"]
     got_status, body = raw(server, "POST", "/disk-faults",
                            b'{"broker": 1, "operation": "fsync", "errno": "EIO", "log_dir": "/x"}')
-    assert got_status == 201 and body["log_dir"] == "/x"
+    assert got_status == 201 and body["log_dir"] == "/x" and body["id"] == 3
