@@ -100,7 +100,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("connections.max.reauth.ms", int, "0",
              "SASL sessions last this long, then the client must re-authenticate (0: forever)"),
     Property("log.dirs", str, "./data",
-             "data directory (one directory; embedded: one broker-<id> folder per broker)"),
+             "comma-separated log directories; new partitions go to the one holding the fewest "
+             "(embedded: one broker-<id> folder per broker in each)"),
     Property("cluster.id", str, "", "cluster id; generated once and kept in meta.properties"),
     Property("num.partitions", int, "1", "partitions of an auto-created topic"),
     Property("default.replication.factor", int, "1", "replication factor of new topics"),
@@ -258,7 +259,20 @@ class BrokerConfig:
 
     @property
     def data_dir(self) -> Path:
-        return Path(self.values["log.dirs"].split(",")[0])
+        """The first log dir: where the embedded cluster keeps its metadata store."""
+        return self.log_dirs[0]
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        return [Path(d.strip()) for d in self.values["log.dirs"].split(",") if d.strip()] \
+            or [Path(".")]
+
+    def check_log_dir(self, log_dir: str | None) -> None:
+        """ValueError unless `log_dir` (when given) is one of this broker's log.dirs."""
+        if log_dir is not None and not any(
+                os.path.abspath(log_dir) == os.path.abspath(d) for d in self.log_dirs):
+            raise ValueError(f"{log_dir!r} is not one of the broker's log.dirs "
+                             f"({', '.join(map(str, self.log_dirs))})")
 
     @property
     def listener(self) -> tuple[str, int]:

@@ -24,7 +24,8 @@ def _parser() -> argparse.ArgumentParser:
                        ("stats", "write per topic/partition statistics as Parquet and HTML")):  # fmt: skip
         sub = commands.add_parser(name, help=what, description=what)
         sub.add_argument("--data-dir", required=True,
-                         help="a broker's log.dirs, or a folder holding one per broker")
+                         help="a broker's log.dirs (comma-separated when several), or a folder holding "
+                              "one per broker (or several such folders)")
         sub.add_argument("--master", default="local[*]",
                          help="Spark master URL (default local[*]); e.g. spark://host:7077")
         sub.add_argument("--out", default="pipeline-out", help="output folder (default ./pipeline-out)")

@@ -1,8 +1,10 @@
 """Discovery of brokers, partition replicas and segment files under a data directory (no Spark).
 
 A broker directory is any folder holding `meta.properties`: the given path itself or its immediate
-subfolders (a whole cluster's directory holds one per broker). Its replica id is `node.id`. Topic
-configs come from the cluster's metadata store, `metadata-store/` beside the broker folders.
+subfolders (a whole cluster's directory holds one per broker). Its replica id is `node.id`. The path
+may be a comma-separated list, as `log.dirs` is: a broker with several log dirs has one broker
+directory in each (same node.id), each with its own partitions and checkpoints. Topic configs come
+from the cluster's metadata store, `metadata-store/` beside the broker folders of the first path.
 """
 
 from __future__ import annotations
@@ -67,9 +69,21 @@ def read_properties(path: Path) -> dict[str, str]:
     return props
 
 
+def data_roots(data_dir: str | Path) -> list[Path]:
+    """The paths of a `--data-dir` (comma-separated, as log.dirs)."""
+    return [Path(p.strip()) for p in str(data_dir).split(",") if p.strip()] or [Path(data_dir)]
+
+
 def find_brokers(data_dir: str | Path) -> list[BrokerDir]:
-    """Every broker directory at `data_dir` or one level below, sorted by replica id."""
-    root = Path(data_dir)
+    """Every broker directory at each path of `data_dir` or one level below, sorted by replica id
+    (a broker with several log dirs has one per path)."""
+    found: list[BrokerDir] = []
+    for root in data_roots(data_dir):
+        found += _brokers_in(root)
+    return sorted(found, key=lambda b: (b.replica, str(b.path)))
+
+
+def _brokers_in(root: Path) -> list[BrokerDir]:
     if not root.is_dir():
         raise FileNotFoundError(f"no such data directory: {root}")
     candidates = [root, *sorted(p for p in root.iterdir() if p.is_dir())]
@@ -127,7 +141,7 @@ def _metadata_image(root: Path) -> MetadataImage | None:
 def topic_configs(data_dir: str | Path) -> dict[str, dict[str, str]]:
     """Every topic's config overrides from the cluster's metadata store: the one in `data_dir` (a
     cluster's folder) or beside it (`data_dir` is one broker's folder); {} without a store."""
-    image = _metadata_image(Path(data_dir))
+    image = _metadata_image(data_roots(data_dir)[0])
     if image is None:
         return {}
     configs = {}

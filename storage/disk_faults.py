@@ -1,7 +1,7 @@
-"""DiskFaults: one log directory's injected disk faults, consulted at every write, fsync and
-truncation of its files: segments (`.log`), indexes, checkpoint files and the cleaner's output, each
-fault armed for some of those kinds (the control API arms them; with none armed the calls go
-straight to os).
+"""DiskFaults: a broker's injected disk faults, consulted at every write, fsync and truncation of
+its log directories' files: segments (`.log`), indexes, checkpoint files and the cleaner's output,
+each fault armed for some of those kinds and for one log dir or all (the control API arms them;
+with none armed the calls go straight to os).
 """
 
 from __future__ import annotations
@@ -76,13 +76,15 @@ class DiskFault:
     after_ops: int | None = None  # calls that still succeed before it fails
     hits: int = 0  # calls it failed
     files: frozenset[FileKind] = DEFAULT_FILES  # the kinds of file it hits
+    log_dir: str | None = None  # the log dir it hits (None: every dir of the broker)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, as the control API lists it."""
         return {"id": self.id, "operation": self.operation.value,
                 "errno": errno_codes.errorcode.get(self.errno, str(self.errno)),
                 "after_bytes": self.after_bytes, "after_ops": self.after_ops, "hits": self.hits,
-                "files": sorted(self.files)}
+                "files": sorted(self.files),
+                **({"log_dir": self.log_dir} if self.log_dir is not None else {})}
 
 
 def resolve_errno(value: int | str) -> int:
@@ -99,22 +101,42 @@ def _count(value: int | None, what: str) -> int | None:
     return value
 
 
+def same_dir(a: str, b: str) -> bool:
+    return os.path.normpath(os.path.abspath(a)) == os.path.normpath(os.path.abspath(b))
+
+
 class DiskFaults:
-    """The armed faults of one log directory. An armed fault stays until cleared, as a full or
-    failing disk stays so: once it fires, every later call of its kind fails too."""
+    """The armed faults of one broker's log directories. An armed fault stays until cleared, as a
+    full or failing disk stays so: once it fires, every later call of its kind fails too. A log
+    dir's files go through `for_dir(path)`, a view that sees the faults armed for that dir."""
 
     def __init__(self, ids: Iterator[int] | None = None) -> None:
         self._faults: dict[int, DiskFault] = {}
         self._ids = ids if ids is not None else itertools.count(1)
         # The log flusher's thread fsyncs too: a fault's counters move under this lock.
         self._lock = threading.Lock()
+        self._log_dir: str | None = None  # a view's dir; None: every fault applies
+
+    def for_dir(self, log_dir: str) -> DiskFaults:
+        """The faults as log dir `log_dir`'s files meet them (they share armed faults and ids)."""
+        view = DiskFaults.__new__(DiskFaults)
+        view._faults, view._ids, view._lock = self._faults, self._ids, self._lock
+        view._log_dir = log_dir
+        return view
+
+    def _armed(self) -> list[DiskFault]:
+        if self._log_dir is None:
+            return list(self._faults.values())
+        return [f for f in self._faults.values()
+                if f.log_dir is None or same_dir(f.log_dir, self._log_dir)]
 
     def add(
         self, operation: str, errno: int | str, *, after_bytes: int | None = None,
         after_ops: int | None = None, files: Iterable[str] | None = None,
+        log_dir: str | None = None,
     ) -> DiskFault:
-        """Arm a fault on the given kinds of file (segment files when None); ValueError names
-        what is wrong with the spec."""
+        """Arm a fault on the given kinds of file (segment files when None) of one log dir (every
+        dir when None); ValueError names what is wrong with the spec."""
         try:
             op = DiskOperation(operation)
         except ValueError:
@@ -123,7 +145,7 @@ class DiskFaults:
             raise ValueError("after_bytes applies to write faults only; use after_ops")
         fault = DiskFault(next(self._ids), op, resolve_errno(errno),
                           _count(after_bytes, "after_bytes"), _count(after_ops, "after_ops"),
-                          files=resolve_files(files))
+                          files=resolve_files(files), log_dir=log_dir)
         self._faults[fault.id] = fault
         return fault
 
@@ -143,7 +165,7 @@ class DiskFaults:
         """os.write, unless a write fault fires: then the part it still allows is written for real
         (a partial write, as on a disk that fills up mid-write) and OSError is raised."""
         with self._lock:
-            for fault in list(self._faults.values()):
+            for fault in self._armed():
                 if fault.operation is DiskOperation.WRITE and kind in fault.files:
                     allowed = self._allowance(fault, len(data))
                     if allowed < len(data):
@@ -169,7 +191,7 @@ class DiskFaults:
 
     def _check_fsync(self, kind: FileKind) -> None:
         with self._lock:
-            for fault in list(self._faults.values()):
+            for fault in self._armed():
                 if (fault.operation is DiskOperation.FSYNC and kind in fault.files
                         and self._allowance(fault, 1) < 1):
                     self._fail(fault)
@@ -178,7 +200,7 @@ class DiskFaults:
         """os.ftruncate, which a fired write fault fails too, except ENOSPC: shrinking a file on
         a full disk frees space, a device answering EIO refuses that write as well."""
         with self._lock:
-            for fault in list(self._faults.values()):
+            for fault in self._armed():
                 if (fault.operation is DiskOperation.WRITE and kind in fault.files and fault.hits
                         and fault.errno != errno_codes.ENOSPC):
                     self._fail(fault)

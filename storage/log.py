@@ -86,6 +86,9 @@ def _handling_io_errors(
             try:
                 return method(self, *args, **kwargs)
             except OSError as exc:
+                if self.deleted:  # its folder went under it (a replica move abandoned): no disk fault
+                    raise KafkaStorageError(
+                        f"Error while {what} {self.directory.name}: the log was deleted") from exc
                 raise self.failure_channel.storage_error(
                     self.log_dir, f"{what} {self.directory.name}", exc) from exc
         return run
@@ -234,6 +237,16 @@ class Log:
         if truncations == self._truncations and offset > self._recovery_point:
             self._recovery_point = min(offset, self._log_end_offset)
         return self._recovery_point
+
+    @property
+    def files(self) -> FileHandleCache:
+        """The descriptor cache its segments open files through."""
+        return self._files
+
+    @property
+    def truncations(self) -> int:
+        """How many times it was truncated (a copy of it must start again when this moves)."""
+        return self._truncations
 
     @property
     def size_in_bytes(self) -> int:

@@ -37,8 +37,10 @@ def wait_until(condition: Callable[[], object], what: str, timeout_s: float = DE
 
 class ProcessCluster:
     def __init__(self, zk_connect: str, root: Path, brokers: int = 3,
-                 overrides: dict[str, str] | None = None, listener: str = "PLAINTEXT") -> None:
+                 overrides: dict[str, str] | None = None, listener: str = "PLAINTEXT",
+                 log_dirs: int = 1) -> None:
         self.zk_connect = zk_connect
+        self.num_log_dirs = log_dirs
         self.listener = listener  # the name (and security protocol) of the brokers' one listener
         self.root = root
         self.ids = list(range(brokers))
@@ -57,13 +59,19 @@ class ProcessCluster:
     def command(self, broker_id: int) -> list[str]:
         args = [sys.executable, "-m", "broker.server.cli", "run",
                 "--listeners", f"{self.listener}://127.0.0.1:{self.ports[broker_id]}",
-                "--log-dirs", str(self.root / f"broker-{broker_id}"),
+                "--log-dirs", ",".join(str(d) for d in self.log_dirs(broker_id)),
                 "-o", f"zookeeper.connect={self.zk_connect}", "-o", f"broker.id={broker_id}",
                 "-o", f"control.listener=127.0.0.1:{self.control_ports[broker_id]}",
                 "-o", "log.level=info"]
         for name, value in self.overrides.items():
             args += ["-o", f"{name}={value}"]
         return args
+
+    def log_dirs(self, broker_id: int) -> list[Path]:
+        """broker-<id>/, then broker-<id>-dir<k>/ for each further log dir."""
+        first = self.root / f"broker-{broker_id}"
+        return [first, *(first.with_name(f"{first.name}-dir{k}")
+                         for k in range(1, self.num_log_dirs))]
 
     def start(self, broker_id: int | None = None) -> None:
         for i in self.ids if broker_id is None else [broker_id]:

@@ -22,7 +22,8 @@ log = structlog.get_logger("kafka_sim.control_api")
 
 FAULT_FIELDS = frozenset({"broker", "api", "partition", "error", "drop_response", "disconnect",
                           "delay_ms", "count"})
-DISK_FAULT_FIELDS = frozenset({"broker", "operation", "errno", "after_bytes", "after_ops", "files"})
+DISK_FAULT_FIELDS = frozenset({"broker", "operation", "errno", "after_bytes", "after_ops", "files",
+                               "log_dir"})
 
 
 class ClusterControl(Protocol):
@@ -39,10 +40,11 @@ class ClusterControl(Protocol):
 
     def add_disk_fault(self, broker_id: int, operation: str, errno: int | str, *,
                        after_bytes: int | None = None, after_ops: int | None = None,
-                       files: list[str] | None = None) -> dict:
-        """Arm a fault on a broker's log dir (ValueError for a bad spec) for some kinds of its
-        files (log, index, checkpoint, cleaner, or all; segment files when None); returns it as
-        listed: id, broker, operation, errno, after_bytes, after_ops, hits, files."""
+                       files: list[str] | None = None, log_dir: str | None = None) -> dict:
+        """Arm a fault on one of a broker's log dirs (all of them when None; ValueError for a bad
+        spec or a dir it does not have) for some kinds of its files (log, index, checkpoint,
+        cleaner, or all; segment files when None); returns it as listed: id, broker, operation,
+        errno, after_bytes, after_ops, hits, files (and log_dir when given)."""
         ...
 
     def disk_faults(self) -> list[dict]: ...
@@ -342,7 +344,7 @@ async def add_disk_fault(request: web.Request) -> web.Response:
         fault = control.add_disk_fault(broker_id, body["operation"], body["errno"],
                                        after_bytes=body.get("after_bytes"),
                                        after_ops=body.get("after_ops"),
-                                       files=body.get("files"))
+                                       files=body.get("files"), log_dir=body.get("log_dir"))
     except KeyError as exc:
         raise ApiError(404, _key_message(exc, "broker")) from None
     except ValueError as exc:

@@ -83,11 +83,13 @@ class ControlClient:
 
     def add_disk_fault(self, broker: int, operation: str, errno: str | int, *,
                        after_bytes: int | None = None, after_ops: int | None = None,
-                       files: list[str] | None = None) -> dict:
-        """Make a broker's log dir fail writes or fsyncs (after N more bytes or calls) of some
-        kinds of file: log (the default), index, checkpoint, cleaner, or all."""
+                       files: list[str] | None = None, log_dir: str | None = None) -> dict:
+        """Make a broker's log dir (`log_dir`, or all of them) fail writes or fsyncs (after N
+        more bytes or calls) of some kinds of file: log (the default), index, checkpoint, cleaner,
+        or all."""
         body = {"broker": broker, "operation": operation, "errno": errno,
-                "after_bytes": after_bytes, "after_ops": after_ops, "files": files}
+                "after_bytes": after_bytes, "after_ops": after_ops, "files": files,
+                "log_dir": log_dir}
         return self._call("POST", "/disk-faults", body={k: v for k, v in body.items()
                                                          if v is not None})
 

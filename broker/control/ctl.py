@@ -111,25 +111,29 @@ def _describe_disk_fault(f: dict) -> str:
              if f.get(k) is not None]
     files = f.get("files") or ["log"]
     kinds = "" if files == ["log"] else f" ({', '.join(files)} files)"
-    return f"broker {f['broker']} {f['operation']}{kinds}: {f['errno']}" + \
+    where = f" in {f['log_dir']}" if f.get("log_dir") else ""
+    return f"broker {f['broker']}{where} {f['operation']}{kinds}: {f['errno']}" + \
         (f" {' '.join(delay)}" if delay else "") + ", until cleared"
 
 
 def cmd_disk_fault_add(client: ControlClient, args: argparse.Namespace) -> str:
     fault = client.add_disk_fault(args.broker, args.operation, args.errno,
                                   after_bytes=args.after_bytes, after_ops=args.after_ops,
-                                  files=args.files.split(",") if args.files else None)
+                                  files=args.files.split(",") if args.files else None,
+                                  log_dir=args.log_dir)
     return f"disk fault {fault['id']} added: {_describe_disk_fault(fault)}"
 
 
 def cmd_disk_fault_list(client: ControlClient, args: argparse.Namespace) -> str:
+    faults = client.disk_faults()
+    per_dir = any(f.get("log_dir") for f in faults)  # a LOG_DIR column only when one names a dir
     rows = [[f["id"], f["broker"], f["operation"], f["errno"],
              "-" if f.get("after_bytes") is None else f["after_bytes"],
              "-" if f.get("after_ops") is None else f["after_ops"], f.get("hits", 0),
-             ",".join(f.get("files") or ["log"])]
-            for f in client.disk_faults()]
+             ",".join(f.get("files") or ["log"]), *([f.get("log_dir") or "all"] if per_dir else [])]
+            for f in faults]
     return table(rows, ["ID", "BROKER", "OPERATION", "ERRNO", "AFTER_BYTES", "AFTER_OPS", "HITS",
-                        "FILES"])
+                        "FILES", *(["LOG_DIR"] if per_dir else [])])
 
 
 def cmd_disk_fault_clear(client: ControlClient, args: argparse.Namespace) -> str:
@@ -278,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="action", required=True, metavar="ACTION")
     add = leaf(disk, "add", cmd_disk_fault_add,
                "fail a broker's log-dir writes or fsyncs with an errno (the broker takes its "
-               "log dir offline and halts)")
+               "log dir offline; it halts when no dir is left)")
     add.add_argument("--broker", type=int, required=True, metavar="ID", help="broker id")
     add.add_argument("--operation", required=True, choices=["write", "fsync"])
     add.add_argument("--errno", required=True, metavar="NAME", help="ENOSPC, EIO, ...")
@@ -288,6 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--files", metavar="KINDS",
                      help="comma-separated kinds of file it hits: log (the default), index, "
                           "checkpoint, cleaner, or all")
+    add.add_argument("--log-dir", metavar="DIR",
+                     help="only this one of the broker's log.dirs (default: all of them)")
     leaf(disk, "list", cmd_disk_fault_list, "list armed disk faults")
     clear = leaf(disk, "clear", cmd_disk_fault_clear, "clear one disk fault, a broker's, or all")
     clear.add_argument("--id", type=int, metavar="N", help="only this fault")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -58,7 +59,8 @@ LEADER_AND_ISR_CHUNK = 50
 
 # Events a child watch starts, and the node whose children they are about.
 CHILD_EVENTS = {"broker_change": paths.BROKER_IDS, "topic_change": paths.TOPICS,
-                "topic_deletion": paths.DELETE_TOPICS, "isr_change": paths.ISR_CHANGES}
+                "topic_deletion": paths.DELETE_TOPICS, "isr_change": paths.ISR_CHANGES,
+                "log_dir_event": paths.LOG_DIR_EVENTS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,9 @@ class Controller(PartitionReassignment):
         self.epoch = epoch
         self.live_brokers: set[int] = set()
         self.shutting_down: set[int] = set()  # brokers in a controlled shutdown: never elected
+        # Per live broker, its replicas on a failed log dir (it answered KAFKA_STORAGE_ERROR):
+        # never elected, out of the ISR, until the broker registers again.
+        self.offline_replicas: dict[int, set[tuple[str, int]]] = {}
         self.topics: dict[str, TopicInfo] = {}
         self.states: dict[tuple[str, int], LeaderAndIsr] = {}
         self.queue: asyncio.Queue[ControllerEvent] = asyncio.Queue()
@@ -183,6 +188,8 @@ class Controller(PartitionReassignment):
             "topic_change": self._on_topic_change,
             "topic_deletion": self._on_topic_deletion,
             "isr_change": self._on_isr_change,
+            "log_dir_event": self._on_log_dir_event,
+            "replicas_offline": self._on_replicas_offline,
             "preferred_election": self._on_preferred_election,
             "auto_leader_rebalance": self._on_auto_leader_rebalance,
             "partition_change": self._on_partition_change,
@@ -328,19 +335,24 @@ class Controller(PartitionReassignment):
     # -- elections --------------------------------------------------------------------------
 
     def _elect_leader(self, state: LeaderAndIsr, *, unclean: bool = False) -> tuple[int, list[int]]:
-        """Offline-partition election: the first live replica (assignment order) in the ISR;
+        """Offline-partition election: the first online replica (assignment order) in the ISR;
         failing that, with `unclean` (an admin's UNCLEAN election) or the topic's
-        unclean.leader.election.enable, the first live replica: it leads alone."""
-        live_isr = [r for r in state.isr if r in self.live_brokers]
+        unclean.leader.election.enable, the first online replica: it leads alone."""
+        live_isr = [r for r in state.isr if self._replica_online(r, state)]
         for replica in state.replicas:
             if replica in live_isr and replica not in self.shutting_down:
                 return replica, live_isr
         if unclean or self.config.log_config(
                 self.topics[state.topic].configs).unclean_leader_election_enable:
-            live = [r for r in state.replicas if r in self.live_brokers]
+            live = [r for r in state.replicas if self._replica_online(r, state)]
             if live:
                 return live[0], [live[0]]
         return -1, state.isr  # offline: keep the last ISR so that its return can lead again
+
+    def _replica_online(self, replica: int, state: LeaderAndIsr) -> bool:
+        """Its broker is live and its log dir has not failed (Kafka's isReplicaOnline)."""
+        return replica in self.live_brokers and (
+            (state.topic, state.partition) not in self.offline_replicas.get(replica, ()))
 
     async def _elect_for(self, keys: list[tuple[str, int]]) -> list[LeaderAndIsr]:
         changes = []
@@ -376,9 +388,17 @@ class Controller(PartitionReassignment):
                    for name in {s.topic for s in states} if name in self.topics}
         for broker_id, broker_states in by_broker.items():
             try:
-                self.channel.send_leader_and_isr(broker_id, self.epoch, broker_states, configs)
+                self.channel.send_leader_and_isr(broker_id, self.epoch, broker_states, configs,
+                                                 functools.partial(self._on_response, broker_id))
             except KafkaError as exc:
                 log.warning("LeaderAndIsr refused", broker_id=broker_id, error=exc.code.name)
+
+    def _on_response(self, broker_id: int, errors: dict[tuple[str, int], ErrorCode]) -> None:
+        """A broker's LeaderAndIsr answer: partitions it answered KAFKA_STORAGE_ERROR for are on
+        a failed log dir there (Kafka's controller marks those replicas offline)."""
+        offline = {k for k, code in errors.items() if code == ErrorCode.KAFKA_STORAGE_ERROR}
+        if offline - self.offline_replicas.get(broker_id, set()):
+            self.queue.put_nowait(ControllerEvent("replicas_offline", (broker_id, offline)))
 
     def _send_update_metadata(self, pending: frozenset[tuple[str, int]] = frozenset()) -> None:
         """The cluster's view to every live broker. `pending` partitions (new ones whose
@@ -392,8 +412,12 @@ class Controller(PartitionReassignment):
                 endpoints[broker_id] = registered_endpoints(data)
         states = {k: v for k, v in self.states.items() if k not in pending} if pending \
             else dict(self.states)
+        offline: dict[tuple[str, int], list[int]] = {}
+        for broker_id, keys in sorted(self.offline_replicas.items()):
+            for key in keys:
+                offline.setdefault(key, []).append(broker_id)
         snapshot = MetadataSnapshot(self.broker_id, self.epoch, brokers, dict(self.topics),
-                                    states, endpoints)
+                                    states, endpoints, offline)
         for broker_id in self.live_brokers:
             try:
                 self.channel.send_update_metadata(broker_id, snapshot)
@@ -469,6 +493,8 @@ class Controller(PartitionReassignment):
         new, dead = live - self.live_brokers, self.live_brokers - live
         self.live_brokers = live
         self.shutting_down &= live
+        for broker_id in new | dead:  # a broker that registers again reads its dirs afresh
+            self.offline_replicas.pop(broker_id, None)
         if dead:
             log.info("brokers left", brokers=sorted(dead), controller_epoch=self.epoch)
             affected = [k for k, s in self.states.items()
@@ -563,6 +589,45 @@ class Controller(PartitionReassignment):
             if self._assignment(key).is_being_reassigned:
                 await self._maybe_complete_reassignment(key)
 
+    async def _on_log_dir_event(self, children: object) -> None:
+        """Brokers whose log dir failed (Kafka's onBrokerLogDirFailure): each is sent LeaderAndIsr
+        for every replica it holds; its KAFKA_STORAGE_ERROR answers mark those offline."""
+        brokers: set[int] = set()
+        for child in children or ():  # type: ignore[union-attr]
+            with contextlib.suppress(NoNodeError):
+                data, _ = self.store.get_json(f"{paths.LOG_DIR_EVENTS}/{child}")
+                brokers.add(int(data["broker"]))
+                self.store.delete(f"{paths.LOG_DIR_EVENTS}/{child}")
+        for broker_id in sorted(brokers & self.live_brokers):
+            log.info("log dir failed on a broker", broker_id=broker_id, controller_epoch=self.epoch)
+            await self._send_leader_and_isr(
+                [s for s in self.states.values() if broker_id in s.replicas], only={broker_id})
+
+    async def _on_replicas_offline(self, data: object) -> None:
+        """Replicas on a failed log dir go offline (Kafka's OfflineReplica): out of the ISR, and
+        the partitions they led elect a leader among the other live ISR members."""
+        broker_id, keys = data  # type: ignore[misc]
+        if broker_id not in self.live_brokers:
+            return  # it left (or came back, and its dirs were read afresh)
+        new = keys - self.offline_replicas.setdefault(broker_id, set())
+        self.offline_replicas[broker_id] |= new
+        changes = []
+        for key in sorted(new):
+            state = self.states.get(key)
+            if state is None:
+                continue
+            if state.leader == broker_id:
+                leader, isr = self._elect_leader(state)
+            else:
+                leader, isr = state.leader, [r for r in state.isr if r != broker_id]
+            if (leader, isr) != (state.leader, state.isr):
+                changes.append((key, leader, isr))
+        log.info("replicas offline", broker_id=broker_id, partitions=len(new),
+                 changed=len(changes), controller_epoch=self.epoch)
+        changed = await self._update_states(changes)
+        self._send_update_metadata()
+        await self._send_leader_and_isr(changed)
+
     async def _on_controlled_shutdown(self, data: object) -> None:
         broker_id, future = data  # type: ignore[misc]
         try:
@@ -608,7 +673,7 @@ class Controller(PartitionReassignment):
     def _can_lead_preferred(self, state: LeaderAndIsr) -> bool:
         preferred = state.replicas[0]
         return (state.leader != preferred and preferred in state.isr
-                and preferred in self.live_brokers and preferred not in self.shutting_down)
+                and self._replica_online(preferred, state) and preferred not in self.shutting_down)
 
     async def _on_auto_leader_rebalance(self, _data: object) -> None:
         """Elect preferred leaders for brokers whose share of not-led preferred partitions is above

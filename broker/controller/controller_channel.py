@@ -6,6 +6,7 @@ them over TCP (broker/interbroker/), queued per broker, answered asynchronously.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from broker.metadata.metadata_cache import MetadataSnapshot
@@ -14,10 +15,14 @@ from broker.metadata.replica_assignment import ReplicaAssignment
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_config import LogConfig
 
+# A broker's LeaderAndIsr answer per partition (how the controller learns offline replicas).
+PartitionErrors = Callable[[dict[tuple[str, int], ErrorCode]], None]
+
 
 class ControllerChannel(Protocol):
     def send_leader_and_isr(self, broker_id: int, controller_epoch: int,
-                            states: list[LeaderAndIsr], configs: dict[str, LogConfig]) -> None: ...
+                            states: list[LeaderAndIsr], configs: dict[str, LogConfig],
+                            on_response: PartitionErrors | None = None) -> None: ...
 
     def send_update_metadata(self, broker_id: int, snapshot: MetadataSnapshot) -> None: ...
 

@@ -10,6 +10,7 @@ import uuid
 from broker.metadata.metadata_cache import MetadataSnapshot, TopicInfo
 from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.topic_names import INTERNAL_TOPICS
+from protocol.errors import ErrorCode
 
 LEADER_AND_ISR, LEADER_AND_ISR_VERSION = 4, 7
 STOP_REPLICA, STOP_REPLICA_VERSION = 5, 4
@@ -48,6 +49,15 @@ def leader_and_isr_body(controller_id: int, controller_epoch: int, states: list[
     }
 
 
+def leader_and_isr_errors(body: dict, response) -> dict[tuple[str, int], ErrorCode]:
+    """Per partition, the error a broker answered `body` (v5+) with. Its topics come back in the
+    request's order (keyed by topic id, which this controller does not send)."""
+    names = [t["topic_name"] for t in body["topic_states"]]
+    return {(name, p.partition_index): ErrorCode(p.error_code)
+            for name, topic in zip(names, response.topics, strict=False)
+            for p in topic.partition_errors}
+
+
 def _partition_states(request, grouped_from: int, version: int):
     """(topic, partition state) pairs of a LeaderAndIsr/UpdateMetadata request of any version."""
     if version < grouped_from:
@@ -68,7 +78,8 @@ def update_metadata_body(snapshot: MetadataSnapshot) -> dict:
         "broker_epoch": -1,
         "topic_states": [
             {"topic_name": name, "topic_id": info.topic_id.bytes, "partition_states": [
-                _partition_state(s, zk_version=s.partition_version, offline_replicas=[])
+                _partition_state(s, zk_version=s.partition_version, offline_replicas=list(
+                    snapshot.offline_replicas.get((s.topic, s.partition), ())))
                 for s in states.get(name, [])]}
             for name, info in snapshot.topics.items()],
         "live_brokers": [
@@ -100,10 +111,13 @@ def metadata_snapshot(request, version: int, overrides: dict[str, dict[str, str]
                                                 next(iter(endpoints[b.id].values())))
     partitions: dict[tuple[str, int], LeaderAndIsr] = {}
     assignments: dict[str, dict[int, list[int]]] = {}
+    offline: dict[tuple[str, int], list[int]] = {}
     for topic, p in _partition_states(request, 5, version):
         partitions[(topic, p.partition_index)] = LeaderAndIsr(
             topic, p.partition_index, p.leader, p.leader_epoch, list(p.isr), list(p.replicas),
             p.zk_version, p.controller_epoch)
+        if version >= 4 and p.offline_replicas:
+            offline[(topic, p.partition_index)] = list(p.offline_replicas)
         assignments.setdefault(topic, {})[p.partition_index] = list(p.replicas)
     ids = {t.topic_name: uuid.UUID(bytes=bytes(t.topic_id)) for t in request.get("topic_states", ())
            if version >= 7}
@@ -111,7 +125,7 @@ def metadata_snapshot(request, version: int, overrides: dict[str, dict[str, str]
                               overrides.get(name, {}), name in INTERNAL_TOPICS)
               for name, parts in assignments.items()}
     return MetadataSnapshot(request.controller_id, request.controller_epoch, brokers, topics,
-                            partitions, endpoints)
+                            partitions, endpoints, offline)
 
 
 def stop_replica_body(controller_id: int, controller_epoch: int, keys: list[tuple[str, int]],

@@ -114,6 +114,8 @@ _MODULES = (
     "offset_for_leader_epoch",
     "describe_configs",
     "alter_configs",
+    "alter_replica_log_dirs",
+    "describe_log_dirs",
     "delete_groups",
     "elect_leaders",
     "incremental_alter_configs",

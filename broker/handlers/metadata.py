@@ -37,6 +37,7 @@ ZERO_UUID = bytes(16)  # "no topic id" on the wire
 def _topic_entry(ctx: RequestContext, topic: TopicInfo, operations: bool = False) -> dict:
     cache = ctx.services.metadata_cache
     live = cache.brokers  # membership only: the same ids on every listener
+    on_failed_dirs = cache.snapshot.offline_replicas
     partitions = []
     for index, replicas in sorted(topic.assignment.items()):
         state = cache.partition_state(topic.name, index)
@@ -48,7 +49,8 @@ def _topic_entry(ctx: RequestContext, topic: TopicInfo, operations: bool = False
             "leader_epoch": state.leader_epoch if state is not None else -1,
             "replica_nodes": replicas,
             "isr_nodes": state.isr if state is not None else [],
-            "offline_replicas": [r for r in replicas if r not in live],
+            "offline_replicas": [r for r in replicas if r not in live
+                                 or r in on_failed_dirs.get((topic.name, index), ())],
         })
     return {
         "error_code": ErrorCode.NONE,

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import structlog
 
+from broker.controller.controller_channel import PartitionErrors
 from broker.controller.wire import (
     LEADER_AND_ISR,
     LEADER_AND_ISR_VERSION,
@@ -18,6 +19,7 @@ from broker.controller.wire import (
     UPDATE_METADATA,
     UPDATE_METADATA_VERSION,
     leader_and_isr_body,
+    leader_and_isr_errors,
     stop_replica_body,
     update_metadata_body,
 )
@@ -34,7 +36,7 @@ RETRY_BACKOFF_S = (0.05, 1.0)  # first and largest wait between two tries to a b
 NAMES = {LEADER_AND_ISR: "LeaderAndIsr", STOP_REPLICA: "StopReplica",
          UPDATE_METADATA: "UpdateMetadata"}
 
-Request = tuple[int, int, dict]  # api key, version, body
+Request = tuple[int, int, dict, PartitionErrors | None]  # api key, version, body, its answer's taker
 
 
 class TcpControllerChannel:
@@ -51,23 +53,24 @@ class TcpControllerChannel:
     # -- ControllerChannel ------------------------------------------------------------------
 
     def send_leader_and_isr(self, broker_id: int, controller_epoch: int,
-                            states: list[LeaderAndIsr], configs: dict[str, LogConfig]) -> None:
+                            states: list[LeaderAndIsr], configs: dict[str, LogConfig],
+                            on_response: PartitionErrors | None = None) -> None:
         leaders = {s.leader for s in states if s.leader >= 0}
         brokers = {b: a for b in leaders if (a := self._address(b)) is not None}
         self._enqueue(broker_id, (LEADER_AND_ISR, LEADER_AND_ISR_VERSION, leader_and_isr_body(
-            self.controller_id, controller_epoch, states, brokers)))
+            self.controller_id, controller_epoch, states, brokers), on_response))
 
     def send_update_metadata(self, broker_id: int, snapshot: MetadataSnapshot) -> None:
         # The controller sends one snapshot to every live broker: build its body once.
         if self._metadata_body is None or self._metadata_body[0] is not snapshot:
             self._metadata_body = (snapshot, update_metadata_body(snapshot))
         self._enqueue(broker_id, (UPDATE_METADATA, UPDATE_METADATA_VERSION,
-                                  self._metadata_body[1]))
+                                  self._metadata_body[1], None))
 
     def send_stop_replica(self, broker_id: int, controller_epoch: int,
                           keys: list[tuple[str, int]], *, delete: bool) -> None:
         self._enqueue(broker_id, (STOP_REPLICA, STOP_REPLICA_VERSION, stop_replica_body(
-            self.controller_id, controller_epoch, keys, delete)))
+            self.controller_id, controller_epoch, keys, delete), None))
 
     # -- queues and senders -----------------------------------------------------------------
 
@@ -83,7 +86,7 @@ class TcpControllerChannel:
         client: BrokerClient | None = None
         try:
             while True:
-                api_key, version, body = await queue.get()
+                api_key, version, body, on_response = await queue.get()
                 backoff = RETRY_BACKOFF_S[0]
                 while True:
                     try:
@@ -109,6 +112,8 @@ class TcpControllerChannel:
                     if response.error_code != ErrorCode.NONE:
                         log.warning(f"{NAMES[api_key]} refused", broker_id=broker_id,
                                     error=ErrorCode(response.error_code).name)
+                    elif on_response is not None:
+                        on_response(leader_and_isr_errors(body, response))
                     break
         finally:
             if client is not None:
@@ -122,3 +127,4 @@ class TcpControllerChannel:
                 await task  # a sender never ends with an error of its own: it retries
         self._senders.clear()
         self._queues.clear()
+

@@ -50,6 +50,8 @@ class MetadataSnapshot:
     partitions: dict[tuple[str, int], LeaderAndIsr] = field(default_factory=dict)
     # Every broker's advertised address per listener name; `brokers` holds the inter-broker one.
     endpoints: dict[int, dict[str, tuple[str, int]]] = field(default_factory=dict)
+    # Per partition, replicas on a failed log dir of a live broker (UpdateMetadata's offline_replicas).
+    offline_replicas: dict[tuple[str, int], list[int]] = field(default_factory=dict)
 
 
 class MetadataCache:

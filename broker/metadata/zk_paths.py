@@ -16,8 +16,14 @@ ISR_CHANGES = "/isr_change_notification"  # sequential children written by leade
 CLUSTER_ID = "/cluster/id"  # {"version": "1", "id": ...}: the cluster id, written once
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"  # {"broker", "block_start", "block_end"}
 
+# Sequential log_dir_event_N written by a broker whose log dir failed: {"version": 1, "broker": id,
+# "event": 1}; the controller reads and deletes them.
+LOG_DIR_EVENTS = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1
+
 PERSISTENT_ROOTS = (BROKER_IDS, TOPICS, TOPIC_CONFIGS, CONFIG_CHANGES, DELETE_TOPICS,
-                    ISR_CHANGES)
+                    ISR_CHANGES, LOG_DIR_EVENTS)
 
 
 def broker(broker_id: int) -> str:

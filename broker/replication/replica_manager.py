@@ -42,6 +42,7 @@ from broker.replication.fetch_session_handler import FetchSessionResponse
 from broker.replication.leader_endpoint import EpochEndOffset, LeaderEndpoint
 from broker.replication.partition import AlterIsr, Partition
 from broker.replication.purgatory import DelayedOperationPurgatory
+from broker.replication.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from broker.replication.replica_fetcher import ReplicaFetcher
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import decompression_limit, iter_batches
@@ -118,6 +119,10 @@ class ReplicaManager:
         self._parked: set[DelayedFetch | DelayedProduce] = set()
         self._replication_paused = False
         self.offline_partitions: set[tuple[str, int]] = set()  # Kafka's HostedPartition.Offline
+        self.alter_log_dirs = ReplicaAlterLogDirsManager(
+            log_manager, lambda key: p.log if (p := self.partitions.get(key)) else None,
+            self._log_swapped, topic_id_of, lambda key: key in self.offline_partitions,
+            known_partition)
 
     # -- the controller's decisions ---------------------------------------------------------
 
@@ -141,8 +146,21 @@ class ReplicaManager:
             partition = Partition(state.topic, state.partition, log_, self.broker_id,
                                   self.clock.now_ms, self._alter_isr)
             self.partitions[key] = partition
-            log_.on_change = functools.partial(self.fetch_manager.changes.mark, key)
+            self._watch_log(key, log_)
+            self.alter_log_dirs.start(key)  # a move found at start-up goes on (if there is one)
         return partition
+
+    def _log_swapped(self, key: tuple[str, int], log_: Log) -> None:
+        """A replica moved to another log dir: its partition reads and appends there now."""
+        partition = self.partitions.get(key)
+        if partition is not None:
+            partition.log = log_
+            self._watch_log(key, log_)
+            self.fetch_manager.changes.mark(key)
+
+    def _watch_log(self, key: tuple[str, int], log_: Log) -> None:
+        """Fetch sessions learn of the log's changes (ChangedPartitions)."""
+        log_.on_change = functools.partial(self.fetch_manager.changes.mark, key)
 
     def become_leader_or_follower(
         self, states: list[LeaderAndIsr], configs: dict[str, LogConfig]
@@ -166,7 +184,12 @@ class ReplicaManager:
                 # Kafka applies only a leader epoch above the partition's (-1 before its first).
                 errors[key] = ErrorCode.STALE_CONTROLLER_EPOCH  # an older decision: ignore it
                 continue
-            partition = self._partition(state, configs[state.topic])
+            try:
+                partition = self._partition(state, configs[state.topic])
+            except KafkaStorageError:  # its log could not be made: a dir failed under it
+                self.offline_partitions.add(key)
+                errors[key] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
             if state.leader == self.broker_id:
                 self._remove_from_fetcher(key)
                 partition.make_leader(state)
@@ -182,6 +205,7 @@ class ReplicaManager:
     def stop_replicas(self, keys: list[tuple[str, int]], *, delete: bool) -> None:
         for key in keys:
             self._remove_from_fetcher(key)
+            self.alter_log_dirs.cancel(key)
             partition = self.partitions.pop(key, None)
             if partition is not None or delete:
                 self._complete_delayed(key)
@@ -193,6 +217,9 @@ class ReplicaManager:
         fetchers stop, parked requests on them answer now, and every later request for them gets
         KAFKA_STORAGE_ERROR. Returns them."""
         keys = [k for k, p in self.partitions.items() if p.log.log_dir == log_dir]
+        for key, future in self.log_manager.future_logs().items():
+            if key in keys or future.log_dir == log_dir:  # a move into or out of it ends
+                self.alter_log_dirs.cancel(key)
         for key in keys:
             self._remove_from_fetcher(key)
             del self.partitions[key]
@@ -609,6 +636,7 @@ class ReplicaManager:
             op.force_complete()
 
     async def shutdown(self) -> None:
+        await self.alter_log_dirs.shutdown()
         self.complete_parked()
         for fetcher in self.fetchers.values():
             await fetcher.stop()

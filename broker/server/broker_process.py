@@ -132,7 +132,7 @@ class BrokerProcess:
         config = self.config
         if self.broker is not None:  # come back on the same port
             config = config.with_overrides({"listeners": self.broker.listeners})
-        write_meta_properties(config.data_dir, self.context.cluster_id, broker_id)
+        write_meta_properties(config.log_dirs, self.context.cluster_id, broker_id)
         if not self.store.session_id:  # stopped: its session went with it
             self.store.start()
         self.broker = KafkaServer(config, self.context)
@@ -205,11 +205,13 @@ class BrokerProcess:
 
     def add_disk_fault(self, broker_id: int, operation: str, errno: int | str, *,
                        after_bytes: int | None = None, after_ops: int | None = None,
-                       files: list[str] | None = None) -> dict:
+                       files: list[str] | None = None, log_dir: str | None = None) -> dict:
         self._this(broker_id)
         assert self.context is not None
+        self.config.check_log_dir(log_dir)
         fault = self.context.disk_faults_for(broker_id).add(
-            operation, errno, after_bytes=after_bytes, after_ops=after_ops, files=files)
+            operation, errno, after_bytes=after_bytes, after_ops=after_ops, files=files,
+            log_dir=log_dir)
         return {"broker": broker_id, **fault.to_dict()}
 
     def disk_faults(self) -> list[dict]:

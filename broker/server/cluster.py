@@ -41,7 +41,7 @@ def broker_config(base: BrokerConfig, index: int, num_brokers: int) -> BrokerCon
     overrides = {
         "broker.id": str(broker_id),
         "listeners": listeners,
-        "log.dirs": str(base.data_dir / f"broker-{broker_id}"),
+        "log.dirs": ",".join(str(d / f"broker-{broker_id}") for d in base.log_dirs),
     }
     if "default.replication.factor" not in base.explicit:
         overrides["default.replication.factor"] = str(min(3, num_brokers))
@@ -124,7 +124,7 @@ class Cluster:
         if current is not None:  # come back on the same port
             config = config.with_overrides({"listeners": current.listeners})
         # Written atomically and fsynced: in a thread, so that the brokers already up keep serving.
-        await asyncio.to_thread(write_meta_properties, config.data_dir, self.cluster_id, broker_id)
+        await asyncio.to_thread(write_meta_properties, config.log_dirs, self.cluster_id, broker_id)
         broker = KafkaServer(config, self.context)
         self.brokers[broker_id] = broker
         await broker.start()
@@ -184,10 +184,12 @@ class Cluster:
 
     def add_disk_fault(self, broker_id: int, operation: str, errno: int | str, *,
                        after_bytes: int | None = None, after_ops: int | None = None,
-                       files: list[str] | None = None) -> dict:
+                       files: list[str] | None = None, log_dir: str | None = None) -> dict:
         self.broker(broker_id)
+        self.configs[broker_id].check_log_dir(log_dir)
         fault = self.context.disk_faults_for(broker_id).add(
-            operation, errno, after_bytes=after_bytes, after_ops=after_ops, files=files)
+            operation, errno, after_bytes=after_bytes, after_ops=after_ops, files=files,
+            log_dir=log_dir)
         return {"broker": broker_id, **fault.to_dict()}
 
     def disk_faults(self) -> list[dict]:
@@ -250,10 +252,17 @@ class Cluster:
         return sorted(out, key=lambda t: t["transactional_id"])
 
 
-def write_meta_properties(data_dir: Path, cluster_id: str, broker_id: int) -> None:
-    """Kafka's meta.properties: what cluster and which broker a data directory belongs to."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    path = data_dir / "meta.properties"
+def write_meta_properties(log_dirs: Path | list[Path], cluster_id: str, broker_id: int) -> None:
+    """Kafka's meta.properties in each log dir: what cluster and which broker it belongs to. A dir
+    that cannot be written is left to the broker's start (its log dir goes offline there)."""
+    dirs = [log_dirs] if isinstance(log_dirs, Path) else log_dirs
     text = f"version=1\ncluster.id={cluster_id}\nnode.id={broker_id}\n"
-    if not path.exists() or path.read_text() != text:
-        write_text_atomically(path, text)
+    for data_dir in dirs:
+        try:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            path = data_dir / "meta.properties"
+            if not path.exists() or path.read_text() != text:
+                write_text_atomically(path, text)
+        except OSError:
+            if len(dirs) == 1:
+                raise

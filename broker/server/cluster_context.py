@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from broker.config import BrokerConfig
 from broker.control.faults import FaultAction, FaultInjector
+from broker.controller.controller_channel import PartitionErrors
 from broker.coordinator.transaction import MarkerTransport, TxnMarker
 from broker.coordinator.transaction.transaction_marker_channel import marker_results
 from broker.handlers.services import BrokerServices
@@ -158,10 +159,13 @@ class InProcessControllerChannel:
         self._context = context
 
     def send_leader_and_isr(self, broker_id: int, controller_epoch: int,
-                            states: list[LeaderAndIsr], configs: dict[str, LogConfig]) -> None:
+                            states: list[LeaderAndIsr], configs: dict[str, LogConfig],
+                            on_response: PartitionErrors | None = None) -> None:
         broker = self._context.running(broker_id)
         if broker is not None:
-            broker.apply_leader_and_isr(controller_epoch, states, configs)
+            errors = broker.apply_leader_and_isr(controller_epoch, states, configs)
+            if on_response is not None:
+                on_response(errors)
 
     def send_update_metadata(self, broker_id: int, snapshot: MetadataSnapshot) -> None:
         broker = self._context.running(broker_id)

@@ -73,8 +73,9 @@ NEVER_MS = 2**62  # an interval this long (Kafka's Long.MAX defaults) means the 
 
 
 class LogDirFailedAtStart(ValueError):
-    """The broker's only log dir failed while its logs were loaded: it does not start (a
-    ValueError: the control API answers it as a state conflict, the CLI as a start-up error)."""
+    """Every log dir of the broker failed while its logs were loaded: it does not start (a
+    ValueError: the control API answers it as a state conflict, the CLI as a start-up error).
+    With one dir left, it starts and that dir's partitions are offline."""
 
 
 def wall_clock_ms() -> int:
@@ -90,11 +91,12 @@ class KafkaServer:
         self.clock = context.clock
         self.store = context.store
         self.cluster_id = context.cluster_id
-        config.data_dir.mkdir(parents=True, exist_ok=True)
+        for log_dir in config.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir_failure_channel = LogDirFailureChannel()
         self.log_dir_failure_channel.add_listener(self._on_log_dir_offline)
         self.log_manager = LogManager(
-            config.data_dir, config.log_config(), now_ms=wall_clock_ms,
+            config.log_dirs, config.log_config(), now_ms=wall_clock_ms,
             producer_id_expiration_ms=config["producer.id.expiration.ms"],
             disk=context.disk_faults_for(self.broker_id),
             failure_channel=self.log_dir_failure_channel,
@@ -158,6 +160,7 @@ class KafkaServer:
         self.security: dict[str, ListenerSecurity] = {}  # per listener name, made at start
         self.running = False
         self._halt_task: asyncio.Future | None = None
+        self._failed_dirs: set[str] = set()  # log dirs whose failure was handled
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -197,12 +200,23 @@ class KafkaServer:
             # What recovery kept is fsynced by the flusher: wait for it off the loop, so that a
             # disk failing those fsyncs keeps the broker from starting, as a failed load does.
             await asyncio.to_thread(self.log_manager.flusher.drain)
-            self.log_dir_failure_channel.check_online(str(self.config.data_dir), "loading logs")
+            if not self.log_manager.online_dirs():
+                raise KafkaStorageError("every log dir is offline")
         except KafkaStorageError as exc:
-            self.log_manager.handle_log_dir_failure(str(self.config.data_dir))
+            for name in self.log_manager.dirs:
+                self.log_manager.handle_log_dir_failure(name)
             offline = self.log_dir_failure_channel.offline_log_dirs()
             reason = offline[0].reason if offline else exc.message
             raise LogDirFailedAtStart(f"broker {self.broker_id} cannot start: {reason}") from exc
+        # A dir that failed while loading: its partitions are offline here (LeaderAndIsr answers
+        # KAFKA_STORAGE_ERROR for them, so the controller elects leaders elsewhere), the rest serve.
+        for offline in self.log_dir_failure_channel.offline_log_dirs():
+            self._failed_dirs.add(offline.path)
+            log.error("log dir offline at start", broker_id=self.broker_id, log_dir=offline.path,
+                      reason=offline.reason)
+            self.replica_manager.offline_partitions |= set(
+                self.log_manager.handle_log_dir_failure(offline.path))
+        self.replica_manager.offline_partitions |= self.log_manager.offline_at_load
         for problem in self.log_manager.load_problems:
             log.warning("checkpoint row skipped", broker_id=self.broker_id, problem=problem)
         for topic, partition in list(self.log_manager.all_logs()):
@@ -247,7 +261,7 @@ class KafkaServer:
         self.transaction_coordinator.startup()
         self._run_for_controller()
         log.info("broker started", broker_id=self.broker_id, host=self.address[0],
-                 port=self.address[1], data_dir=str(self.config.data_dir))
+                 port=self.address[1], log_dirs=",".join(self.log_manager.dirs))
 
     async def stop(self) -> None:
         """Leave the cluster as a crashed broker would, then close down locally."""
@@ -291,21 +305,42 @@ class KafkaServer:
             self._loop.call_soon_threadsafe(self._schedule_log_dir_failure, offline)
 
     def _schedule_log_dir_failure(self, offline: OfflineLogDir) -> None:
-        # Not among the background tasks: stop() cancels those, and this one calls stop().
-        if self._halt_task is None:
-            self._halt_task = asyncio.ensure_future(self._handle_log_dir_failure(offline))
-
-    async def _handle_log_dir_failure(self, offline: OfflineLogDir) -> None:
-        """Its partitions go offline here (fetchers stop, requests get KAFKA_STORAGE_ERROR, its
-        logs are forgotten unflushed); this broker has one log dir, so then it halts as Kafka
-        does when the last one failed: a crash for the cluster, no controlled shutdown, nothing
-        more written there, and the next start recovers the logs."""
-        if not self.running:
-            return
+        if not self.running or offline.path in self._failed_dirs:
+            return  # one that failed while loading is handled by start()
+        self._failed_dirs.add(offline.path)
         partitions = self.replica_manager.handle_log_dir_failure(offline.path)
-        self.log_manager.handle_log_dir_failure(offline.path)
-        log.error(f"Shutdown broker because all log dirs in {offline.path} have failed",
-                  broker_id=self.broker_id, reason=offline.reason, partitions=len(partitions))
+        # Logs there not hosted yet (loaded, no LeaderAndIsr so far) are offline too: never
+        # created afresh in another dir while their data sits on the failed one.
+        self.replica_manager.offline_partitions |= set(
+            self.log_manager.handle_log_dir_failure(offline.path))
+        for topic, partition in partitions:  # the coordinators stop serving what went offline
+            if topic == OFFSETS_TOPIC:
+                self.group_coordinator.on_leadership(partition, False)
+            elif topic == TRANSACTION_STATE_TOPIC:
+                self.transaction_coordinator.on_leadership(partition, False, -1)
+        if self.log_manager.online_dirs():
+            log.error("log dir offline", broker_id=self.broker_id, log_dir=offline.path,
+                      reason=offline.reason, partitions=len(partitions))
+            self._propagate_log_dir_event()
+        elif self._halt_task is None:
+            # Not among the background tasks: stop() cancels those, and this one calls stop().
+            self._halt_task = asyncio.ensure_future(self._halt(offline))
+
+    def _propagate_log_dir_event(self) -> None:
+        """Tell the controller (Kafka's /log_dir_event_notification sequence node): it asks this
+        broker about all its replicas and elects leaders elsewhere for the offline ones."""
+        try:
+            self.store.create_json(f"{paths.LOG_DIR_EVENTS}/{paths.LOG_DIR_EVENT_PREFIX}",
+                                   {"version": 1, "broker": self.broker_id,
+                                    "event": paths.LOG_DIR_FAILURE_EVENT}, sequence=True)
+        except MetadataStoreError as exc:
+            log.warning("log dir event not written", broker_id=self.broker_id, reason=str(exc))
+
+    async def _halt(self, offline: OfflineLogDir) -> None:
+        """The last log dir failed: halt as Kafka does, a crash for the cluster, no controlled
+        shutdown, nothing more written there, and the next start recovers the logs."""
+        log.error(f"Shutdown broker because all log dirs in {', '.join(self.log_manager.dirs)} "
+                  "have failed", broker_id=self.broker_id, reason=offline.reason)
         await self.stop()
         if self.context.on_broker_halt is not None:
             self.context.on_broker_halt(self.broker_id)

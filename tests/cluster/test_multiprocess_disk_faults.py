@@ -59,3 +59,51 @@ def test_a_leader_process_whose_disk_fails_exits_and_nothing_acknowledged_is_los
     wait_until(lambda: failed[0] in state(cluster, topic, survivor)["isr"],
                "the restarted broker back in the ISR")
     assert read_all(cluster.bootstrap, topic) == acked
+
+
+def test_one_of_two_log_dirs_failing_moves_only_its_leaderships(zk_connect, tmp_path):
+    """Two log dirs per broker process: one failing offlines its partitions (the controller learns
+    it through /log_dir_event_notification and the KAFKA_STORAGE_ERROR in the broker's LeaderAndIsr
+    answer over TCP); the process keeps running and leading the other dir's partition."""
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    c = ProcessCluster(zk_connect, tmp_path, brokers=2, log_dirs=2)
+    c.start()
+    try:
+        for i in c.ids:
+            wait_until(lambda i=i: len([b for b in c.brokers(i) if b["alive"]]) == 2,
+                       f"broker {i} to see two brokers")
+        admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)
+        admin.create_topics([NewTopic("two-dirs", -1, -1, replica_assignments={0: [0, 1], 1: [0, 1]})])
+        admin.close()
+
+        def leaders() -> dict[int, int]:
+            return {p["partition"]: p["leader"] for p in c.partitions("two-dirs", 1)}
+
+        wait_until(lambda: leaders() == {0: 0, 1: 0} and all(
+            len(p["isr"]) == 2 for p in c.partitions("two-dirs", 1)), "broker 0 leading both")
+        failing = str(c.log_dirs(0)[1])  # partition 1's: the second log created goes there
+        assert (c.log_dirs(0)[1] / "two-dirs-1").is_dir()
+        c.control(0, "/disk-faults", "POST", {"broker": 0, "operation": "write", "errno": "EIO",
+                                              "log_dir": failing})
+        producer = KafkaProducer(bootstrap_servers=c.bootstrap, acks="all", retries=20,
+                                 retry_backoff_ms=100)
+        assert producer.send("two-dirs", b"a", partition=1).get(timeout=30).offset == 0
+        assert producer.send("two-dirs", b"b", partition=0).get(timeout=30).offset == 0
+        producer.close()
+        wait_until(lambda: leaders() == {0: 0, 1: 1}, "partition 1 led by broker 1")
+        assert [p["isr"] for p in sorted(c.partitions("two-dirs", 1),
+                                         key=lambda p: p["partition"])] == [[0, 1], [1]]
+        admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)
+
+        def offline() -> dict[int, list[int]]:  # as Metadata tells clients (UpdateMetadata over TCP)
+            [topic] = admin.describe_topics(["two-dirs"])
+            return {p["partition_index"]: p["offline_replicas"] for p in topic["partitions"]}
+
+        wait_until(lambda: offline() == {0: [], 1: [0]}, "replica 0 of partition 1 offline")
+        admin.close()
+        assert c.processes[0].poll() is None  # still running: its other dir is fine
+        assert HALT_LINE not in (c.root / "broker-0.log").read_bytes()
+    finally:
+        c.stop()

@@ -17,7 +17,7 @@ PRODUCE, METADATA, OFFSET_COMMIT, FIND_COORDINATOR, UPDATE_METADATA, LEADER_AND_
 INIT_PRODUCER_ID, DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 22, 29, 30, 31
 TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = 2, 3, 4, 5
 LITERAL, PREFIXED = 3, 4
-ALL, READ, WRITE, CREATE, DESCRIBE = 2, 3, 4, 5, 8
+ALL, READ, WRITE, CREATE, ALTER, DESCRIBE = 2, 3, 4, 5, 7, 8
 DENY, ALLOW = 2, 3
 OPEN = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "allow.everyone.if.no.acl.found": "true"}
@@ -243,4 +243,24 @@ async def test_elections_and_reassignments_need_cluster_alter_or_describe(async_
     assert response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and response.responses == []
     response = await client.request(46, 0, {"topics": None})
     assert response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    await client.close()
+
+
+@authorized
+async def test_log_dir_apis_need_describe_and_alter_on_the_cluster(async_broker):
+    """DescribeLogDirs needs DESCRIBE on the cluster (v3+: the error at the top, no results),
+    AlterReplicaLogDirs ALTER (each partition refused, nothing moved), as Kafka's KafkaApis."""
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "dirs")
+    log_dir = next(iter(async_broker.log_manager.dirs))
+    await create_acls(client, (CLUSTER, "kafka-cluster", LITERAL, DESCRIBE, DENY),
+                      (CLUSTER, "kafka-cluster", LITERAL, ALTER, DENY))
+    response = await client.request(35, 4, {"topics": None})
+    assert (response.error_code, list(response.results)) == (
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+    response = await client.request(34, 2, {"dirs": [
+        {"path": log_dir, "topics": [{"name": "dirs", "partitions": [0]}]}]})
+    assert [(t.topic_name, [(p.partition_index, p.error_code) for p in t.partitions])
+            for t in response.results] == [("dirs", [(0, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)])]
+    assert async_broker.log_manager.future_logs() == {}
     await client.close()

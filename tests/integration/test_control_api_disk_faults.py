@@ -24,11 +24,11 @@ class DiskFakeCluster(FakeCluster):
 
     def add_disk_fault(self, broker_id: int, operation: str, errno: int | str, *,
                        after_bytes: int | None = None, after_ops: int | None = None,
-                       files: list[str] | None = None) -> dict:
+                       files: list[str] | None = None, log_dir: str | None = None) -> dict:
         self._known(broker_id)
         disk = self.disks.setdefault(broker_id, DiskFaults(self._ids))
         fault = disk.add(operation, errno, after_bytes=after_bytes, after_ops=after_ops,
-                         files=files)
+                         files=files, log_dir=log_dir)
         return {"broker": broker_id, **fault.to_dict()}
 
     def disk_faults(self) -> list[dict]:
@@ -137,3 +137,19 @@ def test_ctl_disk_faults(capsys, server: ServerThread, cluster: DiskFakeCluster)
         "cleared 1 disk fault(s)\n"
     assert run_ctl(capsys, server, "disk-fault", "clear")[1] == "cleared 1 disk fault(s)\n"
     assert cluster.disk_faults() == []
+
+
+def test_ctl_disk_fault_on_one_log_dir(capsys, server: ServerThread, cluster: DiskFakeCluster):
+    code, out, _ = run_ctl(capsys, server, "disk-fault", "add", "--broker", "1", "--operation",
+                           "write", "--errno", "EIO", "--log-dir", "/data/b/broker-1")
+    assert (code, out) == (0, "disk fault 1 added: broker 1 in /data/b/broker-1 write: EIO, "
+                              "until cleared\n")
+    [fault] = cluster.disk_faults()
+    assert fault["log_dir"] == "/data/b/broker-1"
+    run_ctl(capsys, server, "disk-fault", "add", "--broker", "2", "--operation", "fsync",
+            "--errno", "EIO")
+    code, out, _ = run_ctl(capsys, server, "disk-fault", "list")
+    assert [line.split()[-1] for line in out.splitlines()] == ["LOG_DIR", "/data/b/broker-1", "all"]
+    got_status, body = raw(server, "POST", "/disk-faults",
+                           b'{"broker": 1, "operation": "fsync", "errno": "EIO", "log_dir": "/x"}')
+    assert got_status == 201 and body["log_dir"] == "/x" and body["id"] == 3

@@ -4,6 +4,7 @@ stored, and a fresh connection is still served within a second (the event loop i
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
 import time
 
@@ -512,4 +513,22 @@ async def test_elections_and_reassignments_of_many_partitions_leave_others_serve
         await client.send_raw(frame)
         await served_promptly(async_broker.port)
         await asyncio.wait_for(client.read_frame(), 10.0)  # answered, too
+    await client.close()
+
+
+async def test_alter_replica_log_dirs_naming_made_up_partitions_keeps_no_state(async_broker):
+    """AlterReplicaLogDirs remembers a dir for a partition not hosted yet (Kafka's preferred log
+    dirs): a request naming 100,000 partitions the cluster does not have is answered
+    REPLICA_NOT_AVAILABLE and leaves nothing behind; other connections are served meanwhile."""
+    client = await RawClient.connect(async_broker.port)
+    log_dir = os.path.abspath(next(iter(async_broker.log_manager.dirs)))
+    sent = await client.send(34, 2, {"dirs": [
+        {"path": log_dir, "topics": [{"name": f"t{i}", "partitions": list(range(100))}
+                                     for i in range(1000)]},
+        {"path": "/not/a/log/dir", "topics": [{"name": "x", "partitions": [0]}]}]})
+    await served_promptly(async_broker.port)  # while that one is read and answered
+    response = await client.receive(34, 2, sent)
+    codes = {p.error_code for t in response.results for p in t.partitions}
+    assert codes == {ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.LOG_DIR_NOT_FOUND}
+    assert async_broker.log_manager.preferred_log_dirs == {}
     await client.close()

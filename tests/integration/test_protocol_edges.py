@@ -43,7 +43,7 @@ async def test_api_versions_lists_exactly_the_implemented_ranges(async_broker):
     response = await client.request(API_VERSIONS, 0, {})
     ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert ranges == {0: (3, 11), 1: (4, 17), 2: (1, 9), 3: (0, 12), 18: (0, 4), 19: (0, 7),
-                      20: (0, 6), 21: (0, 2), 22: (0, 5), 23: (2, 4), 32: (0, 4), 33: (0, 2),
+                      20: (0, 6), 21: (0, 2), 22: (0, 5), 23: (2, 4), 32: (0, 4), 33: (0, 2), 34: (0, 2), 35: (0, 4),
                       44: (0, 1), 61: (0, 0),
                       24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (0, 1), 28: (0, 4), 65: (0, 0),
                       66: (0, 1),

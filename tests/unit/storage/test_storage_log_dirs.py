@@ -1,0 +1,72 @@
+"""LogManager over several log dirs: where new logs go, a dir going offline, a future log swapped in
+(its start offset following retention on the current log meanwhile)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from protocol.records import encode_batch
+from storage.log_config import LogConfig
+from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel
+from storage.log_manager import LogManager
+from storage.naming import HIGH_WATERMARK_CHECKPOINT
+
+
+def manager(tmp_path: Path, channel: LogDirFailureChannel | None = None,
+            **config) -> tuple[LogManager, str, str, str]:
+    dirs = [tmp_path / d for d in "abc"]
+    m = LogManager(dirs, LogConfig(**config), now_ms=lambda: 1_000, failure_channel=channel)
+    m.load()
+    return m, *(str(d) for d in dirs)
+
+
+def fill(log, count: int, start: int = 0) -> None:
+    for i in range(start, start + count):
+        log.append_as_leader(encode_batch([(b"k", b"v%d" % i, [], 1_000 + i)]), 0)
+    log.high_watermark = log.log_end_offset
+
+
+def test_new_logs_go_to_the_online_dir_holding_fewest(tmp_path):
+    channel = LogDirFailureChannel()
+    m, a, b, c = manager(tmp_path, channel)
+    assert [m.create_log("t", p).log_dir for p in range(4)] == [a, b, c, a]
+    m.create_future_log("t", 1, c)  # a future log counts for its dir too
+    assert m.create_log("u", 0).log_dir == b
+    channel.maybe_add_offline_log_dir(b, "test")
+    assert sorted(m.handle_log_dir_failure(b)) == [("t", 1), ("u", 0)]
+    assert m.get_future_log("t", 1) is None  # its current log is gone: so is the copy
+    assert not list(Path(c).glob("t-1.*-future"))
+    assert m.create_log("u", 1).log_dir == c  # a: 2 logs, c: 1, b offline
+    channel.maybe_add_offline_log_dir(a, "test")
+    channel.maybe_add_offline_log_dir(c, "test")
+    with pytest.raises(KafkaStorageError):
+        m.create_log("u", 2)
+
+
+def test_a_swapped_in_future_log_keeps_the_current_start_and_data(tmp_path):
+    m, a, b, _ = manager(tmp_path, segment_bytes=200)
+    current = m.create_log("t", 0)
+    assert current.log_dir == a
+    fill(current, 20)
+    future = m.create_future_log("t", 0, b)
+    assert future.directory.name.startswith("t-0.") and future.directory.name.endswith("-future")
+    while future.log_end_offset < current.log_end_offset:  # a read answers from one segment
+        future.append_as_follower(current.read(future.log_end_offset, 1 << 20).records)
+    assert future.log_end_offset == current.log_end_offset == 20
+    future.high_watermark = 20  # the copier's: the current log's, up to what it copied
+    m.checkpoint()  # a future log's offsets go to its own dir's files
+    assert (Path(b) / HIGH_WATERMARK_CHECKPOINT).read_text().splitlines()[2:] == ["t 0 20"]
+    current.increment_log_start_offset(12)  # DeleteRecords or retention on the current log
+    swapped = m.replace_current_with_future("t", 0)
+    assert swapped.log_dir == b and swapped.directory == Path(b) / "t-0"
+    assert (swapped.log_start_offset, swapped.log_end_offset, swapped.high_watermark) == (12, 20, 20)
+    assert not (Path(a) / "t-0").exists() and not list(Path(a).glob("t-0.*"))
+    assert m.get_log("t", 0) is swapped and m.get_future_log("t", 0) is None
+    assert swapped.read(12, 1 << 20).records  # readable from its start
+    fill(swapped, 1, 20)
+    m.shutdown()
+    again, *_ = manager(tmp_path, segment_bytes=200)
+    reopened = again.get_log("t", 0)
+    assert (reopened.log_dir, reopened.log_start_offset, reopened.log_end_offset) == (b, 12, 21)
