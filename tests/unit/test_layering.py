@@ -35,6 +35,7 @@ BROKER_ALLOWED = {
     "network": {"config", "handlers", "control", "security"},
     "server": {"config", "metadata", "replication", "controller", "admin", "coordinator",
                "handlers", "network", "control", "interbroker", "authorizer", "security"},
+    "testing": {"config", "control", "server"},
 }
 # The console script dispatches `kafka-sim pipeline ...` to the optional Spark jobs; nothing else
 # in broker/ may reach up into pipeline/.
