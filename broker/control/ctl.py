@@ -152,17 +152,28 @@ def _clock_line(state: dict) -> str:
             f"brokers {brokers or '-'}")
 
 
-def cmd_clock(client: ControlClient, args: argparse.Namespace) -> str:
+def _clock_action(client: ControlClient, args: argparse.Namespace) -> dict:
     action = getattr(args, "action", None)
     if action == "freeze":
-        return _clock_line(client.freeze_clock())
+        return client.freeze_clock()
     if action == "advance":
-        if args.ms < 0:
-            raise ControlError(None, "a clock cannot go back: MS must be >= 0")
-        return _clock_line(client.advance_clock(args.ms))
+        return client.advance_clock(args.ms)
     if action == "resume":
-        return _clock_line(client.resume_clock())
-    return _clock_line(client.clock())
+        return client.resume_clock()
+    return client.clock()
+
+
+def cmd_clock(client: ControlClient, args: argparse.Namespace) -> str:
+    if getattr(args, "action", None) == "advance" and args.ms < 0:
+        raise ControlError(None, "a clock cannot go back: MS must be >= 0")
+    if not args.urls:
+        return _clock_line(_clock_action(client, args))
+    # One clock per broker process (ZooKeeper mode): the same command to each, in order.
+    lines = []
+    for url in args.urls.split(","):
+        each = ControlClient(url.strip(), timeout=client.timeout, token=client.token)
+        lines.append(f"{each.url}  {_clock_line(_clock_action(each, args))}")
+    return "\n".join(lines)
 
 
 def cmd_purgatory(client: ControlClient, args: argparse.Namespace) -> str:
@@ -319,11 +330,17 @@ def build_parser() -> argparse.ArgumentParser:
     clock = leaf(commands, "clock", cmd_clock,
                  "the virtual clock every broker timeout follows: show, freeze, advance, resume")
     clock_actions = clock.add_subparsers(dest="action", metavar="ACTION")
-    leaf(clock_actions, "freeze", cmd_clock, "stop time: timeouts fire only when advanced")
-    leaf(clock_actions, "advance", cmd_clock,
-         "move time forward; what came due (sessions, requests, transactions) fires at once"
-         ).add_argument("ms", type=int, metavar="MS")
-    leaf(clock_actions, "resume", cmd_clock, "let time run again from where it stands")
+    clock_leaves = [
+        leaf(clock_actions, "freeze", cmd_clock, "stop time: timeouts fire only when advanced"),
+        leaf(clock_actions, "advance", cmd_clock,
+             "move time forward; what came due (sessions, requests, transactions) fires at once"),
+        leaf(clock_actions, "resume", cmd_clock, "let time run again from where it stands"),
+    ]
+    clock_leaves[1].add_argument("ms", type=int, metavar="MS")
+    for p in [clock, *clock_leaves]:
+        p.add_argument("--urls", metavar="URL,URL", default=argparse.SUPPRESS if p is not clock
+                       else None, help="several broker processes' control APIs (ZooKeeper mode: "
+                                       "each process has its own clock); --url otherwise")
     leaf(commands, "purgatory", cmd_purgatory,
          "purgatory and timer statistics per broker, as JSON")
     groups = leaf(commands, "groups", cmd_groups,

@@ -113,10 +113,16 @@ def test_ctl_clock_shows_freezes_advances_and_resumes(cluster, monkeypatch, caps
     before = cluster.clock.state()
     assert ctl.main(["clock", "advance", "45000"]) == 0
     assert f"broker time {before['now_ms'] + 45_000} ms" in capsys.readouterr().out
+    # --urls: the same command to several control APIs (one per broker process), one line each.
+    url = cluster.control.url
+    assert ctl.main(["clock", "advance", "5", "--urls", f"{url},{url}"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("  broker time ")[0] for line in lines] == [f"{url}  frozen"] * 2
+    assert f"broker time {before['now_ms'] + 45_010} ms" in lines[1]
     assert ctl.main(["clock", "resume"]) == 0
     assert capsys.readouterr().out.startswith("running  ")
     after = cluster.clock.state()
-    assert after["now_ms"] >= before["now_ms"] + 45_000 and not after["frozen"]
+    assert after["now_ms"] >= before["now_ms"] + 45_010 and not after["frozen"]
 
 
 def test_advance_refuses_a_negative_amount(cluster):
