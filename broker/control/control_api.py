@@ -274,6 +274,10 @@ async def resume_replication(request: web.Request) -> web.Response:
     return _ok({"broker": broker_id, "replication": "running"})
 
 
+# A century per call: broker timestamps stay far inside Kafka's int64 milliseconds.
+MAX_ADVANCE_MS = 100 * 365 * 24 * 3600 * 1000
+
+
 async def get_clock(request: web.Request) -> web.Response:
     control = _control(request)
     return _ok(await _guarded(control.clock_state))
@@ -292,8 +296,8 @@ async def resume_clock(request: web.Request) -> web.Response:
 async def advance_clock(request: web.Request) -> web.Response:
     body = await _json_body(request)
     ms = body.get("ms")
-    if not isinstance(ms, int) or isinstance(ms, bool) or ms < 0:
-        raise ApiError(400, f"ms must be a non-negative integer, not {ms!r}")
+    if not isinstance(ms, int) or isinstance(ms, bool) or not 0 <= ms <= MAX_ADVANCE_MS:
+        raise ApiError(400, f"ms must be an integer from 0 to {MAX_ADVANCE_MS}, not {ms!r}")
     control = _control(request)
     return _ok(await _guarded(lambda: control.advance_clock(ms)))
 
