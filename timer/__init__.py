@@ -6,9 +6,11 @@ from timer.system_timer import BucketHeap, SystemTimer
 from timer.timer_task import FunctionTimerTask, TimerTask
 from timer.timer_task_list import TaskCounter, TimerTaskEntry, TimerTaskList
 from timer.timing_wheel import TimingWheel
+from timer.virtual_clock import ClockState, VirtualClock
 
 __all__ = [
     "BucketHeap",
+    "ClockState",
     "Clock",
     "ExpiredOperationReaper",
     "FunctionTimerTask",
@@ -20,4 +22,5 @@ __all__ = [
     "TimerTaskEntry",
     "TimerTaskList",
     "TimingWheel",
+    "VirtualClock",
 ]

@@ -40,6 +40,11 @@ class ManualClock:
     def now_ms(self) -> int:
         return self._now_ms
 
+    @property
+    def ticking(self) -> bool:
+        """Time never passes by itself here: the reaper waits for a listener's call, not a deadline."""
+        return False
+
     def advance(self, ms: int) -> None:
         if ms < 0:
             raise ValueError(f"a clock cannot go back ({ms} ms)")

@@ -13,8 +13,10 @@ class ExpiredOperationReaper:
     """Drives a SystemTimer from an event loop without polling.
 
     It waits on an event, with a deadline at the earliest bucket's expiration (or no deadline when
-    the timer is empty). The timer wakes it when a bucket earlier than that is queued, and a
-    ManualClock wakes it on every change, so tests move time and the reaper follows at once.
+    the timer is empty). The timer wakes it when a bucket earlier than that is queued, and a clock
+    with listeners (ManualClock, VirtualClock) wakes it on every change, so whoever moves time sees
+    the reaper follow at once. A clock that is not `ticking` (manual, or virtual and frozen) gets
+    no real deadline: its time moves only by calls.
     """
 
     def __init__(self, timer: SystemTimer, clock: Clock) -> None:
@@ -24,8 +26,7 @@ class ExpiredOperationReaper:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        # A clock with listeners is a manual one: its time moves only by calls, never by waiting.
-        self._manual = hasattr(clock, "add_listener")
+        self._listens = hasattr(clock, "add_listener")
 
     def _on_signal(self, _ms: int) -> None:
         self._wake.set()
@@ -35,7 +36,7 @@ class ExpiredOperationReaper:
             raise RuntimeError("reaper already started")
         self._stopping = False
         self.timer.on_earliest_changed = self._on_signal
-        if self._manual:
+        if self._listens:
             self.clock.add_listener(self._on_signal)  # type: ignore[attr-defined]
         self._task = asyncio.get_running_loop().create_task(self._run(), name="timer-reaper")
 
@@ -50,7 +51,7 @@ class ExpiredOperationReaper:
         self._task = None
         if self.timer.on_earliest_changed == self._on_signal:
             self.timer.on_earliest_changed = None
-        if self._manual:
+        if self._listens:
             self.clock.remove_listener(self._on_signal)  # type: ignore[attr-defined]
 
     @property
@@ -65,7 +66,7 @@ class ExpiredOperationReaper:
             # Nothing awaits between computing next_ms and clearing: no signal can be lost.
             self._wake.clear()
             handle = None
-            if next_ms is not None and not self._manual:
+            if next_ms is not None and getattr(self.clock, "ticking", True):
                 delay_s = max(0, next_ms - self.clock.now_ms()) / 1000
                 handle = loop.call_later(delay_s, self._wake.set)
             try:

@@ -62,6 +62,19 @@ class ClusterControl(Protocol):
 
     def pause_replication(self, broker_id: int) -> None: ...
 
+    def clock_state(self) -> dict:
+        """The virtual clock: frozen, now_ms, wall_ms, offset_ms (ahead of real time), brokers
+        (those following it); ValueError when the cluster's clock cannot be driven."""
+        ...
+
+    def freeze_clock(self) -> dict: ...
+
+    def advance_clock(self, ms: int) -> dict:
+        """Move the clock forward and run the timer tasks that came due before returning."""
+        ...
+
+    def resume_clock(self) -> dict: ...
+
     def resume_replication(self, broker_id: int) -> None: ...
 
     async def elect_preferred_leaders(self) -> None: ...
@@ -268,6 +281,34 @@ async def resume_replication(request: web.Request) -> web.Response:
     return _ok({"broker": broker_id, "replication": "running"})
 
 
+# A century per call: broker timestamps stay far inside Kafka's int64 milliseconds.
+MAX_ADVANCE_MS = 100 * 365 * 24 * 3600 * 1000
+
+
+async def get_clock(request: web.Request) -> web.Response:
+    control = _control(request)
+    return _ok(await _guarded(control.clock_state))
+
+
+async def freeze_clock(request: web.Request) -> web.Response:
+    control = _control(request)
+    return _ok(await _guarded(control.freeze_clock))
+
+
+async def resume_clock(request: web.Request) -> web.Response:
+    control = _control(request)
+    return _ok(await _guarded(control.resume_clock))
+
+
+async def advance_clock(request: web.Request) -> web.Response:
+    body = await _json_body(request)
+    ms = body.get("ms")
+    if not isinstance(ms, int) or isinstance(ms, bool) or not 0 <= ms <= MAX_ADVANCE_MS:
+        raise ApiError(400, f"ms must be an integer from 0 to {MAX_ADVANCE_MS}, not {ms!r}")
+    control = _control(request)
+    return _ok(await _guarded(lambda: control.advance_clock(ms)))
+
+
 async def get_faults(request: web.Request) -> web.Response:
     return _ok([f.to_dict() for f in _control(request).faults.list()])
 
@@ -432,6 +473,10 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/replication/{id}/pause", pause_replication),
     ("POST", "/replication/{id}/resume", resume_replication),
     ("POST", "/leaders/preferred", elect_preferred_leaders),
+    ("GET", "/clock", get_clock),
+    ("POST", "/clock/freeze", freeze_clock),
+    ("POST", "/clock/advance", advance_clock),
+    ("POST", "/clock/resume", resume_clock),
     ("GET", "/faults", get_faults),
     ("POST", "/faults", add_fault),
     ("DELETE", "/faults", clear_faults),

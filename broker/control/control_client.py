@@ -48,6 +48,20 @@ class ControlClient:
     def resume_replication(self, broker_id: int) -> dict:
         return self._call("POST", f"/replication/{int(broker_id)}/resume")
 
+    def clock(self) -> dict:
+        """The virtual clock: frozen, now_ms, wall_ms, offset_ms, brokers."""
+        return self._call("GET", "/clock")
+
+    def freeze_clock(self) -> dict:
+        return self._call("POST", "/clock/freeze")
+
+    def advance_clock(self, ms: int) -> dict:
+        """Move the cluster's time `ms` forward; what came due has run when this returns."""
+        return self._call("POST", "/clock/advance", body={"ms": int(ms)})
+
+    def resume_clock(self) -> dict:
+        return self._call("POST", "/clock/resume")
+
     def faults(self) -> list[dict]:
         return self._call("GET", "/faults")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import getpass
 import json
 import os
@@ -145,6 +146,38 @@ def cmd_elect_leaders(client: ControlClient, args: argparse.Namespace) -> str:
     rows = [[p["topic"], p["partition"], p["leader"], p["replicas"][0], p["leader_epoch"]]
             for p in client.elect_preferred_leaders()]
     return table(rows, ["TOPIC", "PARTITION", "LEADER", "PREFERRED", "LEADER_EPOCH"])
+
+
+def _clock_line(state: dict) -> str:
+    wall = datetime.datetime.fromtimestamp(state["wall_ms"] / 1000, datetime.UTC)
+    brokers = ",".join(str(b) for b in state.get("brokers", []))
+    return (f"{'frozen' if state['frozen'] else 'running'}  broker time {state['now_ms']} ms  "
+            f"wall {wall.isoformat(timespec='milliseconds')}  offset {state['offset_ms']:+d} ms  "
+            f"brokers {brokers or '-'}")
+
+
+def _clock_action(client: ControlClient, args: argparse.Namespace) -> dict:
+    action = getattr(args, "action", None)
+    if action == "freeze":
+        return client.freeze_clock()
+    if action == "advance":
+        return client.advance_clock(args.ms)
+    if action == "resume":
+        return client.resume_clock()
+    return client.clock()
+
+
+def cmd_clock(client: ControlClient, args: argparse.Namespace) -> str:
+    if getattr(args, "action", None) == "advance" and args.ms < 0:
+        raise ControlError(None, "a clock cannot go back: MS must be >= 0")
+    if not args.urls:
+        return _clock_line(_clock_action(client, args))
+    # One clock per broker process (ZooKeeper mode): the same command to each, in order.
+    lines = []
+    for url in args.urls.split(","):
+        each = ControlClient(url.strip(), timeout=client.timeout, token=client.token)
+        lines.append(f"{each.url}  {_clock_line(_clock_action(each, args))}")
+    return "\n".join(lines)
 
 
 def cmd_purgatory(client: ControlClient, args: argparse.Namespace) -> str:
@@ -300,6 +333,20 @@ def build_parser() -> argparse.ArgumentParser:
     clear.add_argument("--broker", type=int, metavar="ID", help="only this broker's faults")
     leaf(commands, "elect-leaders", cmd_elect_leaders,
          "move leadership to each partition's preferred replica where it is in the ISR")
+    clock = leaf(commands, "clock", cmd_clock,
+                 "the virtual clock every broker timeout follows: show, freeze, advance, resume")
+    clock_actions = clock.add_subparsers(dest="action", metavar="ACTION")
+    clock_leaves = [
+        leaf(clock_actions, "freeze", cmd_clock, "stop time: timeouts fire only when advanced"),
+        leaf(clock_actions, "advance", cmd_clock,
+             "move time forward; what came due (sessions, requests, transactions) fires at once"),
+        leaf(clock_actions, "resume", cmd_clock, "let time run again from where it stands"),
+    ]
+    clock_leaves[1].add_argument("ms", type=int, metavar="MS")
+    for p in [clock, *clock_leaves]:
+        p.add_argument("--urls", metavar="URL,URL", default=argparse.SUPPRESS if p is not clock
+                       else None, help="several broker processes' control APIs (ZooKeeper mode: "
+                                       "each process has its own clock); --url otherwise")
     leaf(commands, "purgatory", cmd_purgatory,
          "purgatory and timer statistics per broker, as JSON")
     groups = leaf(commands, "groups", cmd_groups,

@@ -32,7 +32,7 @@ from broker.security.scram_credentials import ScramCredentialStore
 from broker.server.cluster import write_meta_properties
 from broker.server.cluster_context import ClusterContext, RunningBroker
 from broker.server.kafka_server import KafkaServer
-from timer import Clock, MonotonicClock
+from timer import Clock, VirtualClock
 
 log = structlog.get_logger("kafka_sim.broker_process")
 
@@ -71,7 +71,7 @@ class BrokerProcess:
             config["zookeeper.connect"],
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
             connection_timeout_ms=config["zookeeper.connection.timeout.ms"])
-        self.clock = clock or MonotonicClock()
+        self.clock = clock or VirtualClock()
         self.context: ZooKeeperContext | None = None
         self.broker: KafkaServer | None = None
         # Set when the broker halted on a failed log dir: the process then exits non-zero.
@@ -219,6 +219,25 @@ class BrokerProcess:
 
     def clear_disk_faults(self, fault_id: int | None = None, broker_id: int | None = None) -> int:
         return self.context.clear_disk_faults(fault_id, broker_id) if self.context else 0
+
+    # The clock is this process's: other brokers' processes keep theirs (ctl clock per --url).
+
+    def _context(self) -> ZooKeeperContext:
+        if self.context is None:
+            raise ValueError("this broker process has not started")
+        return self.context
+
+    def clock_state(self) -> dict:
+        return self._context().clock_state()
+
+    def freeze_clock(self) -> dict:
+        return self._context().freeze_clock()
+
+    def advance_clock(self, ms: int) -> dict:
+        return self._context().advance_clock(ms)
+
+    def resume_clock(self) -> dict:
+        return self._context().resume_clock()
 
     def pause_replication(self, broker_id: int) -> None:
         self._this(broker_id).replica_manager.pause_replication()

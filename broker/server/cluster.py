@@ -23,7 +23,7 @@ from broker.security.scram_credentials import ScramCredentialStore
 from broker.server.cluster_context import ClusterContext
 from broker.server.kafka_server import KafkaServer
 from storage.checkpoint import write_text_atomically
-from timer import Clock, MonotonicClock, SystemTimer
+from timer import Clock, SystemTimer, VirtualClock
 
 if TYPE_CHECKING:
     from broker.controller.controller import Controller
@@ -56,7 +56,7 @@ class Cluster:
         self.config = config
         self.store = EmbeddedMetadataStore(config.data_dir / STORE_DIR,
                                            legacy_file=config.data_dir / LEGACY_STORE_FILE)
-        self.context = ClusterContext(config, self.store, clock or MonotonicClock())
+        self.context = ClusterContext(config, self.store, clock or VirtualClock())
         self.configs = {c.broker_id: c for c in
                         (broker_config(config, i, num_brokers) for i in range(num_brokers))}
         self.brokers: dict[int, KafkaServer] = {}  # latest instance per id, running or not
@@ -197,6 +197,18 @@ class Cluster:
 
     def clear_disk_faults(self, fault_id: int | None = None, broker_id: int | None = None) -> int:
         return self.context.clear_disk_faults(fault_id, broker_id)
+
+    def clock_state(self) -> dict:
+        return self.context.clock_state()
+
+    def freeze_clock(self) -> dict:
+        return self.context.freeze_clock()
+
+    def advance_clock(self, ms: int) -> dict:
+        return self.context.advance_clock(ms)
+
+    def resume_clock(self) -> dict:
+        return self.context.resume_clock()
 
     def pause_replication(self, broker_id: int) -> None:
         self.broker(broker_id).replica_manager.pause_replication()

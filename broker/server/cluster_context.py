@@ -21,7 +21,7 @@ from broker.metadata import zk_paths as paths
 from broker.metadata.store import MetadataStore, NodeExistsError
 from broker.replication.leader_endpoint import InProcessLeaderEndpoint, LeaderEndpoint
 from storage.disk_faults import DiskFaults
-from timer import Clock, ExpiredOperationReaper, SystemTimer
+from timer import Clock, ExpiredOperationReaper, SystemTimer, VirtualClock
 
 if TYPE_CHECKING:
     from broker.metadata.metadata_cache import MetadataCache, MetadataSnapshot
@@ -101,6 +101,35 @@ class ClusterContext:
     def clear_disk_faults(self, fault_id: int | None = None, broker_id: int | None = None) -> int:
         return sum(disk.clear(fault_id) for b, disk in self.disk_faults.items()
                    if broker_id is None or b == broker_id)
+
+    # -- the virtual clock (`kafka-sim ctl clock`) ---------------------------------------------
+
+    def _virtual_clock(self) -> VirtualClock:
+        if not isinstance(self.clock, VirtualClock):
+            raise ValueError(f"this cluster runs on a {type(self.clock).__name__}, "
+                             "not a virtual clock: it cannot be frozen or advanced from here")
+        return self.clock
+
+    def clock_state(self) -> dict:
+        """Frozen or running, the broker time (monotonic and wall) and its offset from real time,
+        and the brokers that follow this clock (all of this process's)."""
+        return {**self._virtual_clock().state().to_dict(),
+                "brokers": sorted(self.running_brokers)}
+
+    def freeze_clock(self) -> dict:
+        self._virtual_clock().freeze()
+        return self.clock_state()
+
+    def resume_clock(self) -> dict:
+        self._virtual_clock().resume()
+        return self.clock_state()
+
+    def advance_clock(self, ms: int) -> dict:
+        """Move time `ms` forward and run what came due before answering, so the caller sees
+        expired sessions and timed-out requests already handled (what they spawn goes on after)."""
+        self._virtual_clock().advance(ms)
+        self.timer.advance_clock(self.clock.now_ms())
+        return self.clock_state()
 
     def running(self, broker_id: int) -> RunningBroker | None:
         return self.running_brokers.get(broker_id)

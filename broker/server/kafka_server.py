@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import functools
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import structlog
@@ -82,6 +83,12 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def broker_wall_clock(clock: object) -> Callable[[], int]:
+    """The epoch-ms reading retention, roll, group and transaction times use: the cluster's
+    virtual clock's when it has one (so `ctl clock advance` moves them), real time otherwise."""
+    return getattr(clock, "wall_ms", wall_clock_ms)
+
+
 class KafkaServer:
     def __init__(self, config: BrokerConfig, context: ClusterContext) -> None:
         load_handlers()
@@ -89,6 +96,7 @@ class KafkaServer:
         self.context = context
         self.broker_id = config.broker_id
         self.clock = context.clock
+        self.wall_ms = broker_wall_clock(context.clock)
         self.store = context.store
         self.cluster_id = context.cluster_id
         for log_dir in config.log_dirs:
@@ -96,7 +104,7 @@ class KafkaServer:
         self.log_dir_failure_channel = LogDirFailureChannel()
         self.log_dir_failure_channel.add_listener(self._on_log_dir_offline)
         self.log_manager = LogManager(
-            config.log_dirs, config.log_config(), now_ms=wall_clock_ms,
+            config.log_dirs, config.log_config(), now_ms=self.wall_ms,
             producer_id_expiration_ms=config["producer.id.expiration.ms"],
             disk=context.disk_faults_for(self.broker_id),
             failure_channel=self.log_dir_failure_channel,
@@ -130,12 +138,12 @@ class KafkaServer:
         self.producer_ids = ProducerIdManager(self.store, self.broker_id)
         self.group_coordinator = GroupCoordinator(config, self.broker_id, context.timer,
                                                   self.replica_manager, self.metadata_cache,
-                                                  wall_clock_ms)
+                                                  self.wall_ms)
         self.marker_transport = context.marker_transport(self)
         self.transaction_coordinator = TransactionCoordinator(
             config, self.broker_id, context.timer, self.replica_manager, self.metadata_cache,
             self.producer_ids.generate_producer_id,
-            TransactionMarkerChannel(self.marker_transport, self.metadata_cache), wall_clock_ms,
+            TransactionMarkerChannel(self.marker_transport, self.metadata_cache), self.wall_ms,
             sync_producer_ids=self.producer_ids.store.flush)
         self.authorizer = AclAuthorizer.from_config(config, self.store)
         self.services = BrokerServices(
@@ -154,6 +162,7 @@ class KafkaServer:
             config["max.connections.per.ip.overrides"])
         self._background: list[asyncio.Task] = []
         self._isr_task: FunctionTimerTask | None = None
+        self._timer_jobs: dict[str, FunctionTimerTask] = {}
         # Bound addresses per listener name (port 0 is resolved at start); the first is `address`.
         self.addresses: dict[str, tuple[str, int]] = {
             x.name: (x.host, x.port) for x in config.listeners}
@@ -249,14 +258,16 @@ class KafkaServer:
             asyncio.create_task(self._every(
                 self.config["replica.high.watermark.checkpoint.interval.ms"],
                 self._checkpoint_in_background)),
-            asyncio.create_task(self._every(self.config["log.retention.check.interval.ms"],
-                                            self.log_manager.cleanup)),
             asyncio.create_task(self._every(
                 self.config["log.cleaner.backoff.ms"] if self.config["log.cleaner.enable"]
                 else NEVER_MS, self._clean_logs)),
-            asyncio.create_task(self._every(self.config["producer.id.expiration.check.interval.ms"],
-                                            self.log_manager.remove_expired_producers)),
         ]
+        # Retention and producer-id expiration are timeouts: on the timer, so they follow the clock.
+        self._every_on_timer("retention", self.config["log.retention.check.interval.ms"],
+                             self.log_manager.cleanup)
+        self._every_on_timer("producer-expiration",
+                             self.config["producer.id.expiration.check.interval.ms"],
+                             self.log_manager.remove_expired_producers)
         self.group_coordinator.schedule_retention()
         self.transaction_coordinator.startup()
         self._run_for_controller()
@@ -282,6 +293,9 @@ class KafkaServer:
             task.cancel()
         if self._isr_task is not None:
             self._isr_task.cancel()
+        for job in self._timer_jobs.values():
+            job.cancel()
+        self._timer_jobs.clear()
         self.group_coordinator.shutdown()
         self.transaction_coordinator.shutdown()
         close = getattr(self.marker_transport, "close", None)
@@ -383,6 +397,24 @@ class KafkaServer:
                     await result
             except Exception:
                 log.exception("background job failed", job=getattr(job, "__name__", str(job)))
+
+    def _every_on_timer(self, name: str, interval_ms: int, job: Callable[[], object]) -> None:
+        """A periodic job on the shared timer (it runs on the reaper, between requests)."""
+        if interval_ms >= NEVER_MS:
+            return
+
+        def run() -> None:
+            if not self.running:
+                return
+            try:
+                job()
+            except Exception:
+                log.exception("background job failed", job=name)
+            self._every_on_timer(name, interval_ms, job)
+
+        task = FunctionTimerTask(interval_ms, run)
+        self._timer_jobs[name] = task
+        self.context.timer.add(task)
 
     def _schedule_isr_expiration(self) -> None:
         """Kafka's isr-expiration task, on the shared timer so tests drive it with the clock."""

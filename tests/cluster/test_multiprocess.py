@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import urllib.error
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -221,3 +222,44 @@ def test_followers_fetch_in_sessions_over_tcp(cluster):
         wait_until(lambda i=i: (sessions(i)["privileged"], sessions(i)["partitions"]) == (2, 4)
                    and sessions(i)["fetches"]["incremental"] > 0, f"broker {i}'s sessions")
         assert sessions(i)["fetches"]["error"] == 0
+
+
+def test_ctl_clock_drives_every_process_clock_and_a_session_expires_on_it(zk_connect, tmp_path):
+    """ZooKeeper mode: each process has its own clock; `ctl clock --urls` drives all three, and a
+    static member's session ends on its coordinator's clock exactly at session.timeout.ms."""
+    from broker.control import ctl
+
+    c = ProcessCluster(zk_connect, tmp_path, overrides={"group.initial.rebalance.delay.ms": "0"})
+    c.start()
+    try:
+        for i in c.ids:
+            wait_until(lambda i=i: len([b for b in c.brokers(i) if b["alive"]]) == 3,
+                       f"broker {i} to see three brokers")
+        urls = ",".join(f"http://127.0.0.1:{c.control_ports[i]}" for i in c.ids)
+        assert ctl.main(["clock", "freeze", "--urls", urls]) == 0
+        states = [c.control(i, "/clock") for i in c.ids]
+        assert [(s["frozen"], s["brokers"]) for s in states] == [(True, [i]) for i in c.ids]
+        consumer = KafkaConsumer("clocked", bootstrap_servers=c.bootstrap, group_id="billing",
+                                 group_instance_id="worker-1", session_timeout_ms=10_000)
+        while not consumer.assignment():
+            consumer.poll(timeout_ms=50)
+        consumer.close()  # a static member: no LeaveGroup
+
+        def group() -> tuple[str, int]:
+            for i in c.ids:  # only the coordinator's control API knows the group
+                try:
+                    (view,) = c.control(i, "/groups?group=billing")
+                except urllib.error.HTTPError:
+                    continue
+                return view["state"], len(view["members"])
+            raise AssertionError("no coordinator knows the group")
+
+        assert group() == ("Stable", 1)
+        assert ctl.main(["clock", "advance", "9999", "--urls", urls]) == 0
+        assert group() == ("Stable", 1)
+        assert ctl.main(["clock", "advance", "1", "--urls", urls]) == 0
+        assert group() == ("Empty", 0)
+        assert ctl.main(["clock", "resume", "--urls", urls]) == 0
+        assert not any(c.control(i, "/clock")["frozen"] for i in c.ids)
+    finally:
+        c.stop()

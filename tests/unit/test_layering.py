@@ -37,6 +37,7 @@ BROKER_ALLOWED = {
     "server": {"config", "metadata", "replication", "controller", "admin", "coordinator",
                "handlers", "network", "control", "interbroker", "authorizer", "security",
                "quota"},
+    "testing": {"config", "control", "server"},
 }
 # The console script dispatches `kafka-sim pipeline ...` to the optional Spark jobs; nothing else
 # in broker/ may reach up into pipeline/.

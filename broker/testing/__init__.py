@@ -1,0 +1,1 @@
+"""Test support shipped with kafka-sim: an embedded cluster for a test process and the pytest plugin."""
