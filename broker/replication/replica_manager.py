@@ -577,11 +577,21 @@ class ReplicaManager:
     async def _wait_for_data(self, params: FetchParams, partitions: list[FetchPartition]
                              ) -> list[FetchPartitionData]:
         """Park a DelayedFetch on the partitions; their reads once it completes."""
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         op = DelayedFetch(params, partitions, bytes_available=self.bytes_available,
                           read=self.read_from_local_log, future=future)
-        await self._park(self.fetch_purgatory, op,
-                         [(fp.topic, fp.partition) for fp in partitions], future)
+        # While the cluster's clock is frozen (`ctl clock freeze`), max_wait_ms is the client's
+        # long poll in real time: on broker time it would hold the client's connection, and the
+        # group requests queued behind the fetch on it, until time is advanced.
+        real_deadline = loop.call_later(params.max_wait_ms / 1000, op.run) \
+            if getattr(self.clock, "frozen", False) else None
+        try:
+            await self._park(self.fetch_purgatory, op,
+                             [(fp.topic, fp.partition) for fp in partitions], future)
+        finally:
+            if real_deadline is not None:
+                real_deadline.cancel()
         return future.result()
 
     async def fetch_in_session(

@@ -4,6 +4,7 @@ real waiting (each test asserts it took well under the timeouts it crossed)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 
@@ -16,6 +17,8 @@ from kafka.structs import TopicPartition
 from broker.control import ctl
 from broker.control.control_client import ControlError
 from broker.testing.embedded_cluster import EmbeddedCluster
+from tests.integration.raw_client import RawClient
+from tests.integration.test_fetch_sessions import fetch_body
 from timer import ManualClock
 
 
@@ -53,6 +56,34 @@ def test_a_static_members_session_expires_on_advance_not_before(cluster):
     assert members(cluster, "billing") == ("Empty", 0)
     assert state["frozen"] and state["brokers"] == [0]
     assert time.monotonic() - started < 9.0  # 10 s of session timeout, crossed without waiting
+
+
+def test_a_fetch_waits_its_max_wait_in_real_time_while_frozen(cluster):
+    """A parked Fetch on a frozen clock ends after its max_wait_ms of real time, so the request
+    queued behind it on the same connection (a consumer's JoinGroup, say) is answered."""
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    admin.create_topics([NewTopic("idle", 1, 1)])
+    admin.close()
+    cluster.clock.freeze()
+    port = int(cluster.bootstrap.rsplit(":", 1)[1])
+
+    async def fetch_then_metadata() -> tuple[float, object]:
+        client = await RawClient.connect(port)
+        started = time.monotonic()
+        fetched = asyncio.ensure_future(client.request(1, 12, fetch_body(
+            0, -1, {0: 0}, topic="idle", max_wait_ms=300, min_bytes=1)))
+        answer = await asyncio.wait_for(fetched, 20)
+        waited = time.monotonic() - started
+        metadata = await client.request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                                "include_topic_authorized_operations": False})
+        await client.close()
+        assert [t.name for t in metadata.topics] == ["idle"]
+        return waited, answer
+
+    waited, answer = asyncio.run(fetch_then_metadata())
+    assert waited >= 0.3  # it did wait its max_wait_ms...
+    assert [len(p.records or b"") for t in answer.responses for p in t.partitions] == [0]
+    assert cluster.clock.state()["frozen"]  # ...with the broker's clock standing still
 
 
 def test_a_transaction_timeout_fires_on_advance_and_the_coordinator_aborts(cluster):
