@@ -55,7 +55,12 @@ from storage.producer_state import (
     duplicate_append_info,
     end_txn_marker,
 )
-from storage.segment import RECOVERY_CHUNK, LogSegment, first_record_at_or_after
+from storage.segment import (
+    RECOVERY_CHUNK,
+    LogSegment,
+    first_record_at_or_after,
+    offset_of_max_timestamp,
+)
 from storage.transaction_index import AbortedTxn
 
 
@@ -514,11 +519,21 @@ class Log:
         return None
 
     def max_timestamp_and_offset(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the largest timestamp in the log (batch granularity), or None."""
-        best = max(self._segments, key=lambda s: s.max_timestamp)
-        if best.max_timestamp < 0:
+        """(offset, timestamp) of the first record with the largest timestamp in the log, or None
+        (ListOffsets MAX_TIMESTAMP, as Kafka's fetchOffsetByTimestamp)."""
+        candidate = self.max_timestamp_candidate()
+        if candidate is None:
             return None
-        return best.offset_of_max_timestamp, best.max_timestamp
+        header, batch = candidate
+        offset = offset_of_max_timestamp(batch, decompression_limit(self.config.max_message_bytes))
+        return None if offset is None else (offset, header.max_timestamp)
+
+    def max_timestamp_candidate(self) -> tuple[BatchHeader, bytes] | None:
+        """The batch holding the log's largest timestamp (the first segment with the largest
+        max timestamp, its first batch with it), as bytes of its own, or None."""
+        best = max(self._segments, key=lambda s: s.max_timestamp)
+        found = best.max_timestamp_batch()
+        return None if found is None else (found[0], bytes(found[1]))
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetForLeaderEpoch; (-1, -1) when unknown (Kafka's rules)."""

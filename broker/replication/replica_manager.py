@@ -13,6 +13,7 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -43,14 +44,14 @@ from broker.replication.partition import AlterIsr, Partition
 from broker.replication.purgatory import DelayedOperationPurgatory
 from broker.replication.replica_fetcher import ReplicaFetcher
 from protocol.errors import ErrorCode, KafkaError
-from protocol.records import decompression_limit, iter_batches
+from protocol.records import BatchHeader, decompression_limit, iter_batches
 from storage.log import DECODE_OFF_LOOP_BYTES, Log, check_compacted_records, decode_off_loop
 from storage.log_config import LogConfig
 from storage.log_dir_failure_channel import KafkaStorageError
 from storage.log_info import AppendOrigin
 from storage.log_manager import LogManager
 from storage.partition_metadata import read_partition_metadata
-from storage.segment import first_record_at_or_after
+from storage.segment import first_record_at_or_after, offset_of_max_timestamp
 from storage.transaction_index import AbortedTxn
 from timer import Clock, SystemTimer
 
@@ -609,44 +610,63 @@ class ReplicaManager:
         if timestamp == LATEST_TIMESTAMP:
             return OffsetLookup(offset=fetchable, leader_epoch=epoch)
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            return OffsetLookup(offset=log_.log_start_offset, leader_epoch=epoch)
+            # The epoch of the log start offset when the epoch cache covers it (Kafka's rule).
+            entries = log_.leader_epoch_cache.epoch_entries()
+            first_epoch = entries[0].epoch if entries and \
+                entries[0].start_offset <= log_.log_start_offset else -1
+            return OffsetLookup(offset=log_.log_start_offset, leader_epoch=first_epoch)
         if timestamp == LATEST_TIERED_TIMESTAMP:  # no tiered storage here
             return OffsetLookup(offset=-1, leader_epoch=-1)
-        if timestamp == MAX_TIMESTAMP:
-            found = log_.max_timestamp_and_offset()
-        elif timestamp < 0:
+        if timestamp < 0 and timestamp != MAX_TIMESTAMP:
             return OffsetLookup(ErrorCode.INVALID_REQUEST)
-        else:
-            try:  # records are decoded here: a malformed stored record fails this partition only
-                found = await self._fetch_offset_by_timestamp(log_, timestamp)
-            except KafkaError as exc:
-                return OffsetLookup(exc.code)
-            if self.partitions.get(partition.key) is not partition or not partition.is_leader \
-                    or partition.leader_epoch != epoch:  # it changed while a batch was decoded
-                return OffsetLookup(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        try:  # records are decoded here: a malformed stored record fails this partition only
+            found = await (self._offset_of_max_timestamp(log_) if timestamp == MAX_TIMESTAMP
+                           else self._fetch_offset_by_timestamp(log_, timestamp))
+        except KafkaError as exc:
+            return OffsetLookup(exc.code)
+        if self.partitions.get(partition.key) is not partition or not partition.is_leader \
+                or partition.leader_epoch != epoch:  # it changed while a batch was decoded
+            return OffsetLookup(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if found is None or found[0] >= fetchable:
             return OffsetLookup()
-        offset, ts = found
-        return OffsetLookup(timestamp=ts, offset=offset, leader_epoch=epoch)
+        offset, ts, batch_epoch = found
+        # The epoch is the found record's batch's, as Kafka answers (not the current one).
+        return OffsetLookup(timestamp=ts, offset=offset, leader_epoch=max(batch_epoch, -1))
 
     @staticmethod
-    async def _fetch_offset_by_timestamp(log_: Log, timestamp: int) -> tuple[int, int] | None:
-        """Log.fetch_offset_by_timestamp, with compressed or large batches decoded in a worker
-        thread: inflating up to the decompression bound and decoding every record must not hold
-        the event loop. The log is walked by offset, so it may change while a batch is decoded."""
+    async def _decode(function: Callable[..., Any], header: BatchHeader, *args: Any) -> Any:
+        """Compressed or large batches are decoded in a worker thread: inflating up to the
+        decompression bound and decoding every record must not hold the event loop."""
+        if header.compression or len(args[0]) > DECODE_OFF_LOOP_BYTES:
+            return await asyncio.to_thread(function, *args)
+        return function(*args)
+
+    @classmethod
+    async def _fetch_offset_by_timestamp(cls, log_: Log, timestamp: int) -> tuple[int, int, int] | None:
+        """Log.fetch_offset_by_timestamp, with the batch's leader epoch. The log is walked by
+        offset, so it may change while a batch is decoded."""
         from_offset = log_.log_start_offset
         while (candidate := log_.timestamp_candidate(timestamp, from_offset)) is not None:
             header, batch = candidate
-            args = (batch, timestamp, log_.log_start_offset,
-                    decompression_limit(log_.config.max_message_bytes))
-            if header.compression or len(batch) > DECODE_OFF_LOOP_BYTES:
-                found = await asyncio.to_thread(first_record_at_or_after, *args)
-            else:
-                found = first_record_at_or_after(*args)
+            found = await cls._decode(first_record_at_or_after, header, batch, timestamp,
+                                      log_.log_start_offset,
+                                      decompression_limit(log_.config.max_message_bytes))
             if found is not None:
-                return found
+                return found[0], found[1], header.partition_leader_epoch
             from_offset = header.next_offset
         return None
+
+    @classmethod
+    async def _offset_of_max_timestamp(cls, log_: Log) -> tuple[int, int, int] | None:
+        """MAX_TIMESTAMP: the first record carrying the log's largest timestamp, inside its batch
+        (not the batch's last offset), as Kafka 3.9's fetchOffsetByTimestamp."""
+        candidate = log_.max_timestamp_candidate()
+        if candidate is None:
+            return None
+        header, batch = candidate
+        offset = await cls._decode(offset_of_max_timestamp, header, batch,
+                                   decompression_limit(log_.config.max_message_bytes))
+        return None if offset is None else (offset, header.max_timestamp, header.partition_leader_epoch)
 
     def last_offset_for_leader_epoch(
         self, topic: str, index: int, current_leader_epoch: int, leader_epoch: int

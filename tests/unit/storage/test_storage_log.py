@@ -393,3 +393,32 @@ def test_compacted_topics_skip_retention(tmp_path: Path) -> None:
         log.append_as_leader(batch(1, size=100, key=b"k"), 0)
     log.high_watermark = log.log_end_offset
     assert log.delete_old_segments() == 0 and log.log_start_offset == 0
+
+
+@pytest.mark.parametrize("compression", [0, 1, 4])  # none, gzip, zstd
+def test_max_timestamp_is_the_first_record_carrying_it_inside_its_batch(
+    tmp_path: Path, compression: int
+) -> None:
+    log = open_log(tmp_path, segment_bytes=400, index_interval_bytes=1)
+    # Offsets 0-3: the max (9_000) sits mid-batch, twice; later batches and segments stay below.
+    log.append_as_leader(encode_batch([(None, b"a", [], 5_000), (None, b"b", [], 9_000),
+                                       (None, b"c", [], 9_000), (None, b"d", [], 6_000)],
+                                      compression=compression), 0)
+    for i in range(12):
+        log.append_as_leader(encode_batch([(None, b"x" * 40, [], 7_000 + i)] * 2,
+                                          compression=compression), 0)
+    assert len(log.segments) > 2
+    assert log.max_timestamp_and_offset() == (1, 9_000)
+    # A later segment's batch takes over only with a strictly larger timestamp (Kafka's maxBy).
+    log.append_as_leader(encode_batch([(None, b"e", [], 9_000), (None, b"f", [], 9_500),
+                                       (None, b"g", [], 1)], compression=compression), 0)
+    assert log.max_timestamp_and_offset() == (log.log_end_offset - 2, 9_500)
+
+
+def test_max_timestamp_with_log_append_time_is_the_batch_first_offset(tmp_path: Path) -> None:
+    clock = FakeClock(now=777_000)
+    log = open_log(tmp_path, clock, message_timestamp_type="LogAppendTime")
+    log.append_as_leader(batch(3, ts=1), 0)
+    clock.now = 778_000
+    log.append_as_leader(batch(4, ts=2), 0)
+    assert log.max_timestamp_and_offset() == (3, 778_000)
