@@ -46,6 +46,8 @@ def _response(request, results: dict) -> dict:
                         "log_append_time_ms": r.log_append_time_ms,
                         "log_start_offset": r.log_start_offset,
                         "error_message": r.error_message,
+                        "record_errors": [{"batch_index": index, "batch_index_error_message": message}
+                                          for index, message in r.record_errors],
                     }
                     for p in topic.partition_data
                 ],

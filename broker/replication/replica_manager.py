@@ -43,7 +43,7 @@ from broker.replication.leader_endpoint import EpochEndOffset, LeaderEndpoint
 from broker.replication.partition import AlterIsr, Partition
 from broker.replication.purgatory import DelayedOperationPurgatory
 from broker.replication.replica_fetcher import ReplicaFetcher
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from protocol.records import BatchHeader, decompression_limit, iter_batches
 from storage.log import DECODE_OFF_LOOP_BYTES, Log, check_compacted_records, decode_off_loop
 from storage.log_config import LogConfig
@@ -288,7 +288,7 @@ class ReplicaManager:
                 info = partition.append_records_as_leader(records, origin=origin,
                                                           keys_checked=key in keys_checked)
             except KafkaError as exc:
-                results[key] = ProduceResult(exc.code, error_message=exc.message or None)
+                results[key] = _failed_append(exc, self.partitions.get(key))
                 continue
             results[key] = ProduceResult(
                 base_offset=info.first_offset,
@@ -323,16 +323,17 @@ class ReplicaManager:
         for key, records in list(entries.items()):
             partition = self.partitions.get(key)
             if (not records or partition is None or not partition.is_leader
-                    or not partition.log.is_compacted or not decode_off_loop(records)):
+                    or not partition.log.decodes_produced_records or not decode_off_loop(records)):
                 continue
             if acks == -1 and len(partition.isr) < partition.log.config.min_insync_replicas:
                 continue  # NOT_ENOUGH_REPLICAS comes first, from append_records (Kafka's order)
             data = bytes(records)  # immutable: the thread sees exactly what will be appended
             try:
                 await asyncio.to_thread(check_compacted_records, data,
-                                        partition.log.config.max_message_bytes)
+                                        partition.log.config.max_message_bytes,
+                                        partition.log.record_checks())
             except KafkaError as exc:
-                failed[key] = ProduceResult(exc.code, error_message=exc.message or None)
+                failed[key] = _failed_append(exc, partition)
                 continue
             entries[key] = data
             checked.add(key)
@@ -688,3 +689,13 @@ def _aborted_in(log_: Log, fetch_offset: int, records: bytes) -> list[AbortedTxn
     for _, header in iter_batches(records):
         upper = header.next_offset
     return log_.collect_aborted_transactions(fetch_offset, upper) if upper > fetch_offset else []
+
+
+def _failed_append(exc: KafkaError, partition: Partition | None) -> ProduceResult:
+    """A refused append's answer; records refused one by one (KIP-467) carry their indexes and
+    the partition's log start offset, as Kafka's RecordValidationException answer does."""
+    if isinstance(exc, RecordValidationError) and partition is not None:
+        return ProduceResult(exc.code, error_message=exc.message,
+                             log_start_offset=partition.log_start_offset,
+                             record_errors=exc.record_errors)
+    return ProduceResult(exc.code, error_message=exc.message or None)
