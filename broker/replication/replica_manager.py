@@ -61,6 +61,7 @@ log = structlog.get_logger("kafka_sim.replica_manager")
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
+CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2  # ListOffsets' replica ids
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
@@ -232,7 +233,10 @@ class ReplicaManager:
     def replication_paused(self) -> bool:
         return self._replication_paused
 
-    def leader_partition(self, topic: str, index: int) -> Partition:
+    def hosted_partition(self, topic: str, index: int) -> Partition:
+        """Kafka's getPartitionOrException: KAFKA_STORAGE_ERROR for a partition on an offline
+        dir, NOT_LEADER_OR_FOLLOWER for one the cluster has but this broker does not host,
+        UNKNOWN_TOPIC_OR_PARTITION for one nobody has."""
         partition = self.partitions.get((topic, index))
         if partition is None:
             if (topic, index) in self.offline_partitions:
@@ -240,7 +244,22 @@ class ReplicaManager:
             if self._known_partition(topic, index):  # not (yet, or no longer) a replica here
                 raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return partition
+
+    def leader_partition(self, topic: str, index: int) -> Partition:
+        partition = self.hosted_partition(topic, index)
         if not partition.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return partition
+
+    def partition_with_epoch(self, topic: str, index: int, current_leader_epoch: int, *,
+                             require_leader: bool = True) -> Partition:
+        """Kafka's localLogWithEpochOrThrow: the client's leader epoch is checked before
+        leadership, so a follower answers FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH to a
+        stale / future epoch and NOT_LEADER_OR_FOLLOWER only to a current one."""
+        partition = self.hosted_partition(topic, index)
+        self._check_leader_epoch(partition, current_leader_epoch)
+        if require_leader and not partition.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return partition
 
@@ -595,20 +614,35 @@ class ReplicaManager:
     # -- offsets ----------------------------------------------------------------------------
 
     async def offset_for_timestamp(
-        self, topic: str, index: int, timestamp: int, current_leader_epoch: int, isolation_level: int
+        self, topic: str, index: int, timestamp: int, current_leader_epoch: int, isolation_level: int,
+        replica_id: int = CONSUMER_REPLICA_ID,
     ) -> OffsetLookup:
+        """ListOffsets for one partition, as Kafka's Partition.fetchOffsetForTimestamp. Only the
+        debugging replica id (-2) may be answered by a follower; a request from a consumer (-1)
+        sees offsets below the high watermark (read_committed: the last stable offset), others
+        below the log end offset."""
         try:
-            partition = self.leader_partition(topic, index)
-            self._check_leader_epoch(partition, current_leader_epoch)
+            partition = self.partition_with_epoch(
+                topic, index, current_leader_epoch,
+                require_leader=replica_id != DEBUGGING_REPLICA_ID)
         except KafkaError as exc:
             return OffsetLookup(exc.code)
         log_ = partition.log
         epoch = partition.leader_epoch
-        # read_committed consumers see offsets below the last stable offset only (Kafka's
-        # lastFetchableOffset)
-        fetchable = log_.last_stable_offset if isolation_level == READ_COMMITTED \
-            else partition.high_watermark
+        from_consumer = replica_id == CONSUMER_REPLICA_ID
+        if not from_consumer:
+            fetchable = log_.log_end_offset
+        elif isolation_level == READ_COMMITTED:
+            fetchable = log_.last_stable_offset
+        else:
+            fetchable = partition.high_watermark
+        # A new leader's high watermark may lag the start of its epoch until the followers
+        # report: offsets are then not available to consumers yet (OFFSET_NOT_AVAILABLE).
+        lagging = from_consumer and partition.is_leader and \
+            self._epoch_start_offset(partition) > partition.high_watermark
         if timestamp == LATEST_TIMESTAMP:
+            if lagging:
+                return OffsetLookup(ErrorCode.OFFSET_NOT_AVAILABLE)
             return OffsetLookup(offset=fetchable, leader_epoch=epoch)
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             # The epoch of the log start offset when the epoch cache covers it (Kafka's rule).
@@ -618,8 +652,8 @@ class ReplicaManager:
             return OffsetLookup(offset=log_.log_start_offset, leader_epoch=first_epoch)
         if timestamp == LATEST_TIERED_TIMESTAMP:  # no tiered storage here
             return OffsetLookup(offset=-1, leader_epoch=-1)
-        if timestamp < 0 and timestamp != MAX_TIMESTAMP:
-            return OffsetLookup(ErrorCode.INVALID_REQUEST)
+        if timestamp < 0 and timestamp != MAX_TIMESTAMP:  # the handler refuses other negatives
+            return OffsetLookup(ErrorCode.UNSUPPORTED_VERSION)
         try:  # records are decoded here: a malformed stored record fails this partition only
             found = await (self._offset_of_max_timestamp(log_) if timestamp == MAX_TIMESTAMP
                            else self._fetch_offset_by_timestamp(log_, timestamp))
@@ -629,10 +663,16 @@ class ReplicaManager:
                 or partition.leader_epoch != epoch:  # it changed while a batch was decoded
             return OffsetLookup(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if found is None or found[0] >= fetchable:
-            return OffsetLookup()
+            return OffsetLookup(ErrorCode.OFFSET_NOT_AVAILABLE) if lagging else OffsetLookup()
         offset, ts, batch_epoch = found
         # The epoch is the found record's batch's, as Kafka answers (not the current one).
         return OffsetLookup(timestamp=ts, offset=offset, leader_epoch=max(batch_epoch, -1))
+
+    @staticmethod
+    def _epoch_start_offset(partition: Partition) -> int:
+        """Where the leader's current epoch starts in its log (Kafka's leaderEpochStartOffsetOpt)."""
+        return next((start for epoch, start in partition.log.leader_epoch_cache.epoch_entries()
+                     if epoch == partition.leader_epoch), -1)
 
     @staticmethod
     async def _decode(function: Callable[..., Any], header: BatchHeader, *args: Any) -> Any:
@@ -674,8 +714,7 @@ class ReplicaManager:
     ) -> EpochEndOffset:
         """OffsetForLeaderEpoch: where `leader_epoch` ends in the leader's log."""
         try:
-            partition = self.leader_partition(topic, index)
-            self._check_leader_epoch(partition, current_leader_epoch)
+            partition = self.partition_with_epoch(topic, index, current_leader_epoch)
         except KafkaError as exc:
             return EpochEndOffset(exc.code)
         epoch, end_offset = partition.log.end_offset_for_epoch(leader_epoch)
