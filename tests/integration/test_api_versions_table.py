@@ -29,10 +29,6 @@ DIFFERENCES: dict[int, tuple[tuple[int, int] | None, str]] = {
     23: ((2, 4), "OffsetForLeaderEpoch v0-1: no leader epoch in the answer; clients of message format v2 use v2+"),
     34: (None, "AlterReplicaLogDirs: " + NOT_YET + " (log dirs)"),
     35: (None, "DescribeLogDirs: " + NOT_YET + " (log dirs)"),
-    38: (None, "CreateDelegationToken: delegation tokens are not implemented"),
-    39: (None, "RenewDelegationToken: delegation tokens are not implemented"),
-    40: (None, "ExpireDelegationToken: delegation tokens are not implemented"),
-    41: (None, "DescribeDelegationToken: delegation tokens are not implemented"),
     43: (None, "ElectLeaders: " + NOT_YET + " (reassignment)"),
     45: (None, "AlterPartitionReassignments: " + NOT_YET + " (reassignment)"),
     46: (None, "ListPartitionReassignments: " + NOT_YET + " (reassignment)"),
@@ -45,9 +41,6 @@ DIFFERENCES: dict[int, tuple[tuple[int, int] | None, str]] = {
     60: (None, "DescribeCluster: " + NOT_YET),
     67: (None, "AllocateProducerIds: inter-broker; producer id blocks are claimed from the metadata "
                "store directly, as a ZK broker below IBP 3.0 does"),
-    68: (None, "ConsumerGroupHeartbeat: KIP-848 groups; a ZK 3.9 broker advertises it but answers "
-               "UNSUPPORTED_VERSION, the new group coordinator needing KRaft"),
-    69: (None, "ConsumerGroupDescribe: KIP-848 groups, as ConsumerGroupHeartbeat"),
 }
 
 
