@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from broker.config import PROPERTIES, BrokerConfig, Property
+from broker.config import PROPERTIES, PROPERTY_BY_NAME, BrokerConfig, Property
 from storage.log_config import TOPIC_CONFIG_DEFAULTS
 
 # Config sources (Kafka's DescribeConfigsResponse.ConfigSource ids).
@@ -155,7 +155,7 @@ def _default_of(name: str) -> str | None:
     """Kafka's static default of a broker config (kafka-sim's, where it has the property)."""
     if name in _NULL_DEFAULTS:
         return None
-    prop = next((p for p in PROPERTIES if p.name == name), None)
+    prop = PROPERTY_BY_NAME.get(name)
     return prop.default if prop is not None else _SYNONYM_DEFAULTS.get(name)
 
 
