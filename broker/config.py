@@ -26,6 +26,14 @@ def _bool(value: str) -> bool:
     raise ValueError(f"expected true or false, got {value!r}")
 
 
+def _at_least_one(value: str) -> int:
+    """A count or span that must be 1 or more (Kafka's ConfigDef.Range.atLeast(1))."""
+    number = int(value)
+    if number < 1:
+        raise ValueError(f"must be at least 1, got {number}")
+    return number
+
+
 def _ip_counts(value: str) -> dict[str, int]:
     """`ip:count[,ip:count...]` (Kafka's max.connections.per.ip.overrides); IPv6 as `[::1]:5`."""
     out: dict[str, int] = {}
@@ -133,6 +141,10 @@ PROPERTIES: tuple[Property, ...] = (
     Property("replica.fetch.max.bytes", int, "1048576", "bytes a follower fetches per partition"),
     Property("max.incremental.fetch.session.cache.slots", int, "1000",
              "fetch sessions (KIP-227) a broker keeps at once; a full cache evicts as Kafka does"),
+    Property("quota.window.num", _at_least_one, "11",
+             "samples a client quota's rate is measured over (10 whole windows and the current)"),
+    Property("quota.window.size.seconds", _at_least_one, "1",
+             "the span of one client quota sample"),
     Property("producer.id.expiration.ms", int, "86400000",
              "a partition forgets an idempotent producer idle this long"),
     Property("producer.id.expiration.check.interval.ms", int, "600000",

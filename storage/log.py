@@ -145,6 +145,10 @@ class Log:
             max(recovery_point, self._log_start_offset), self._log_end_offset
         )
         self._high_watermark = self._log_start_offset
+        # Called once what a fetch of this log is answered may have changed (log start, log end,
+        # high watermark; the last stable offset moves only with those): the broker's fetch
+        # sessions read only the partitions that changed since their last fetch.
+        self.on_change: Callable[[], None] | None = None
         for segment in segments[:-1]:
             segment.release_file()  # loading read them; idle inactive segments hold no descriptor
         self.leader_epoch_cache = self._load_leader_epoch_cache()
@@ -212,8 +216,15 @@ class Log:
 
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
-        self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+        old, self._high_watermark = self._high_watermark, min(
+            max(offset, self._log_start_offset), self._log_end_offset)
         self.producer_state.on_high_watermark_updated(self._high_watermark)
+        if self._high_watermark != old:
+            self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     @property
     def last_stable_offset(self) -> int:
@@ -380,6 +391,7 @@ class Log:
             self.roll()
         self.active_segment.append(buf, batches, now)
         self._log_end_offset = batches[-1][1].next_offset
+        self._changed()
 
     def _should_roll(self, size: int, now: int, last_offset: int) -> bool:
         active = self.active_segment
@@ -664,6 +676,7 @@ class Log:
         self._recovery_point = max(self._recovery_point, self._log_start_offset)
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self.producer_state.delete_snapshots_before(self._log_start_offset)
+        self._changed()
         return len(doomed)
 
     @_handling_io_errors("deleting records of log")
@@ -681,6 +694,7 @@ class Log:
         self._recovery_point = max(self._recovery_point, offset)
         self.leader_epoch_cache.truncate_from_start(offset)
         self.producer_state.delete_snapshots_before(offset)
+        self._changed()
         return True
 
     @_handling_io_errors("truncating log")
@@ -707,6 +721,7 @@ class Log:
         # The LEO, not `offset`: the batch holding `offset` went whole.
         self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
         self._reload_producer_state()
+        self._changed()
         return True
 
     @_handling_io_errors("truncating log")
@@ -724,6 +739,7 @@ class Log:
         self._high_watermark = self._recovery_point = offset
         self.leader_epoch_cache.clear()
         self.producer_state.truncate_fully_and_start_at(offset)
+        self._changed()
 
     # -- durability and lifecycle ---------------------------------------------------------------------
 

@@ -21,10 +21,13 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.controller.controller_channel import ControllerChannel
+from broker.controller.pacing import REQUEST_CHUNK, serve_others
+from broker.controller.partition_reassignment import PartitionReassignment
 from broker.metadata import zk_paths as paths
 from broker.metadata.broker_registration import registered_endpoints
 from broker.metadata.metadata_cache import MetadataSnapshot, TopicInfo
 from broker.metadata.partition_state import LeaderAndIsr
+from broker.metadata.replica_assignment import ReplicaAssignment
 from broker.metadata.store import (
     BadVersionError,
     MetadataStore,
@@ -52,10 +55,6 @@ log = structlog.get_logger("kafka_sim.controller")
 # does that work on its controller and request handler threads; here it runs on the event loop).
 STORE_BATCH = 200
 LEADER_AND_ISR_CHUNK = 50
-# How the controller steps aside between two chunks: a timer, not sleep(0), which puts it back
-# in the ready queue ahead of every timer and socket that came due meanwhile (they would wait a
-# second chunk).
-STEP_ASIDE_S = 0.001
 
 # Events a child watch starts, and the node whose children they are about.
 CHILD_EVENTS = {"broker_change": paths.BROKER_IDS, "topic_change": paths.TOPICS,
@@ -68,7 +67,15 @@ class ControllerEvent:
     data: object = None
 
 
-class Controller:
+@dataclass(frozen=True, slots=True)
+class ControllerRequest:
+    """An admin request's event data: the handler's return value answers `future`."""
+
+    payload: object
+    future: asyncio.Future
+
+
+class Controller(PartitionReassignment):
     def __init__(self, config: BrokerConfig, store: MetadataStore, timer: SystemTimer,
                  channel: ControllerChannel, broker_id: int, epoch: int) -> None:
         self.config = config
@@ -85,6 +92,7 @@ class Controller:
         self._watches: list = []
         self._task: asyncio.Task | None = None
         self._rebalance_task: FunctionTimerTask | None = None
+        self._requests: set[asyncio.Future] = set()  # admin requests not yet answered
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -106,6 +114,10 @@ class Controller:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        for future in self._requests:  # a resigned controller answers nothing more
+            if not future.done():
+                future.set_exception(KafkaError(ErrorCode.NOT_CONTROLLER,
+                                                f"broker {self.broker_id} is no longer the controller"))
 
     def _enqueue(self, kind: str):
         def on_change(children: list[str]) -> None:
@@ -119,6 +131,31 @@ class Controller:
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         self.queue.put_nowait(ControllerEvent("controlled_shutdown", (broker_id, future)))
         return await future
+
+    async def _ask(self, kind: str, payload: object):
+        """Queue an admin request as an event (Kafka's controller event queue) and await its answer."""
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._requests.add(future)
+        future.add_done_callback(self._requests.discard)
+        self.queue.put_nowait(ControllerEvent(kind, ControllerRequest(payload, future)))
+        return await future
+
+    async def elect_leaders(self, keys: list[tuple[str, int]], *, unclean: bool
+                            ) -> dict[tuple[str, int], int | KafkaError]:
+        """ElectLeaders: per partition, the leader elected or why none was."""
+        return await self._ask("elect_leaders", (keys, unclean))
+
+    async def alter_partition_reassignments(
+        self, reassignments: dict[tuple[str, int], list[int] | None]
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """AlterPartitionReassignments: per partition, None once the reassignment began (None as
+        target replicas: cancel it), or why it did not."""
+        return await self._ask("alter_reassignments", reassignments)
+
+    async def list_partition_reassignments(self, keys: list[tuple[str, int]] | None
+                                           ) -> dict[tuple[str, int], ReplicaAssignment]:
+        """ListPartitionReassignments: the listed (or all) partitions being reassigned."""
+        return await self._ask("list_reassignments", keys)
 
     async def elect_preferred_leaders(self) -> None:
         """Move every partition's leadership to its preferred replica where it can lead now."""
@@ -151,6 +188,9 @@ class Controller:
             "partition_change": self._on_partition_change,
             "config_change": self._on_config_change,
             "controlled_shutdown": self._on_controlled_shutdown,
+            "elect_leaders": self._on_elect_leaders,
+            "alter_reassignments": self._on_alter_reassignments,
+            "list_reassignments": self._on_list_reassignments,
         }
         while True:
             event = await self.queue.get()
@@ -160,11 +200,16 @@ class Controller:
                     # As Kafka's controller: read the children now. What the watch saw may be
                     # older than what `startup` (or an earlier event) already read.
                     data = self.store.get_children(CHILD_EVENTS[event.kind])
-                result = handlers[event.kind](data)
+                request = data if isinstance(data, ControllerRequest) else None
+                result = handlers[event.kind](request.payload if request else data)
                 if asyncio.iscoroutine(result):
-                    await result
-            except Exception:  # one bad event must not stop the controller
+                    result = await result
+                if request is not None and not request.future.done():
+                    request.future.set_result(result)
+            except Exception as exc:  # one bad event must not stop the controller
                 log.exception("controller event failed", kind=event.kind)
+                if isinstance(event.data, ControllerRequest) and not event.data.future.done():
+                    event.data.future.set_exception(exc)
             finally:
                 self.queue.task_done()
 
@@ -282,13 +327,16 @@ class Controller:
 
     # -- elections --------------------------------------------------------------------------
 
-    def _elect_leader(self, state: LeaderAndIsr) -> tuple[int, list[int]]:
-        """Offline-partition election: the first live replica (assignment order) in the ISR."""
+    def _elect_leader(self, state: LeaderAndIsr, *, unclean: bool = False) -> tuple[int, list[int]]:
+        """Offline-partition election: the first live replica (assignment order) in the ISR;
+        failing that, with `unclean` (an admin's UNCLEAN election) or the topic's
+        unclean.leader.election.enable, the first live replica: it leads alone."""
         live_isr = [r for r in state.isr if r in self.live_brokers]
         for replica in state.replicas:
             if replica in live_isr and replica not in self.shutting_down:
                 return replica, live_isr
-        if self.config.log_config(self.topics[state.topic].configs).unclean_leader_election_enable:
+        if unclean or self.config.log_config(
+                self.topics[state.topic].configs).unclean_leader_election_enable:
             live = [r for r in state.replicas if r in self.live_brokers]
             if live:
                 return live[0], [live[0]]
@@ -314,7 +362,7 @@ class Controller:
         states = [s for s in states if any(r in targets for r in s.replicas)]
         for start in range(0, len(states), LEADER_AND_ISR_CHUNK):
             if start:
-                await _serve_others()  # the brokers serve their clients between two chunks
+                await serve_others()  # the brokers serve their clients between two chunks
             await self.store.flush()
             self._send_leader_and_isr_chunk(states[start : start + LEADER_AND_ISR_CHUNK], only)
 
@@ -366,7 +414,7 @@ class Controller:
                 since_step += len(chunk)
                 if since_step >= STORE_BATCH:  # many small topics go in one step, as before
                     since_step = 0
-                    await _serve_others()
+                    await serve_others()
         return states
 
     async def _load_topic_chunks(self, info: TopicInfo) -> AsyncIterator[list[LeaderAndIsr]]:
@@ -412,6 +460,7 @@ class Controller:
         await self._send_leader_and_isr(list(self.states.values()))
         self._send_update_metadata()
         self._on_topic_deletion(self.store.get_children(paths.DELETE_TOPICS))
+        await self._resume_reassignments(lambda _assignment: True)
         log.info("ready to serve as the new controller", broker_id=self.broker_id,
                  controller_epoch=self.epoch, partitions=len(self.states))
 
@@ -445,6 +494,9 @@ class Controller:
             # New brokers get every partition they hold (as followers, most of them).
             await self._send_leader_and_isr(list(self.states.values()), only=new)
             await self._send_leader_and_isr([self.states[k] for k in offline])
+            # A reassignment waiting for one of them goes on (Kafka's onBrokerStartup)
+            await self._resume_reassignments(
+                lambda assignment: any(r in new for r in assignment.target_replicas))
         self._send_update_metadata()
 
     async def _on_topic_change(self, children: object) -> None:
@@ -490,9 +542,10 @@ class Controller:
             log.info("topic deleted", topic=name)
         self._send_update_metadata()
 
-    def _on_isr_change(self, children: object) -> None:
+    async def _on_isr_change(self, children: object) -> None:
         if not children:
             return
+        changed = set()
         for child in children:  # type: ignore[union-attr]
             with contextlib.suppress(NoNodeError):
                 data, _ = self.store.get_json(f"{paths.ISR_CHANGES}/{child}")
@@ -501,8 +554,14 @@ class Controller:
                         state = self._read_state(topic, partition)
                         if state is not None:
                             self.states[(topic, partition)] = state
+                            changed.add((topic, partition))
                 self.store.delete(f"{paths.ISR_CHANGES}/{child}")
         self._send_update_metadata()
+        # A reassignment completes once its target replicas are all in the ISR (Kafka's
+        # PartitionReassignmentIsrChangeHandler, here fed by the ISR change notifications).
+        for key in sorted(changed):
+            if self._assignment(key).is_being_reassigned:
+                await self._maybe_complete_reassignment(key)
 
     async def _on_controlled_shutdown(self, data: object) -> None:
         broker_id, future = data  # type: ignore[misc]
@@ -557,6 +616,8 @@ class Controller:
         threshold = self.config["leader.imbalance.per.broker.percentage"] / 100
         by_preferred: dict[int, list[tuple[str, int]]] = {}
         for key, state in self.states.items():
+            if self._assignment(key).is_being_reassigned:
+                continue  # as Kafka: a moving partition is left alone
             by_preferred.setdefault(state.replicas[0], []).append(key)
         keys = []
         for broker_id, owned in by_preferred.items():
@@ -579,9 +640,53 @@ class Controller:
             await self._send_leader_and_isr(changed)
             self._send_update_metadata()
 
-
-async def _serve_others() -> None:
-    await asyncio.sleep(STEP_ASIDE_S)
+    async def _on_elect_leaders(self, payload: object) -> dict[tuple[str, int], int | KafkaError]:
+        """Kafka's processReplicaLeaderElection for an admin: PREFERRED moves leadership to the
+        first replica where it is live and in the ISR; UNCLEAN elects a leader for a partition
+        whose leader is gone, an out-of-ISR live replica if need be."""
+        keys, unclean = payload  # type: ignore[misc]
+        results: dict[tuple[str, int], int | KafkaError] = {}
+        changes = []
+        # One error object per answer that names no partition: a request may list 100,000.
+        unknown = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+        not_needed = KafkaError(ErrorCode.ELECTION_NOT_NEEDED)
+        for n, key in enumerate(keys):
+            if n and n % REQUEST_CHUNK == 0:
+                await serve_others()
+            state = self.states.get(key)
+            if state is None:
+                results[key] = unknown
+            elif not unclean:
+                if state.leader == state.replicas[0]:
+                    results[key] = not_needed
+                elif self._can_lead_preferred(state):
+                    changes.append((key, state.replicas[0], state.isr))
+                else:
+                    results[key] = KafkaError(
+                        ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                        f"Failed to elect leader for partition {key[0]}-{key[1]} under strategy "
+                        "PreferredReplicaPartitionLeaderElectionStrategy")
+            elif state.leader >= 0 and state.leader in self.live_brokers:
+                results[key] = not_needed
+            else:
+                leader, isr = self._elect_leader(state, unclean=True)
+                if leader >= 0:
+                    changes.append((key, leader, isr))
+                else:
+                    results[key] = KafkaError(
+                        ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                        f"Failed to elect leader for partition {key[0]}-{key[1]} under strategy "
+                        "OfflinePartitionLeaderElectionStrategy(true)")
+        changed = await self._update_states(changes)
+        if changed:
+            log.info("leaders elected", partitions=len(changed), unclean=unclean,
+                     controller_epoch=self.epoch)
+            self._send_update_metadata()
+            await self._send_leader_and_isr(changed)
+            self._send_update_metadata()
+        for state in changed:
+            results[(state.topic, state.partition)] = state.leader
+        return results
 
 
 def _json(data: bytes) -> dict:
@@ -595,4 +700,6 @@ def _topic_info(name: str, data: dict, configs: dict[str, str]) -> TopicInfo:
         {int(p): list(r) for p, r in data["partitions"].items()},
         configs,
         name in INTERNAL_TOPICS or data.get("internal", False),  # the flag: older stores
+        {int(p): list(r) for p, r in (data.get("adding_replicas") or {}).items() if r},
+        {int(p): list(r) for p, r in (data.get("removing_replicas") or {}).items() if r},
     )

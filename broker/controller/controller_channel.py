@@ -10,7 +10,8 @@ from typing import Protocol
 
 from broker.metadata.metadata_cache import MetadataSnapshot
 from broker.metadata.partition_state import LeaderAndIsr
-from protocol.errors import ErrorCode
+from broker.metadata.replica_assignment import ReplicaAssignment
+from protocol.errors import ErrorCode, KafkaError
 from storage.log_config import LogConfig
 
 
@@ -43,3 +44,15 @@ class ControllerRequestTarget(Protocol):
         """As the controller: move leadership off `broker_id`; the partitions it still leads.
         KafkaError NOT_CONTROLLER on any other broker."""
         ...
+
+    # The admin requests only the controller answers (KafkaError NOT_CONTROLLER elsewhere), each
+    # queued as an event of its controller: see Controller.elect_leaders and the reassignments.
+    async def elect_leaders(self, keys: list[tuple[str, int]], *, unclean: bool
+                            ) -> dict[tuple[str, int], int | KafkaError]: ...
+
+    async def alter_partition_reassignments(
+        self, reassignments: dict[tuple[str, int], list[int] | None]
+    ) -> dict[tuple[str, int], KafkaError | None]: ...
+
+    async def list_partition_reassignments(self, keys: list[tuple[str, int]] | None
+                                           ) -> dict[tuple[str, int], ReplicaAssignment]: ...

@@ -5,7 +5,7 @@ ApiVersions is answered from this registry, so the broker advertises exactly wha
 Handlers reach the broker's subsystems only through `BrokerServices` (services.py), never the server.
 May import: broker.admin, broker.authorizer, broker.coordinator, broker.controller (the controller's requests),
 broker.replication, broker.metadata, broker.config, broker.security (SCRAM credentials),
-storage, protocol.
+broker.quota, storage, protocol.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from broker.metadata.sanitizer import sanitize
 from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -34,10 +35,32 @@ class RequestContext:
     # Who sent it, as Kafka's KafkaPrincipal prints ("User:alice"): set by the connection once
     # TLS or SASL authenticated it; the authorizer decides on it.
     principal: str = "User:ANONYMOUS"
+    request_size: int = 0  # the request's frame, in bytes (what a produce quota counts)
+    # Client quotas: the longest throttle time a quota gave this request and which quota's delay
+    # mutes the connection; whether the request quota is recorded already (Produce and Fetch
+    # record it themselves); the broker's time on this request so far, when it is measured.
+    throttle_ms: int = 0
+    throttle_quota: str = ""
+    request_quota_recorded: bool = False
+    handler_time_ns: Callable[[], int] | None = None
 
     @property
     def api_version(self) -> int:
         return self.header.api_version
+
+    @property
+    def client_id(self) -> str:
+        return self.header.client_id or ""
+
+    @property
+    def quota_user(self) -> str:
+        """The principal's name, sanitized, as quota entities name users."""
+        return sanitize(self.principal.partition(":")[2])
+
+    def throttle(self, quota_type: str, throttle_ms: int) -> None:
+        """A quota asks to throttle the client: the longest throttle wins (a tie: the later)."""
+        if throttle_ms > 0 and throttle_ms >= self.throttle_ms:
+            self.throttle_ms, self.throttle_quota = throttle_ms, quota_type
 
 
 Handle = Callable[[RequestContext, Any], Awaitable["dict | None"]]
@@ -96,8 +119,13 @@ _MODULES = (
     "expire_delegation_token",
     "describe_delegation_token",
     "delete_groups",
+    "elect_leaders",
     "incremental_alter_configs",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
     "offset_delete",
+    "describe_client_quotas",
+    "alter_client_quotas",
     "describe_transactions",
     "list_transactions",
     "consumer_group_heartbeat",
@@ -106,6 +134,7 @@ _MODULES = (
     "sasl_authenticate",
     "describe_user_scram_credentials",
     "alter_user_scram_credentials",
+    "describe_cluster",
 )
 
 

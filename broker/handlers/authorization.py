@@ -12,7 +12,10 @@ from protocol.errors import ErrorCode, KafkaError
 
 T = TypeVar("T")
 
-__all__ = ["CLUSTER_NAME", "AclOperation", "ResourceType", "authorize", "authorize_by_resource_type",
+# An authorized-operations field's value when the request did not ask for it (the schemas' default).
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+__all__ = ["AUTHORIZED_OPERATIONS_OMITTED", "CLUSTER_NAME", "AclOperation", "ResourceType", "authorize", "authorize_by_resource_type",
            "authorize_cluster", "authorized_operations", "filter_authorized", "require_cluster"]
 
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 from broker.coordinator.group.group_metadata import GroupState
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import (
+    AUTHORIZED_OPERATIONS_OMITTED,
     AclOperation,
     ResourceType,
     authorize,
     authorized_operations,
 )
 from protocol.errors import ErrorCode
-
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 def describe(ctx: RequestContext, group_id: str, operations: bool = False) -> dict:

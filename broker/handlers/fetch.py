@@ -19,6 +19,9 @@
   into replica_state; v16 (KIP-951) answers NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH with the
   current leader and epoch, and node_endpoints with those leaders' addresses on the listener the
   request came in on; v17's replica_directory_id is accepted and ignored (one log dir).
+- Quotas (a consumer's): max_bytes capped at consumer_byte_rate * (quota.window.num - 1) windows;
+  a response over consumer_byte_rate or request_percentage is sent with no partitions (the
+  session untouched) and throttle_time_ms, and the connection is muted that long (KIP-219).
 - With an authorizer: a consumer needs READ on each topic, a follower CLUSTER_ACTION; the rest
   are answered TOPIC_AUTHORIZATION_FAILED and read nothing.
 """
@@ -124,8 +127,10 @@ async def handle(ctx: RequestContext, request) -> dict:
                 return {fp.topic for fp in session_partitions} if allowed else set()
             return filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC,
                                      session_partitions, lambda fp: fp.topic)
+    throttle = _quota_throttle(ctx, params)
     answer = await services.replica_manager.fetch_in_session(
-        params, metadata, partitions, forgotten, readable=readable, uses_topic_ids=uses_topic_ids)
+        params, metadata, partitions, forgotten, readable=readable, uses_topic_ids=uses_topic_ids,
+        throttle=throttle)
     by_topic: dict[str | uuid.UUID, list[dict]] = {}
     leaders: set[int] = set()
     for (topic, partition), data in answer.partitions.items():
@@ -165,6 +170,37 @@ async def handle(ctx: RequestContext, request) -> dict:
             {"node_id": b, "host": endpoints[b][0], "port": endpoints[b][1], "rack": None}
             for b in sorted(leaders) if b in endpoints]
     return response
+
+
+def _quota_throttle(ctx: RequestContext, params: FetchParams):
+    """A consumer's quotas, as Kafka's handleFetchRequest: max_bytes capped at what the fetch
+    quota allows in its window; then the response's size on consumer_byte_rate and the time so
+    far on request_percentage; when either throttles, the size is taken back and the response
+    carries no partitions. Followers are never throttled (replication quotas are not served)."""
+    quotas = ctx.services.quotas
+    if quotas is None:
+        return None
+    ctx.request_quota_recorded = True
+    if params.is_from_follower or not (quotas.fetch.quotas_enabled
+                                       or quotas.request.quotas_enabled):
+        return None
+    user, client_id = ctx.quota_user, ctx.client_id
+    window_bytes = quotas.fetch.max_value_in_quota_window(user, client_id)
+    params.max_bytes = min(params.max_bytes, int(min(window_bytes, 2**31 - 1)))
+    params.min_bytes = min(params.min_bytes, params.max_bytes)
+
+    def throttle(response_size: int) -> int:
+        bandwidth_ms = quotas.fetch.record(user, client_id, response_size)
+        request_ms = (quotas.request.record_nanos(user, client_id, ctx.handler_time_ns())
+                      if ctx.handler_time_ns is not None else 0)
+        if max(bandwidth_ms, request_ms) <= 0:
+            return 0
+        quotas.fetch.unrecord(user, client_id, response_size)
+        ctx.throttle("fetch", bandwidth_ms)
+        ctx.throttle("request", request_ms)
+        return ctx.throttle_ms
+
+    return throttle
 
 
 def _current_leader(services: BrokerServices, topic: str | None, partition: int) -> tuple[int, int]:

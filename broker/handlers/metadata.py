@@ -20,6 +20,7 @@ import uuid
 
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import (
+    AUTHORIZED_OPERATIONS_OMITTED,
     CLUSTER_NAME,
     AclOperation,
     ResourceType,
@@ -31,7 +32,6 @@ from broker.metadata.metadata_cache import TopicInfo
 from protocol.errors import ErrorCode, KafkaError, ProtocolDecodeError
 
 ZERO_UUID = bytes(16)  # "no topic id" on the wire
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 def _topic_entry(ctx: RequestContext, topic: TopicInfo, operations: bool = False) -> dict:

@@ -21,6 +21,9 @@
   original base offset and not written again; OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
   UNKNOWN_PRODUCER_ID otherwise. v3-4 predate UNKNOWN_PRODUCER_ID (Kafka 1.0, with v5's
   log_start_offset): those clients get OUT_OF_ORDER_SEQUENCE_NUMBER instead.
+- Quotas (after the append): the request's size on the client's producer_byte_rate, its time on
+  request_percentage (not for acks=0); a violation answers throttle_time_ms and mutes the
+  connection that long (KIP-219).
 - With an authorizer, first: transactional batches need WRITE on the transactional id (else
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED everywhere), each topic WRITE (else
   TOPIC_AUTHORIZATION_FAILED); idempotent ones need nothing more (KIP-679).
@@ -130,6 +133,23 @@ async def handle(ctx: RequestContext, request) -> dict | None:
         for result in results.values():
             if result.error == ErrorCode.UNKNOWN_PRODUCER_ID:
                 result.error = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    _record_quotas(ctx, request.acks)
     if request.acks == 0:
         return None
     return _response(request, results)
+
+
+def _record_quotas(ctx: RequestContext, acks: int) -> None:
+    """After the append, as Kafka's produce callback: the request's bytes on the produce quota,
+    the time so far on the request quota (not for acks=0); the longer throttle mutes."""
+    quotas = ctx.services.quotas
+    if quotas is None:
+        return
+    ctx.request_quota_recorded = True
+    if not (quotas.produce.quotas_enabled or quotas.request.quotas_enabled):
+        return
+    user, client_id = ctx.quota_user, ctx.client_id
+    ctx.throttle("produce", quotas.produce.record(user, client_id, ctx.request_size))
+    if acks != 0 and ctx.handler_time_ns is not None:
+        ctx.throttle("request", quotas.request.record_nanos(user, client_id,
+                                                            ctx.handler_time_ns()))

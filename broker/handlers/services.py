@@ -13,8 +13,10 @@ from broker.config import BrokerConfig
 from broker.controller.controller_channel import ControllerRequestTarget
 from broker.coordinator.group import GroupCoordinator
 from broker.coordinator.transaction import TransactionCoordinator
+from broker.metadata.client_quota_configs import ClientQuotaConfigs
 from broker.metadata.metadata_cache import MetadataCache
 from broker.metadata.producer_id_manager import ProducerIdManager
+from broker.quota.quota_managers import QuotaManagers
 from broker.replication.replica_manager import ReplicaManager
 from broker.security.scram_credentials import ScramCredentialStore
 
@@ -35,3 +37,5 @@ class BrokerServices:
     controller_requests: ControllerRequestTarget  # LeaderAndIsr, UpdateMetadata, StopReplica
     authorizer: AclAuthorizer | None = None  # None: no authorizer.class.name, everything allowed
     scram_credentials: ScramCredentialStore | None = None  # /config/users in the metadata store
+    client_quota_configs: ClientQuotaConfigs | None = None  # /config/users and /config/clients
+    quotas: QuotaManagers | None = None  # produce, fetch and request quotas; throttled channels

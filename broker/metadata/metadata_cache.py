@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.metadata.partition_state import LeaderAndIsr
+from broker.metadata.replica_assignment import ReplicaAssignment
 from timer import FunctionTimerTask, SystemTimer
 
 
@@ -22,6 +23,9 @@ class TopicInfo:
     assignment: dict[int, list[int]]  # partition -> replicas, preferred leader first
     configs: dict[str, str] = field(default_factory=dict)
     internal: bool = False
+    # Partitions being reassigned (KIP-455, the topic node's fields): replicas joining, leaving.
+    adding_replicas: dict[int, list[int]] = field(default_factory=dict)
+    removing_replicas: dict[int, list[int]] = field(default_factory=dict)
 
     @property
     def num_partitions(self) -> int:
@@ -30,6 +34,11 @@ class TopicInfo:
     @property
     def replication_factor(self) -> int:
         return len(next(iter(self.assignment.values()), []))
+
+    def replica_assignment(self, partition: int) -> ReplicaAssignment:
+        return ReplicaAssignment(list(self.assignment.get(partition, [])),
+                                 list(self.adding_replicas.get(partition, [])),
+                                 list(self.removing_replicas.get(partition, [])))
 
 
 @dataclass(slots=True)

@@ -3,7 +3,8 @@ Kafka's config change notifications (/config/changes, ZkNodeChangeNotificationLi
 
 A topic's overrides are read once, when a controller request first names it (as Kafka reads
 them when it creates a log); AlterConfigs then writes a sequential notification naming the
-topic, and every broker re-reads that topic's node: no store read per request.
+topic, and every broker re-reads that topic's node: no store read per request. Notifications of
+other entities (client quotas' users/... and clients/...) go to `on_entity_change`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ log = structlog.get_logger("kafka_sim.topic_config_cache")
 KEEP_NOTIFICATIONS = 100
 
 OnChange = Callable[[str, dict[str, str]], None]
+OnEntityChange = Callable[[str], None]
 
 
 def notification_body(topic: str) -> dict:
@@ -41,9 +43,12 @@ class TopicConfigCache:
     """Overrides per topic; `on_change(topic, overrides)` when a notification changed a topic
     this broker has read (its logs and metadata take the new config)."""
 
-    def __init__(self, store: MetadataStore, on_change: OnChange) -> None:
+    def __init__(self, store: MetadataStore, on_change: OnChange,
+                 on_entity_change: OnEntityChange | None = None) -> None:
         self._store = store
         self._on_change = on_change
+        # Notifications of other entities (client quotas' users/..., clients/...): their path
+        self._on_entity_change = on_entity_change
         self._overrides: dict[str, dict[str, str]] = {}
         self._changed: dict[str, int] = {}  # topic -> how many notifications named it
         self._last_seen = -1
@@ -84,13 +89,18 @@ class TopicConfigCache:
         return {t: dict(self._overrides.get(t, answers.get(t)) or {}) for t in topics}
 
     def _on_children(self, children: list[str]) -> None:
-        fresh = sorted((c for c in children if _sequence(c) > self._last_seen), key=_sequence)
+        # Called for every notification written (a request altering thousands of entities
+        # writes thousands, each read by every broker): each child's sequence is parsed once.
+        numbered = [(_sequence(c), c) for c in children]
+        last_seen = self._last_seen
+        fresh = sorted(n for n in numbered if n[0] > last_seen)
         if fresh:
-            self._last_seen = _sequence(fresh[-1])
-            for child in fresh:
+            self._last_seen = fresh[-1][0]
+            for _, child in fresh:
                 self._handle(f"{paths.CONFIG_CHANGES}/{child}")
-        stale = sorted(children, key=_sequence)[:-KEEP_NOTIFICATIONS]
-        for child in stale:
+        if len(numbered) <= KEEP_NOTIFICATIONS:
+            return
+        for _, child in sorted(numbered)[:-KEEP_NOTIFICATIONS]:
             with contextlib.suppress(NoNodeError):  # every broker purges: one of them wins
                 self._store.delete(f"{paths.CONFIG_CHANGES}/{child}")
 
@@ -104,6 +114,9 @@ class TopicConfigCache:
             log.warning("config change notification unreadable", path=path, reason=str(exc))
             return
         kind, _, topic = str(entity).partition("/")
+        if kind != "topics" and self._on_entity_change is not None:
+            self._on_entity_change(str(entity))
+            return
         if kind != "topics" or not is_valid_topic_name(topic):
             return
         self._changed[topic] = self._changed.get(topic, 0) + 1

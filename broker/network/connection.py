@@ -22,6 +22,8 @@ from broker.handlers.api_versions import api_versions_fallback
 from broker.handlers.fetch import API_KEY as FETCH_KEY
 from broker.handlers.fetch import session_partitions
 from broker.network.close_connection import CloseConnection
+from broker.network.handler_time import HandlerTime
+from broker.network.request_metrics import RequestMetrics
 from broker.network.sasl_server_authenticator import SASL_HANDSHAKE, SaslServerAuthenticator
 from broker.security.principal import ANONYMOUS, ssl_principal
 from protocol import (
@@ -44,6 +46,10 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kafka_sim.connection")
 READ_CHUNK = 256 * 1024
 PRODUCE_KEY, METADATA_KEY = 0, 3
+# Never throttled by the request quota: the inter-broker (cluster action) APIs, answered without
+# a throttle as Kafka's sendResponseExemptThrottle (LeaderAndIsr, StopReplica, UpdateMetadata,
+# ControlledShutdown, WriteTxnMarkers)
+REQUEST_QUOTA_EXEMPT = frozenset({4, 5, 6, 7, 27})
 
 
 __all__ = ["CloseConnection", "Connection"]
@@ -53,9 +59,10 @@ class Connection:
     def __init__(
         self, services: BrokerServices, faults: FaultInjector,
         reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: str = "PLAINTEXT",
-        security: ListenerSecurity | None = None,
+        security: ListenerSecurity | None = None, metrics: RequestMetrics | None = None,
     ) -> None:
         self.services = services
+        self.metrics = metrics
         self.faults = faults
         self.listener = listener
         self.reader = reader
@@ -71,6 +78,7 @@ class Connection:
         self.session_expires: int | None = None  # KIP-368: when the SASL session ends (clock ms)
         self.logins = 0  # successful SASL logins on this connection (more: re-authentications)
         self.waiting_for_client = False  # a response waits for the client to read
+        self.throttle: tuple[str, int] | None = None  # (quota, ms) the last response earned
         self.security = security
         # What a frame goes to: the request path, or (SASL, until logged in) the authenticator.
         # One bound method, so a PLAINTEXT connection pays nothing per request for SASL.
@@ -90,6 +98,12 @@ class Connection:
         self.decoder.max_frame_bytes = min(self.security.max_receive_size,
                                            self.services.config["socket.request.max.bytes"])
         return authenticator
+
+    @property
+    def _before_login(self) -> bool:
+        """A SASL client's ApiVersions before it logged in: Kafka's authenticator answers it,
+        outside the request quotas."""
+        return self.security is not None and self.security.sasl and self.logins == 0
 
     def authenticated(self, principal: str, mechanism: str, session_ms: int) -> None:
         """The SASL authenticator's success: every API is served from the next request on."""
@@ -143,6 +157,8 @@ class Connection:
                     if response is not None:
                         self.writer.write(response)
                         await self._drain()
+                    if self.throttle is not None:
+                        await self._mute(*self.throttle)
                     deadline = loop.time() + self.idle_s
         except (ProtocolDecodeError, CloseConnection) as exc:
             log.warning("closing connection", peer=self.peer, reason=str(exc))
@@ -154,6 +170,14 @@ class Connection:
             log.exception("request failed; closing connection", peer=self.peer)
         finally:
             self.writer.close()
+
+    async def _mute(self, quota_type: str, throttle_ms: int) -> None:
+        """KIP-219: the response is out; no further request is read from this client until the
+        throttle time is over (a delay on the broker's timing wheel)."""
+        self.throttle = None
+        quotas = self.services.quotas
+        if quotas is not None:
+            await quotas.throttled.mute(quota_type, throttle_ms)
 
     async def _read(self, deadline: float) -> bytes:
         try:
@@ -182,8 +206,9 @@ class Connection:
         incomplete frame and one read) and the responses not yet taken by the socket."""
         return self.decoder.buffered + self.writer.transport.get_write_buffer_size()
 
-    async def _handle(self, handler, header: RequestHeader, request, fault: Fault | None):
+    async def _handle(self, handler, ctx: RequestContext, request, fault: Fault | None):
         """Run the handler, unless an injected fault answers or disconnects instead."""
+        header = ctx.header
         if fault is not None:
             if fault.action is FaultAction.DISCONNECT:
                 raise CloseConnection(f"fault {fault.id}: disconnect")
@@ -193,8 +218,7 @@ class Connection:
                 if header.api_key == PRODUCE_KEY and request.acks == 0:
                     raise CloseConnection(f"fault {fault.id}: error on acks=0 closes, as Kafka")
                 return self._fault_response(header, request, fault.error_code)
-        return await handler.handle(RequestContext(header, self.services, self.client_host, self.listener,
-                                                   self.principal), request)
+        return await handler.handle(ctx, request)
 
     def _fault_response(self, header: RequestHeader, request, code: int) -> dict:
         response = error_response(header.api_key, header.api_version, request, code)
@@ -228,16 +252,37 @@ class Connection:
             self.services.broker_id, header.api_key, request,
             also_touches=(lambda: session_partitions(self.services, request))
             if header.api_key == FETCH_KEY else None)
-        response = await self._handle(handler, header, request, fault)
+        ctx = RequestContext(header, self.services, self.client_host, self.listener,
+                             self.principal, request_size=len(frame))
+        quotas = self.services.quotas
+        if (quotas is not None and quotas.request.quotas_enabled
+                and header.api_key not in REQUEST_QUOTA_EXEMPT and not self._before_login):
+            # request_percentage: the broker's time on the request, recorded after it unless
+            # the handler did (Kafka's sendResponseMaybeThrottle)
+            meter = HandlerTime()
+            ctx.handler_time_ns = meter.elapsed_ns
+            response = await meter.run(self._handle(handler, ctx, request, fault))
+            if not ctx.request_quota_recorded:
+                ctx.throttle("request", quotas.request.record_nanos(
+                    ctx.quota_user, ctx.client_id, meter.elapsed_ns()))
+        else:
+            response = await self._handle(handler, ctx, request, fault)
+        if ctx.throttle_ms > 0:
+            self.throttle = (ctx.throttle_quota, ctx.throttle_ms)
+            if response is not None:
+                response["throttle_time_ms"] = ctx.throttle_ms
         if fault is not None and fault.action is FaultAction.DROP_RESPONSE:
             raise CloseConnection(f"fault {fault.id}: processed, response dropped")
+        latency_ms = (time.perf_counter() - started) * 1000
+        if self.metrics is not None:
+            self.metrics.record(handler.name, latency_ms)
         log.debug(
             "request",
             api=handler.name,
             version=version,
             correlation_id=header.correlation_id,
             client_id=header.client_id,
-            latency_ms=round((time.perf_counter() - started) * 1000, 3),
+            latency_ms=round(latency_ms, 3),
         )
         if response is None:  # acks=0
             return None

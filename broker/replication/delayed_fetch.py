@@ -84,6 +84,9 @@ class FetchPartitionData:
     log_start_offset: int = -1
     records: bytes = b""
     aborted_transactions: list[AbortedTxn] | None = None  # read_committed consumers only
+    # Where this fetcher may read up to (HW, LSO or, for a follower, the LEO) when it was read:
+    # a session partition below it still has records to hand out.
+    end_offset: int = -1
 
 
 class DelayedFetch(DelayedOperation):

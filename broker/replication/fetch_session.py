@@ -4,9 +4,10 @@ that turns a Fetch's session id and epoch into a full, incremental, sessionless 
 A full fetch (epoch 0) names every partition and, when the cache has a slot, opens a session that
 remembers them with what each was last answered (high watermark, last stable offset, log start).
 An incremental fetch (the session's id and current epoch) names only partitions whose fetch
-position changed and `forgotten` ones to drop; it reads every partition of the session and answers
-only those with records, a moved offset or an error — so an idle partition costs a check, not a
-place in the request and the response. Epoch -1 closes a session.
+position changed and `forgotten` ones to drop, and is answered only those with records, a moved
+offset or an error. A consumer's session reads only what can have something to say: the partitions
+named, those that changed since its last read (`ChangedPartitions`), and those that last had
+records left or an error; so an idle partition costs nothing at all. Epoch -1 closes a session.
 """
 
 from __future__ import annotations
@@ -31,10 +32,16 @@ EVICTION_MS = 120_000
 # times that. Kafka has no such bound; beyond it a fetch goes on sessionless (session id 0), which
 # every client handles, and a session an incremental fetch would grow past it is closed.
 MAX_CACHED_PARTITIONS = 200_000
+# Changes remembered for sessions (one entry per partition, the newest change): beyond it the
+# oldest are dropped, and a session last read before them reads all its partitions once.
+MAX_TRACKED_CHANGES = 100_000
 
 # (topic name or, for a session opened by Fetch v13+, topic id; partition): Kafka keys a
 # session's partitions by TopicIdPartition.
 PartitionKey = tuple[str | uuid.UUID, int]
+# A partition's fixed fields in a Fetch response (index, error, offsets, the aborted
+# transactions' and records' lengths, preferred read replica): what it costs with no records
+PARTITION_RESPONSE_OVERHEAD = 42
 
 
 def next_epoch(epoch: int) -> int:
@@ -70,6 +77,7 @@ class CachedPartition:
     high_watermark: int = -1  # -1: never answered (or last answered with an error): answer next
     last_stable_offset: int = -1
     log_start_offset: int = -1
+    order: int = 0  # its place in the session's read order (moved last when it got records)
 
     @classmethod
     def of(cls, fp: FetchPartition) -> CachedPartition:
@@ -106,6 +114,34 @@ class CachedPartition:
         return respond
 
 
+class ChangedPartitions:
+    """The broker's partitions in the order they last changed, each with the sequence number of that
+    change: records appended, high watermark, log start or leadership moved, truncated, removed.
+    `since(seq)` costs the number of partitions changed since, whatever the number hosted."""
+
+    def __init__(self, max_entries: int = MAX_TRACKED_CHANGES) -> None:
+        self.seq = 0
+        self.floor = 0  # changes at or below it may have been dropped
+        self.max_entries = max_entries
+        self._last: OrderedDict[tuple[str, int], int] = OrderedDict()
+
+    def mark(self, key: tuple[str, int]) -> None:
+        self.seq += 1
+        self._last[key] = self.seq
+        self._last.move_to_end(key)
+        if len(self._last) > self.max_entries:
+            _, self.floor = self._last.popitem(last=False)
+
+    def since(self, seq: int) -> list[tuple[str, int]]:
+        """The partitions changed after `seq`, newest first."""
+        changed = []
+        for key in reversed(self._last):
+            if self._last[key] <= seq:
+                break
+            changed.append(key)
+        return changed
+
+
 @dataclass(slots=True, eq=False)
 class FetchSession:
     id: int
@@ -118,6 +154,13 @@ class FetchSession:
     cached_size: int = -1  # the size at the last touch: the cache's count and eviction key
     evictable_by_privileged: bool = False
     evictable_by_all: bool = False
+    # For reading only what changed: the ChangedPartitions sequence number before the last read
+    # (-1: read everything next), partitions last left with records to read or an error, the
+    # next `order`, and, for a session by topic ids, each partition's key by topic name.
+    seen_seq: int = -1
+    pending: set[PartitionKey] = field(default_factory=set)
+    next_order: int = 0
+    by_name: dict[tuple[str, int], PartitionKey] | None = None
 
     @property
     def evictable_key(self) -> tuple[bool, int, int]:
@@ -129,11 +172,53 @@ class FetchSession:
         for fp in partitions:
             cached = self.partitions.get(fp.key)
             if cached is None:
-                self.partitions[fp.key] = CachedPartition.of(fp)
+                self.partitions[fp.key] = cached = CachedPartition.of(fp)
+                self.place_last(cached)
+                if self.by_name is not None:
+                    self.by_name[(fp.topic, fp.partition)] = fp.key
             else:
                 cached.update_request(fp)
         for key in forgotten:
-            self.partitions.pop(key, None)
+            gone = self.partitions.pop(key, None)
+            self.pending.discard(key)
+            if gone is not None and self.by_name is not None:
+                self.by_name.pop((gone.topic, gone.partition), None)
+
+    def place_last(self, cached: CachedPartition) -> None:
+        cached.order = self.next_order
+        self.next_order += 1
+
+    def index_names(self) -> None:
+        """A session by topic ids learns its partitions' names (changes are tracked by name)."""
+        if self.uses_topic_ids:
+            self.by_name = {(c.topic, c.partition): key for key, c in self.partitions.items()}
+
+    def changed_partitions(self, requested: Iterable[FetchPartition],
+                           changes: ChangedPartitions) -> list[CachedPartition] | None:
+        """What this fetch must read, in session order: the partitions it names, those changed
+        since the last read and those pending; None when that is (nearly) all of them anyway."""
+        if self.seen_seq < changes.floor:
+            return None
+        keys = {fp.key for fp in requested} | self.pending
+        for name_key in changes.since(self.seen_seq):
+            key = name_key if self.by_name is None else self.by_name.get(name_key)
+            if key is not None:
+                keys.add(key)
+        if 2 * len(keys) >= len(self.partitions):
+            return None
+        found = [c for k in keys if (c := self.partitions.get(k)) is not None]
+        found.sort(key=lambda c: c.order)
+        return found
+
+    def remember_read(self, pairs: Iterable[tuple[FetchPartition, FetchPartitionData]],
+                      seq: int) -> None:
+        """After answering: which of the partitions read still have something to say."""
+        for fp, data in pairs:
+            if data.error != ErrorCode.NONE or fp.fetch_offset < data.end_offset:
+                self.pending.add(fp.key)
+            else:
+                self.pending.discard(fp.key)
+        self.seen_seq = seq
 
 
 class FetchSessionCache:
@@ -250,6 +335,27 @@ class FetchContext:
     _privileged: bool = False
     _uses_topic_ids: bool = False
     session_id: int = field(default=INVALID_SESSION_ID)
+    # An incremental fetch whose `partitions` are only those that can have something to say
+    # (FetchSession.changed_partitions); `widen` makes them all of the session's again.
+    narrowed: bool = False
+    seq: int = 0  # ChangedPartitions' sequence number when the context was made (before reading)
+
+    def widen(self) -> list[FetchPartition]:
+        """Every partition of the session (for an authorizer's check or a parked wait)."""
+        if self.narrowed and self.session is not None:
+            self.partitions = [p.as_fetch_partition() for p in self.session.partitions.values()]
+            self.narrowed = False
+        return self.partitions
+
+    def response_size(self, results: list[FetchPartitionData]) -> int:
+        """What the response would carry, in bytes (its records and each partition's fixed
+        fields), the session left as it is (Kafka's getResponseSize, for the fetch quota)."""
+        if self.kind == "incremental" and self.session is not None:
+            parts = self.session.partitions
+            results = [data for fp, data in zip(self.partitions, results, strict=True)
+                       if (part := parts.get(fp.key)) is not None
+                       and part.must_respond(data, remember=False)]
+        return sum(PARTITION_RESPONSE_OVERHEAD + len(data.records) for data in results)
 
     def respond(self, results: list[FetchPartitionData]
                 ) -> list[tuple[FetchPartition, FetchPartitionData]]:
@@ -257,25 +363,34 @@ class FetchContext:
         pairs = list(zip(self.partitions, results, strict=True))
         if self.kind == "full" and self._cache is not None:
             cached: OrderedDict[PartitionKey, CachedPartition] = OrderedDict()
-            for fp, data in pairs:
+            for order, (fp, data) in enumerate(pairs):
                 part = CachedPartition.of(fp)
                 part.must_respond(data, remember=True)
+                part.order = order
                 cached[fp.key] = part
             self.session_id = self._cache.maybe_create_session(self._privileged, cached,
                                                                self._uses_topic_ids)
+            session = self._cache.get(self.session_id)
+            if session is not None:
+                session.next_order = len(cached)
+                session.index_names()
+                session.remember_read(pairs, self.seq)
             return pairs
         if self.kind == "incremental" and self.session is not None:
-            self.session_id = self.session.id
+            session = self.session
+            self.session_id = session.id
             answered = []
             for fp, data in pairs:
                 key = fp.key
-                part = self.session.partitions.get(key)
+                part = session.partitions.get(key)
                 if part is None:  # forgotten by a later request meanwhile: nothing to say
                     continue
                 if part.must_respond(data, remember=True):
                     answered.append((fp, data))
                     if data.records:  # fairness: who got data reads last next time
-                        self.session.partitions.move_to_end(key)
+                        session.partitions.move_to_end(key)
+                        session.place_last(part)
+            session.remember_read(pairs, self.seq)
             return answered
         return pairs
 
@@ -283,13 +398,16 @@ class FetchContext:
 class FetchManager:
     """Kafka's FetchManager: the broker's session cache and the rules that pick a context."""
 
-    def __init__(self, cache: FetchSessionCache) -> None:
+    def __init__(self, cache: FetchSessionCache, changes: ChangedPartitions | None = None) -> None:
         self.cache = cache
+        self.changes = changes or ChangedPartitions()
         self.contexts = {"full": 0, "incremental": 0, "sessionless": 0, "error": 0}
+        self.partitions_read = 0  # by all fetches: an idle session partition adds nothing
 
     def stats(self) -> dict:
         """The cache's counts, and how many fetches of each kind it has seen."""
-        return {**self.cache.stats(), "fetches": dict(self.contexts)}
+        return {**self.cache.stats(), "fetches": dict(self.contexts),
+                "partitions_read": self.partitions_read}
 
     def new_context(self, metadata: FetchMetadata, partitions: list[FetchPartition],
                     forgotten: list[PartitionKey], *, is_follower: bool,
@@ -308,7 +426,7 @@ class FetchManager:
             if metadata.epoch == FINAL_EPOCH:
                 return FetchContext("sessionless", partitions)
             return FetchContext("full", partitions, _cache=self.cache, _privileged=is_follower,
-                                _uses_topic_ids=uses_topic_ids)
+                                _uses_topic_ids=uses_topic_ids, seq=self.changes.seq)
         session = self.cache.get(metadata.session_id)
         if session is None:
             return FetchContext("error", [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
@@ -327,6 +445,12 @@ class FetchManager:
             return FetchContext("error", [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
         self.cache.touch(session, self.cache.now_ms())
         session.epoch = next_epoch(session.epoch)
-        return FetchContext("incremental",
-                            [p.as_fetch_partition() for p in session.partitions.values()],
-                            session=session)
+        # A follower's session reads every partition: each read is what keeps its replica
+        # caught up in the leader's eyes (the ISR), idle or not.
+        changed = None if is_follower else session.changed_partitions(partitions, self.changes)
+        if changed is None:
+            return FetchContext("incremental",
+                                [p.as_fetch_partition() for p in session.partitions.values()],
+                                session=session, seq=self.changes.seq)
+        return FetchContext("incremental", [p.as_fetch_partition() for p in changed],
+                            session=session, narrowed=True, seq=self.changes.seq)

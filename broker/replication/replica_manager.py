@@ -10,6 +10,7 @@ so one bad partition never fails a whole request.
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -142,6 +143,7 @@ class ReplicaManager:
             partition = Partition(state.topic, state.partition, log_, self.broker_id,
                                   self.clock.now_ms, self._alter_isr)
             self.partitions[key] = partition
+            log_.on_change = functools.partial(self.fetch_manager.changes.mark, key)
         return partition
 
     def become_leader_or_follower(
@@ -272,6 +274,7 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
     def _complete_delayed(self, key: tuple[str, int]) -> None:
+        self.fetch_manager.changes.mark(key)  # leadership, epoch, removal: sessions read it again
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
         self.delete_records_purgatory.check_and_complete(key)
@@ -491,11 +494,12 @@ class ReplicaManager:
                 partition.log.last_stable_offset,
                 partition.log_start_offset,
             )
+            data.end_offset = end = self._end_offset(params, partition)
             try:
                 read = partition.log.read(
                     fp.fetch_offset,
                     max(0, min(fp.partition_max_bytes, limit)),
-                    max_offset=self._end_offset(params, partition),
+                    max_offset=end,
                     min_one_message=min_one_message,
                 )
                 if params.isolation_level == READ_COMMITTED and not params.is_from_follower:
@@ -562,6 +566,11 @@ class ReplicaManager:
             or any(r.error for r in results)
         ):
             return results
+        return await self._wait_for_data(params, partitions)
+
+    async def _wait_for_data(self, params: FetchParams, partitions: list[FetchPartition]
+                             ) -> list[FetchPartitionData]:
+        """Park a DelayedFetch on the partitions; their reads once it completes."""
         future = asyncio.get_running_loop().create_future()
         op = DelayedFetch(params, partitions, bytes_available=self.bytes_available,
                           read=self.read_from_local_log, future=future)
@@ -573,21 +582,29 @@ class ReplicaManager:
         self, params: FetchParams, metadata: FetchMetadata, partitions: list[FetchPartition],
         forgotten: list[tuple[str, int]] | list[tuple[uuid.UUID, int]],
         readable: Callable[[list[FetchPartition]], set[str]] | None = None,
-        *, uses_topic_ids: bool = False,
+        *, uses_topic_ids: bool = False, throttle: Callable[[int], int] | None = None,
     ) -> FetchSessionResponse:
         """A Fetch with its session fields (KIP-227): full, incremental or sessionless, read and
         parked as `fetch_messages`, answered with the partitions the session says to carry.
         `readable` (an authorizer's) names the topics of the context's partitions it may read; the
-        others are answered TOPIC_AUTHORIZATION_FAILED without being read."""
+        others are answered TOPIC_AUTHORIZATION_FAILED without being read. `throttle` (a fetch
+        quota's) gets the response's size and returns the throttle time it earns."""
         context = self.fetch_manager.new_context(metadata, distinct_partitions(partitions),
                                                  forgotten, is_follower=params.is_from_follower,
                                                  uses_topic_ids=uses_topic_ids)
         if context.error != ErrorCode.NONE:
             return FetchSessionResponse(context.error, INVALID_SESSION_ID)
-        if readable is None:
+        if context.narrowed and readable is None:
+            # Only what changed is read; nothing to answer yet means every partition of the
+            # session is watched while the fetch waits (and read again when it completes).
+            results = self.read_from_local_log(params, context.partitions)
+            if not (params.max_wait_ms <= 0 or any(r.error for r in results)
+                    or sum(len(r.records) for r in results) >= params.min_bytes):
+                results = await self._wait_for_data(params, context.widen())
+        elif readable is None:
             results = await self.fetch_messages(params, context.partitions)
         else:
-            allowed = readable(context.partitions)
+            allowed = readable(context.widen())
             # An unknown topic id is answered UNKNOWN_TOPIC_ID by the read, not authorized first.
             authorized = [fp.topic in allowed or (fp.topic_id is not None and not fp.topic)
                           for fp in context.partitions]
@@ -596,6 +613,13 @@ class ReplicaManager:
             results = [next(read) if ok
                        else FetchPartitionData(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                        for ok in authorized]
+        self.fetch_manager.partitions_read += len(context.partitions)
+        # A fetch quota's throttle (given the response's size) answers no partitions and leaves
+        # the session as it was; a full fetch opens no session (Kafka's getThrottledResponse)
+        if throttle is not None and throttle(context.response_size(results)) > 0:
+            session = context.session if context.kind == "incremental" else None
+            return FetchSessionResponse(ErrorCode.NONE, session.id if session is not None
+                                        else INVALID_SESSION_ID)
         answered = context.respond(results)
         return FetchSessionResponse(ErrorCode.NONE, context.session_id,
                                     {fp.key: data for fp, data in answered})

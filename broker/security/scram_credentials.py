@@ -5,8 +5,8 @@ Brokers read it at each login, so they need no change notifications to follow it
 from __future__ import annotations
 
 import asyncio
-from urllib.parse import quote, unquote
 
+from broker.metadata.sanitizer import desanitize, sanitize
 from broker.metadata.store import MetadataStore, NodeExistsError, NoNodeError
 from broker.security.sasl import SCRAM_SHA_256, SCRAM_SHA_512
 from broker.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential, make_credential
@@ -18,7 +18,7 @@ SCRAM_MECHANISMS = (SCRAM_SHA_256, SCRAM_SHA_512)
 def user_path(user: str) -> str:
     """The user's node: its name sanitized as Kafka's Sanitizer does (URL-encoded, so `/` and
     any other character is safe in a path)."""
-    return f"{USERS}/{quote(user, safe='')}"
+    return f"{USERS}/{sanitize(user)}"
 
 
 def acceptable_user(user: str) -> bool:
@@ -59,7 +59,8 @@ class ScramCredentialStore:
 
     def users(self) -> list[str]:
         try:
-            return sorted(unquote(name) for name in self.store.get_children(USERS))
+            return sorted(desanitize(name) for name in self.store.get_children(USERS)
+                          if name != "<default>")
         except NoNodeError:
             return []
 

@@ -188,6 +188,10 @@ class BrokerProcess:
                 out.append({"topic": name, "partition": index, "leader": state["leader"],
                             "leader_epoch": state["leader_epoch"], "isr": state["isr"],
                             "replicas": replicas,
+                            # a reassignment under way (KIP-455: the topic node's fields)
+                            "adding_replicas": (data.get("adding_replicas") or {}).get(str(index), []),
+                            "removing_replicas":
+                                (data.get("removing_replicas") or {}).get(str(index), []),
                             "replicas_state": local.replica_states() if leads else [],
                             "producers": local.log.producer_state.describe() if leads else []})
         return out
@@ -228,6 +232,12 @@ class BrokerProcess:
             if running else {}
         return {"brokers": brokers, "timer": self.context.timer.stats(),
                 "fetch_sessions": sessions}
+
+    def metrics(self) -> dict:
+        assert self.context is not None
+        running = self.broker is not None and self.broker.running
+        return {"brokers": {str(self.broker_id): self.broker.metrics()} if running else {},
+                "timer": self.context.timer.stats()}
 
     def groups(self, group: str | None = None) -> list[dict]:
         broker = self.broker

@@ -166,9 +166,11 @@ class Cluster:
                 local = follower.replica_manager.partitions.get((name, index)) if follower else None
                 if local is not None and entry["broker"] != state.leader:
                     entry["high_watermark"] = local.high_watermark
+            moving = controller.topics[name].replica_assignment(index)
             out.append({"topic": name, "partition": index, "leader": state.leader,
                         "leader_epoch": state.leader_epoch, "isr": state.isr,
-                        "replicas": state.replicas, "replicas_state": replicas_state,
+                        "replicas": state.replicas, "adding_replicas": moving.adding,
+                        "removing_replicas": moving.removing, "replicas_state": replicas_state,
                         # idempotent producers as the leader knows them (storage/producer_state.py)
                         "producers": partition.log.producer_state.describe()
                         if partition and partition.is_leader else []})
@@ -208,6 +210,11 @@ class Cluster:
             "fetch_sessions": {str(b.broker_id): b.replica_manager.fetch_manager.stats()
                                for b in self.brokers.values() if b.running},
         }
+
+    def metrics(self) -> dict:
+        return {"brokers": {str(b.broker_id): b.metrics()
+                            for b in self.brokers.values() if b.running},
+                "timer": self.context.timer.stats()}
 
     def groups(self, group: str | None = None) -> list[dict]:
         """Consumer groups as their coordinators hold them (KeyError for an unknown group)."""

@@ -33,9 +33,11 @@ from broker.handlers import load_handlers
 from broker.handlers.services import BrokerServices
 from broker.metadata import zk_paths as paths
 from broker.metadata.broker_registration import registration
+from broker.metadata.client_quota_configs import ClientQuotaConfigs
 from broker.metadata.metadata_cache import MetadataCache, MetadataSnapshot
 from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.producer_id_manager import ProducerIdManager
+from broker.metadata.replica_assignment import ReplicaAssignment
 from broker.metadata.store import (
     BadVersionError,
     MetadataStoreError,
@@ -46,6 +48,8 @@ from broker.metadata.store import (
 from broker.metadata.topic_config_cache import TopicConfigCache
 from broker.network.connection import Connection
 from broker.network.connection_quotas import ConnectionQuotas
+from broker.network.request_metrics import RequestMetrics
+from broker.quota.quota_managers import QuotaManagers
 from broker.replication.leader_endpoint import LeaderEndpoint
 from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
@@ -98,7 +102,12 @@ class KafkaServer:
             flusher=LogFlusher(on_error=self._on_flush_error))
         self.metadata_cache = MetadataCache(context.timer)
         # Topic configs for the controller's requests over the wire, which carry none.
-        self.topic_configs = TopicConfigCache(self.store, self._on_topic_config_change)
+        # Client quotas: the stored ones at start, then each change the notifications name
+        self.client_quota_configs = ClientQuotaConfigs(self.store)
+        self.quotas = QuotaManagers(config, context.timer, context.clock.now_ms)
+        self.topic_configs = TopicConfigCache(
+            self.store, self._on_topic_config_change,
+            lambda path: self.quotas.on_notification(self.client_quota_configs, path))
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, context.timer, context.clock,
             alter_isr=self._alter_isr,
@@ -131,11 +140,13 @@ class KafkaServer:
             self.broker_id, self.cluster_id, config, self.metadata_cache, self.replica_manager,
             self.group_coordinator, self.transaction_coordinator, self.admin_manager, self.auto_topic_creation,
             self.producer_ids, self.advertised_address, self, self.authorizer,
-            scram_credentials=ScramCredentialStore(self.store))
+            scram_credentials=ScramCredentialStore(self.store),
+            client_quota_configs=self.client_quota_configs, quotas=self.quotas)
         self.controller: Controller | None = None
         self.session: int | None = None
         self._servers: list[asyncio.Server] = []
         self._connections: dict[asyncio.Task, Connection] = {}
+        self.request_metrics = RequestMetrics()
         self.connection_quotas = ConnectionQuotas(
             config["max.connections"], config["max.connections.per.ip"],
             config["max.connections.per.ip.overrides"])
@@ -215,6 +226,7 @@ class KafkaServer:
         self.context.running_brokers[self.broker_id] = self
         self.store.add_session_listener(self._on_session_change)
         self.topic_configs.start()
+        await self.quotas.load(self.client_quota_configs)
         self._register()
         self._schedule_isr_expiration()
         self._background = [
@@ -366,7 +378,8 @@ class KafkaServer:
         security = self.security[listener]
         try:
             connection = Connection(self.services, self.context.faults, reader, writer, listener,
-                                    security if security.protocol != "PLAINTEXT" else None)
+                                    security if security.protocol != "PLAINTEXT" else None,
+                                    metrics=self.request_metrics)
             self._connections[task] = connection
             await connection.serve()
         except asyncio.CancelledError:
@@ -385,7 +398,26 @@ class KafkaServer:
         return {"fetch": rm.fetch_purgatory.stats(), "produce": rm.produce_purgatory.stats(),
                 "delete_records": rm.delete_records_purgatory.stats(),
                 "heartbeat": groups.heartbeat_purgatory.stats(),
-                "rebalance": groups.join_purgatory.stats()}
+                "rebalance": groups.join_purgatory.stats(),
+                "throttle": self.quotas.stats()}
+
+    def metrics(self) -> dict:
+        """What `GET /metrics` reports of this broker: its purgatories, request counts and times,
+        replica counts and fetch sessions."""
+        rm = self.replica_manager
+        leaders = [p for p in rm.partitions.values() if p.is_leader]
+        return {
+            "purgatory": self.purgatory_stats(),
+            "requests": self.request_metrics.snapshot(),
+            "partitions": len(rm.partitions),
+            "leaders": len(leaders),
+            "under_replicated": sum(1 for p in leaders if len(p.isr) < len(p.replicas)),
+            "under_min_isr": sum(1 for p in leaders
+                                 if len(p.isr) < p.log.config.min_insync_replicas),
+            "offline_replicas": len(rm.offline_partitions),
+            "active_controller": self.controller is not None,
+            "fetch_sessions": rm.fetch_manager.stats(),
+        }
 
     # -- registration and controller election -----------------------------------------------
 
@@ -508,10 +540,26 @@ class KafkaServer:
             elif topic == TRANSACTION_STATE_TOPIC:
                 self.transaction_coordinator.on_leadership(partition, False, -1)
 
-    async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
+    def _active_controller(self) -> Controller:
         if self.controller is None:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, f"broker {self.broker_id} is not the controller")
-        return await self.controller.controlled_shutdown(broker_id)
+        return self.controller
+
+    async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
+        return await self._active_controller().controlled_shutdown(broker_id)
+
+    async def elect_leaders(self, keys: list[tuple[str, int]], *, unclean: bool
+                            ) -> dict[tuple[str, int], int | KafkaError]:
+        return await self._active_controller().elect_leaders(keys, unclean=unclean)
+
+    async def alter_partition_reassignments(
+        self, reassignments: dict[tuple[str, int], list[int] | None]
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        return await self._active_controller().alter_partition_reassignments(reassignments)
+
+    async def list_partition_reassignments(self, keys: list[tuple[str, int]] | None
+                                           ) -> dict[tuple[str, int], ReplicaAssignment]:
+        return await self._active_controller().list_partition_reassignments(keys)
 
     async def topic_config_overrides(self, topics: list[str]) -> dict[str, dict[str, str]]:
         """Topics' config overrides (requests over the wire carry none): read from the store

@@ -271,11 +271,13 @@ class Walkthrough:
         self.faults = []
 
     def check_purgatory(self, out: str) -> None:
-        # per broker: fetch, produce, delete_records, heartbeat, rebalance; the timer; fetch sessions
+        # per broker: fetch, produce, delete_records, heartbeat, rebalance, throttle; the timer;
+        # fetch sessions
         stats = json.loads(out)
         assert set(stats["brokers"]) == {"0", "1", "2"}, stats.keys()
         for purgatories in stats["brokers"].values():
-            assert set(purgatories) == {"fetch", "produce", "delete_records", "heartbeat", "rebalance"}
+            assert set(purgatories) == {"fetch", "produce", "delete_records", "heartbeat", "rebalance",
+                                        "throttle"}
             for p in purgatories.values():
                 assert {"delayed", "watched", "completed", "expired"} <= set(p), p
         # followers long-poll their leader: broker 0 leads greetings-0 and has fetches parked

@@ -225,3 +225,22 @@ async def test_v0_acl_requests_mean_literal_patterns(async_broker):
     assert [m.resource_name for m in response.filter_results[0].matching_acls] == ["v0"]
     assert async_broker.store.exists("/kafka-acl/Topic/v0") is None
     await client.close()
+
+
+@authorized
+async def test_elections_and_reassignments_need_cluster_alter_or_describe(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "guarded")
+    await create_acls(client, (CLUSTER, "kafka-cluster", LITERAL, 7, DENY),  # ALTER
+                      (CLUSTER, "kafka-cluster", LITERAL, DESCRIBE, DENY))
+    response = await client.request(43, 2, {"election_type": 0, "timeout_ms": 1000,
+                                            "topic_partitions": [{"topic": "guarded", "partitions": [0]}]})
+    assert response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert [p.error_code for r in response.replica_election_results for p in r.partition_result] == [
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+    response = await client.request(45, 0, {"topics": [
+        {"name": "guarded", "partitions": [{"partition_index": 0, "replicas": [0]}]}]})
+    assert response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and response.responses == []
+    response = await client.request(46, 0, {"topics": None})
+    assert response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    await client.close()

@@ -29,16 +29,10 @@ DIFFERENCES: dict[int, tuple[tuple[int, int] | None, str]] = {
     23: ((2, 4), "OffsetForLeaderEpoch v0-1: no leader epoch in the answer; clients of message format v2 use v2+"),
     34: (None, "AlterReplicaLogDirs: " + NOT_YET + " (log dirs)"),
     35: (None, "DescribeLogDirs: " + NOT_YET + " (log dirs)"),
-    43: (None, "ElectLeaders: " + NOT_YET + " (reassignment)"),
-    45: (None, "AlterPartitionReassignments: " + NOT_YET + " (reassignment)"),
-    46: (None, "ListPartitionReassignments: " + NOT_YET + " (reassignment)"),
-    48: (None, "DescribeClientQuotas: " + NOT_YET + " (quotas)"),
-    49: (None, "AlterClientQuotas: " + NOT_YET + " (quotas)"),
     56: (None, "AlterPartition: inter-broker; a leader writes its ISR changes to the metadata store "
                "itself, as a ZK broker below IBP 2.7 does"),
     57: (None, "UpdateFeatures: finalized features (/feature) are not kept"),
     58: (None, "Envelope: only used to forward requests to a KRaft controller (ZK migration)"),
-    60: (None, "DescribeCluster: " + NOT_YET),
     67: (None, "AllocateProducerIds: inter-broker; producer id blocks are claimed from the metadata "
                "store directly, as a ZK broker below IBP 3.0 does"),
 }

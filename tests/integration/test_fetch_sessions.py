@@ -217,3 +217,40 @@ async def test_a_partition_fault_matches_an_incremental_fetch_that_does_not_name
     assert fault.hits == 0
     faults.clear()
     await client.close()
+
+
+async def test_a_consumer_session_reads_only_what_changed(async_broker):
+    """Ten partitions in a session: an incremental fetch reads the partitions it names and those
+    that changed (records, log start, HW), and answers them; the idle ones are not read at all."""
+    stats = async_broker.replica_manager.fetch_manager.stats
+    client = await RawClient.connect(async_broker.port)
+    producer = await RawClient.connect(async_broker.port)
+    await create_topic(client, "fs", 10)
+    await produce_one(producer, 3)
+    full = await client.request(FETCH, 12, fetch_body(0, 0, dict.fromkeys(range(10), 0)))
+    sid, epoch = full.session_id, 1
+    assert sid != 0 and answered(full)[3][2] > 0
+
+    async def incremental(named: dict[int, int]) -> tuple[dict, int]:
+        nonlocal epoch
+        before = stats()["partitions_read"]
+        response = await client.request(FETCH, 12, fetch_body(sid, epoch, named))
+        epoch += 1
+        assert response.error_code == ErrorCode.NONE
+        return answered(response), stats()["partitions_read"] - before
+
+    assert await incremental({3: 1}) == ({}, 1)  # the moved one only: nothing new there
+    assert await incremental({}) == ({}, 0)
+    await produce_one(producer, 6)  # a partition the session has but no request names
+    got, read = await incremental({})
+    assert set(got) == {6} and got[6][1] == 1 and got[6][2] > 0 and read == 1
+    deleted = await client.request(21, 2, {"topics": [{"name": "fs", "partitions": [
+        {"partition_index": 3, "offset": 1}]}], "timeout_ms": 5_000})
+    assert deleted.topics[0].partitions[0].error_code == ErrorCode.NONE
+    response = await client.request(FETCH, 12, fetch_body(sid, epoch, {6: 1}))
+    epoch += 1
+    [partition_3] = [p for t in response.responses for p in t.partitions]
+    assert (partition_3.partition_index, partition_3.log_start_offset) == (3, 1)
+    assert await incremental({}) == ({}, 0)
+    await client.close()
+    await producer.close()

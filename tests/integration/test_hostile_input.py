@@ -10,7 +10,10 @@ import time
 from crc32c import crc32c
 from structlog.testing import capture_logs
 
+from protocol.api import encode_request
 from protocol.errors import ErrorCode
+from protocol.framing import encode_frame
+from protocol.headers import encode_request_header
 from protocol.records import encode_batch
 from tests.harness import led_here
 from tests.integration.raw_client import RawClient
@@ -486,4 +489,27 @@ async def test_list_offsets_by_timestamp_decodes_compressed_batches_off_the_even
     p0 = response.topics[0].partitions[0]
     assert (p0.error_code, p0.offset, p0.timestamp) == (ErrorCode.NONE, count - 1, 2000)
     assert threads and threads[0] is not threading.main_thread()
+    await client.close()
+
+
+async def test_elections_and_reassignments_of_many_partitions_leave_others_served(async_broker):
+    """Every partition of one request is an entry of the controller's answer: 20,000 of them
+    (20 of the controller's steps aside) are answered while another connection is served. (The
+    request's decoding is not stepped: at 100,000 entries it alone holds the loop ~0.5 s, which a
+    loaded machine stretches past the second this allows.)"""
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "few")
+    many = 20_000
+    bodies = [
+        (43, 2, {"election_type": 1, "timeout_ms": 1000, "topic_partitions": [
+            {"topic": "few", "partitions": list(range(many))}]}),
+        (45, 0, {"topics": [{"name": "few", "partitions": [
+            {"partition_index": i, "replicas": [0]} for i in range(1, many)]}]}),
+    ]
+    frames = [encode_frame(encode_request_header(key, version, 1, "hostile")
+                           + encode_request(key, version, body)) for key, version, body in bodies]
+    for frame in frames:
+        await client.send_raw(frame)
+        await served_promptly(async_broker.port)
+        await asyncio.wait_for(client.read_frame(), 10.0)  # answered, too
     await client.close()

@@ -49,10 +49,13 @@ async def test_api_versions_lists_exactly_the_implemented_ranges(async_broker):
                       66: (0, 1),
                       8: (2, 9), 9: (1, 9), 10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5),
                       14: (0, 5), 15: (0, 5), 16: (0, 5), 37: (0, 3), 42: (0, 2), 47: (0, 0),
+                      48: (0, 1), 49: (0, 1),  # DescribeClientQuotas, AlterClientQuotas
                       # inter-broker, as a ZooKeeper-mode Kafka 3.9 broker advertises them
                       4: (0, 7), 5: (0, 4), 6: (0, 8), 7: (0, 3),
                       17: (0, 1), 36: (0, 2),  # SASL: advertised on every listener, as Kafka
                       50: (0, 0), 51: (0, 0),
+                      60: (0, 1),  # DescribeCluster
+                      43: (0, 2), 45: (0, 0), 46: (0, 0),  # ElectLeaders, reassignments
                       29: (0, 3), 30: (0, 3), 31: (0, 3),  # DescribeAcls, CreateAcls, DeleteAcls
                       # delegation tokens and KIP-848 groups: refused as a ZK 3.9 broker does
                       38: (0, 3), 39: (0, 2), 40: (0, 2), 41: (0, 3), 68: (0, 0), 69: (0, 0)}

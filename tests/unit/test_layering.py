@@ -29,12 +29,14 @@ BROKER_ALLOWED = {
     "authorizer": {"config", "metadata"},
     "coordinator": {"config", "metadata", "replication"},
     "handlers": {"config", "metadata", "replication", "controller", "admin", "coordinator",
-                 "authorizer", "security"},
+                 "authorizer", "security", "quota"},
     "interbroker": {"config", "metadata", "replication", "controller", "coordinator", "security"},
     "security": {"config", "metadata"},
-    "network": {"config", "handlers", "control", "security"},
+    "quota": {"config", "metadata"},
+    "network": {"config", "handlers", "control", "security", "quota"},
     "server": {"config", "metadata", "replication", "controller", "admin", "coordinator",
-               "handlers", "network", "control", "interbroker", "authorizer", "security"},
+               "handlers", "network", "control", "interbroker", "authorizer", "security",
+               "quota"},
 }
 # The console script dispatches `kafka-sim pipeline ...` to the optional Spark jobs; nothing else
 # in broker/ may reach up into pipeline/.

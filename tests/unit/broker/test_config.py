@@ -104,3 +104,11 @@ def test_connection_quotas_count_per_ip_and_in_all():
     quotas.release("127.0.0.1")
     assert quotas.try_acquire("127.0.0.3") is None
     assert quotas.total == 3 and quotas.per_ip == {"127.0.0.1": 1, "127.0.0.2": 1, "127.0.0.3": 1}
+
+
+def test_quota_windows_are_at_least_one():
+    config = build_config({"quota.window.num": "2", "quota.window.size.seconds": "3"}, environ={})
+    assert (config["quota.window.num"], config["quota.window.size.seconds"]) == (2, 3)
+    for name in ("quota.window.num", "quota.window.size.seconds"):
+        with pytest.raises(ConfigError, match=name):
+            build_config({name: "0"}, environ={})

@@ -12,6 +12,7 @@ from broker.replication.fetch_session import (
     INITIAL_EPOCH,
     INVALID_SESSION_ID,
     CachedPartition,
+    ChangedPartitions,
     FetchManager,
     FetchMetadata,
     FetchSessionCache,
@@ -66,23 +67,65 @@ def test_full_fetch_opens_a_session_and_incremental_answers_only_what_changed():
     session_id = open_session(mgr, [fp(0), fp(1), fp(2)], hw=5)
     assert session_id != INVALID_SESSION_ID and mgr.cache.stats()["partitions"] == 3
 
-    # Nothing named: every session partition is read, only the changed ones are answered.
+    # Nothing named and nothing changed: nothing to read, nothing to answer.
     ctx = mgr.new_context(FetchMetadata(session_id, 1), [], [], is_follower=False)
-    assert ctx.kind == "incremental"
-    assert [(p.partition, p.fetch_offset) for p in ctx.partitions] == [(0, 0), (1, 0), (2, 0)]
+    assert ctx.kind == "incremental" and ctx.partitions == [] and ctx.respond([]) == []
+    # Every partition read (widened, as for a parked wait): only the changed ones are answered.
+    ctx = mgr.new_context(FetchMetadata(session_id, 2), [], [], is_follower=False)
+    assert [(p.partition, p.fetch_offset) for p in ctx.widen()] == [(0, 0), (1, 0), (2, 0)]
     answered = ctx.respond([data(5), data(6), data(5, b"rec")])
     assert [p.partition for p, _ in answered] == [1, 2]
     assert ctx.session_id == session_id
     # Partition 2 returned records: it is read last next time (Kafka's fairness rotation).
     assert list(mgr.cache.get(session_id).partitions) == [("t", 0), ("t", 1), ("t", 2)]
-    ctx = mgr.new_context(FetchMetadata(session_id, 2), [fp(2, 9)], [("t", 0)], is_follower=False)
+    mgr.changes.mark(("t", 1))
+    ctx = mgr.new_context(FetchMetadata(session_id, 3), [fp(2, 9)], [("t", 0)], is_follower=False)
     assert [(p.partition, p.fetch_offset) for p in ctx.partitions] == [(1, 0), (2, 9)]
     assert ctx.respond([data(6), data(5)]) == []  # same HW/LSO/log start and no records
+
+
+def test_a_consumer_session_reads_only_named_changed_and_pending_partitions():
+    """A partition is read when the fetch names it, when it changed since the session's last
+    read, or when its last read left records to hand out or an error; a follower reads all."""
+    mgr, _ = manager()
+    session_id = open_session(mgr, [fp(i) for i in range(10)], hw=5)
+    for name_key in (("t", 7), ("other", 0), ("t", 3)):
+        mgr.changes.mark(name_key)  # another topic's change is not this session's
+    ctx = mgr.new_context(FetchMetadata(session_id, 1), [fp(5, 5)], [], is_follower=False)
+    assert [p.partition for p in ctx.partitions] == [3, 5, 7]  # in the session's order
+    below_end = FetchPartitionData(ErrorCode.NONE, 5, 5, 0, b"", end_offset=9)
+    ctx.respond([data(5), below_end, data(5)])  # 5 is read up to 5 of 9: records remain
+    ctx = mgr.new_context(FetchMetadata(session_id, 2), [], [], is_follower=False)
+    assert [p.partition for p in ctx.partitions] == [5]
+    ctx.respond([data(5, error=ErrorCode.NOT_LEADER_OR_FOLLOWER)])
+    ctx = mgr.new_context(FetchMetadata(session_id, 3), [], [], is_follower=False)
+    assert [p.partition for p in ctx.partitions] == [5]  # an error is looked at again
+    ctx.respond([data(5)])
+    ctx = mgr.new_context(FetchMetadata(session_id, 4), [], [], is_follower=False)
+    assert ctx.partitions == []
+    follower = open_session(mgr, [fp(i) for i in range(10)], follower=True)
+    ctx = mgr.new_context(FetchMetadata(follower, 1), [], [], is_follower=True)
+    assert len(ctx.partitions) == 10
+
+
+def test_a_session_behind_the_forgotten_changes_reads_everything():
+    mgr = FetchManager(FetchSessionCache(10, Clock(), rng=random.Random(7)),
+                       ChangedPartitions(max_entries=2))
+    session_id = open_session(mgr, [fp(i) for i in range(10)])
+    for i in range(3):  # the first change is dropped: the session cannot know what it missed
+        mgr.changes.mark(("t", i))
+    ctx = mgr.new_context(FetchMetadata(session_id, 1), [], [], is_follower=False)
+    assert len(ctx.partitions) == 10
+    ctx.respond([data()] * 10)
+    mgr.changes.mark(("t", 4))
+    ctx = mgr.new_context(FetchMetadata(session_id, 2), [], [], is_follower=False)
+    assert [p.partition for p in ctx.partitions] == [4]
 
 
 def test_an_erred_partition_is_answered_again_once_the_error_clears():
     mgr, _ = manager()
     session_id = open_session(mgr, [fp(0)], hw=5)
+    mgr.changes.mark(("t", 0))  # it lost its leader
     ctx = mgr.new_context(FetchMetadata(session_id, 1), [], [], is_follower=False)
     assert len(ctx.respond([data(5, error=ErrorCode.NOT_LEADER_OR_FOLLOWER)])) == 1
     ctx = mgr.new_context(FetchMetadata(session_id, 2), [], [], is_follower=False)
@@ -223,7 +266,8 @@ def test_cached_partitions_are_bounded_across_sessions():
     assert too_big.session_id == INVALID_SESSION_ID  # ...without a session
     grow = mgr.new_context(FetchMetadata(first, 1), [fp(3), fp(4)], [], is_follower=False)
     assert grow.kind == "incremental" and mgr.cache.stats()["partitions"] == 5
-    grow.respond([data()] * 5)
+    assert [p.partition for p in grow.partitions] == [3, 4]  # the idle others are not read
+    grow.respond([data()] * 2)
     past = mgr.new_context(FetchMetadata(first, 2), [fp(5)], [], is_follower=False)
     assert (past.kind, past.error) == ("error", ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
     assert mgr.cache.get(first) is None and mgr.cache.stats()["partitions"] == 0
