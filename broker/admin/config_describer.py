@@ -148,7 +148,10 @@ def _broker_type(prop: Property) -> int:
         return TYPE_INT
     if prop.parse is str:
         return TYPE_STRING
-    return TYPE_BOOLEAN if prop.default in ("true", "false") else TYPE_STRING
+    if prop.default in ("true", "false"):
+        return TYPE_BOOLEAN
+    # a checking parser of numbers (quota.window.num, say): Kafka's are INTs
+    return TYPE_INT if prop.default.lstrip("-").isdecimal() else TYPE_STRING
 
 
 def _default_of(name: str) -> str | None:

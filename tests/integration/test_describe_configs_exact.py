@@ -3,10 +3,15 @@ read-only flags and synonyms, read by kafka-python and confluent-kafka over TCP.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 
+from broker.admin.config_describer import broker_entries
+from broker.config import build_config
 from protocol.errors import ErrorCode
 from tests.integration.raw_client import RawClient
 
@@ -101,3 +106,11 @@ async def test_broker_resource_names_as_kafka_reads_them(async_broker):
         ErrorCode.INVALID_REQUEST, "Broker id must be an integer, but it is: x")
     assert (other.error_code, other.error_message) == (
         ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected 0 or empty string, but received 7")
+
+
+def test_every_broker_property_kafka_has_is_described_with_kafkas_type():
+    kafka = json.loads((Path(__file__).resolve().parents[1] / "data" /
+                        "kafka_3_9_broker_config_types.json").read_text())["types"]
+    names = {1: "BOOLEAN", 2: "STRING", 3: "INT", 4: "SHORT", 5: "LONG", 7: "LIST", 9: "PASSWORD"}
+    described = {e.name: names[e.config_type] for e in broker_entries(build_config({}))}
+    assert {name: described[name] for name in kafka} == kafka
