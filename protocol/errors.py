@@ -187,5 +187,14 @@ class KafkaError(Exception):
         self.message = message
 
 
+class RecordValidationError(KafkaError):
+    """A batch refused because of some of its records (Kafka's RecordValidationException, KIP-467):
+    `record_errors` holds (index of the record in its batch, message) per refused record."""
+
+    def __init__(self, code: ErrorCode, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(code, message)
+        self.record_errors = record_errors
+
+
 class ProtocolDecodeError(Exception):
     """Bytes that cannot be read as the frame, header or body they claim to be."""

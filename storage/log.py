@@ -18,13 +18,15 @@ import bisect
 import functools
 import shutil
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from protocol.records import (
     HEADER_SIZE,
     MAGIC_V2,
+    NO_TIMESTAMP,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
     assign_offsets,
@@ -55,7 +57,12 @@ from storage.producer_state import (
     duplicate_append_info,
     end_txn_marker,
 )
-from storage.segment import RECOVERY_CHUNK, LogSegment, first_record_at_or_after
+from storage.segment import (
+    RECOVERY_CHUNK,
+    LogSegment,
+    first_record_at_or_after,
+    offset_of_max_timestamp,
+)
 from storage.transaction_index import AbortedTxn
 
 
@@ -273,22 +280,22 @@ class Log:
     ) -> LogAppendInfo:
         """Validate a producer's batches, assign offsets from the LEO, stamp the epoch, append.
 
-        `keys_checked`: the caller already ran check_compacted_records on these very bytes (in a
+        `keys_checked`: the caller already ran check_produced_records on these very bytes (in a
         worker thread: decoding a compressed batch can take long), so the records are not decoded
         again here. Control batches (transaction markers) come only from the coordinator."""
         headers = validate_produce_records(records, self.config.max_message_bytes)
         markers = _markers(records, headers, origin)
-        if self.is_compacted and not keys_checked:
-            _check_keys(records, headers, decompression_limit(self.config.max_message_bytes))
+        now = self._now_ms()
+        if self.decodes_produced_records and not keys_checked:
+            check_produced_records(records, headers, self.record_checks(now),
+                                   decompression_limit(self.config.max_message_bytes))
         buf = bytearray(records)
         self._check_fits_segment(len(buf))
-        now = self._now_ms()
         append_time = self.config.log_append_time
         first_offset = offset = self._log_end_offset
         max_ts, offset_of_max, num_records = -1, -1, 0
         batches: list[tuple[int, BatchHeader]] = []
         pos = 0
-        self._check_timestamps(headers, now)
         pending = self.producer_state.validate(headers, first_offset, now if append_time else None,
                                                markers, origin == AppendOrigin.CLIENT)
         if isinstance(pending, BatchMetadata):  # a retry of a batch already here: write nothing
@@ -363,18 +370,24 @@ class Log:
             num_records=sum(h.record_count for _, h in batches),
         )
 
-    def _check_timestamps(self, headers: list[BatchHeader], now: int) -> None:
-        """message.timestamp.difference.max.ms for CreateTime (checked on the batch's bounds)."""
-        limit = self.config.message_timestamp_difference_max_ms
-        if self.config.log_append_time or limit >= LONG_MAX:
-            return
-        for header in headers:
-            for ts in (header.base_timestamp, header.max_timestamp):
-                if abs(ts - now) > limit:
-                    raise KafkaError(
-                        ErrorCode.INVALID_TIMESTAMP,
-                        f"timestamp {ts} is more than {limit} ms away from the broker's {now}",
-                    )
+    @property
+    def decodes_produced_records(self) -> bool:
+        """Whether a producer's records are decoded to be checked one by one: keys on a compacted
+        topic, timestamps when a CreateTime topic bounds them (Kafka's LogValidator)."""
+        return self.is_compacted or (
+            not self.config.log_append_time
+            and min(self.config.timestamp_before_max_ms, self.config.timestamp_after_max_ms) < LONG_MAX)
+
+    def record_checks(self, now: int | None = None) -> RecordChecks:
+        now = self._now_ms() if now is None else now
+        bounded = not self.config.log_append_time and min(
+            self.config.timestamp_before_max_ms, self.config.timestamp_after_max_ms) < LONG_MAX
+        return RecordChecks(
+            topic_partition=self.directory.name,
+            compacted=self.is_compacted,
+            timestamp_bounds=((now, self.config.timestamp_before_max_ms,
+                               self.config.timestamp_after_max_ms) if bounded else None),
+        )
 
     def _check_fits_segment(self, size: int) -> None:
         if size > self.config.segment_bytes:
@@ -539,11 +552,21 @@ class Log:
         return None
 
     def max_timestamp_and_offset(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the largest timestamp in the log (batch granularity), or None."""
-        best = max(self._segments, key=lambda s: s.max_timestamp)
-        if best.max_timestamp < 0:
+        """(offset, timestamp) of the first record with the largest timestamp in the log, or None
+        (ListOffsets MAX_TIMESTAMP, as Kafka's fetchOffsetByTimestamp)."""
+        candidate = self.max_timestamp_candidate()
+        if candidate is None:
             return None
-        return best.offset_of_max_timestamp, best.max_timestamp
+        header, batch = candidate
+        offset = offset_of_max_timestamp(batch, decompression_limit(self.config.max_message_bytes))
+        return None if offset is None else (offset, header.max_timestamp)
+
+    def max_timestamp_candidate(self) -> tuple[BatchHeader, bytes] | None:
+        """The batch holding the log's largest timestamp (the first segment with the largest
+        max timestamp, its first batch with it), as bytes of its own, or None."""
+        best = max(self._segments, key=lambda s: s.max_timestamp)
+        found = best.max_timestamp_batch()
+        return None if found is None else (found[0], bytes(found[1]))
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetForLeaderEpoch; (-1, -1) when unknown (Kafka's rules)."""
@@ -865,23 +888,62 @@ def _markers(records: bytes | memoryview, headers: list[BatchHeader], origin: Ap
     return markers
 
 
-def check_compacted_records(records: bytes, max_message_bytes: int) -> None:
-    """What append_as_leader checks on a compacted topic's records, as a function of the bytes
-    alone, so that it may run in a worker thread: the batches, then every record's key."""
+@dataclass(frozen=True, slots=True)
+class RecordChecks:
+    """What Kafka's LogValidator checks record by record on a leader's append."""
+
+    topic_partition: str  # "topic-0", as Kafka's messages print it
+    compacted: bool  # every record needs a key
+    # CreateTime topics with bounds: (now, before max ms, after max ms); else None.
+    timestamp_bounds: tuple[int, int, int] | None
+
+
+def check_compacted_records(records: bytes, max_message_bytes: int, checks: RecordChecks) -> None:
+    """What append_as_leader checks on a producer's records when it decodes them, as a function of
+    the bytes alone, so that it may run in a worker thread: the batches, then every record."""
     headers = validate_produce_records(records, max_message_bytes)
-    _check_keys(records, headers, decompression_limit(max_message_bytes))
+    check_produced_records(records, headers, checks, decompression_limit(max_message_bytes))
 
 
-def _check_keys(
-    records: bytes | memoryview, headers: list[BatchHeader], max_decompressed: int
+def _long(n: int) -> int:
+    """n as a Java long prints it (Kafka's message wraps around past Long.MAX_VALUE)."""
+    return (n + 2**63) % 2**64 - 2**63
+
+
+def check_produced_records(
+    records: bytes | memoryview, headers: list[BatchHeader], checks: RecordChecks,
+    max_decompressed: int,
 ) -> None:
-    """Kafka's LogValidator.validateKey: a compacted topic refuses records without a key."""
+    """Kafka's LogValidator.validateRecord per record: a key on a compacted topic, else a
+    timestamp within the bounds. A batch with refused records fails as a whole with
+    RecordValidationError naming them by index (KIP-467): INVALID_TIMESTAMP if any timestamp is
+    out of range, else INVALID_RECORD with Kafka's summary of the first three."""
     pos = 0
     for header in headers:
-        if not header.is_control and any(
-            r.key is None for r in decode_batch(records, pos, max_decompressed=max_decompressed)[1]
-        ):
-            raise KafkaError(
-                ErrorCode.INVALID_RECORD, "Compacted topic cannot accept message without key"
-            )
+        errors: list[tuple[int, str]] = []
+        timestamp_refused = False
+        if not header.is_control:
+            for index, record in enumerate(
+                    decode_batch(records, pos, max_decompressed=max_decompressed)[1]):
+                if checks.compacted and record.key is None:
+                    errors.append((index, "Compacted topic cannot accept message without key in "
+                                          f"topic partition {checks.topic_partition}"))
+                elif checks.timestamp_bounds is not None and record.timestamp != NO_TIMESTAMP:
+                    now, before, after = checks.timestamp_bounds
+                    if now - record.timestamp > before or record.timestamp - now > after:
+                        timestamp_refused = True
+                        errors.append((index, f"Timestamp {record.timestamp} of message with "
+                                              f"offset {record.offset} is out of range. The "
+                                              f"timestamp should be within [{_long(now - before)}, "
+                                              f"{_long(now + after)}]"))
+        if timestamp_refused:
+            raise RecordValidationError(
+                ErrorCode.INVALID_TIMESTAMP,
+                "One or more records have been rejected due to invalid timestamp", errors)
+        if errors:
+            shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+            raise RecordValidationError(
+                ErrorCode.INVALID_RECORD,
+                f"One or more records have been rejected due to {len(errors)} record errors in "
+                f"total, and only showing the first three errors at most: [{shown}]", errors)
         pos += header.size

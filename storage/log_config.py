@@ -6,6 +6,7 @@ The table TOPIC_CONFIG_DEFAULTS drives parsing, printing and DescribeConfigs; Lo
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,37 @@ class LogConfig:
     preallocate: bool = False
     unclean_leader_election_enable: bool = False
     message_timestamp_difference_max_ms: int = LONG_MAX
+    # KIP-937: either bound, left at LONG_MAX, falls back to message.timestamp.difference.max.ms.
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
+    # Kafka 3.9 topic configs accepted and reported with Kafka's defaults, not acted on here:
+    # compression levels (batches are stored as produced), the deprecated message format
+    # (always v2) and down-conversion, replication throttles (no quotas), tiered storage (only
+    # "off" is valid without a remote storage system, as Kafka's ZK-mode validation says).
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    message_format_version: str = "3.0-IV1"
+    message_downconversion_enable: bool = True
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        if self.message_timestamp_before_max_ms != LONG_MAX:
+            return self.message_timestamp_before_max_ms
+        return self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        if self.message_timestamp_after_max_ms != LONG_MAX:
+            return self.message_timestamp_after_max_ms
+        return self.message_timestamp_difference_max_ms
 
     @property
     def log_append_time(self) -> bool:
@@ -63,7 +95,24 @@ class LogConfig:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, f"unknown topic config {name!r}")
             values[spec.attr] = spec.parse(name, raw)
         base = defaults if defaults is not None else cls()
-        return dataclasses.replace(base, **values)
+        config = dataclasses.replace(base, **values)
+        if values:
+            config._validate_combination()
+        return config
+
+    def _validate_combination(self) -> None:
+        """Kafka's checks across topic configs (LogConfig.validate in ZooKeeper mode)."""
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, "conflict topic config setting "
+                             f"min.compaction.lag.ms ({self.min_compaction_lag_ms}) > "
+                             f"max.compaction.lag.ms ({self.max_compaction_lag_ms})")
+        if self.remote_log_delete_on_disable or self.remote_log_copy_disable:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, "It is invalid to set "
+                             "`remote.log.delete.on.disable` or `remote.log.copy.disable` under "
+                             "Zookeeper's mode.")
+        if self.remote_storage_enable:  # no remote storage system here
+            raise KafkaError(ErrorCode.INVALID_CONFIG, "Tiered Storage functionality is disabled "
+                             "in the broker. Topic cannot be configured with remote log storage.")
 
     def to_properties(self) -> dict[str, str]:
         return {
@@ -137,8 +186,23 @@ def _one_of(*choices: str) -> Callable[[Any], bool]:
 
 
 def _policy(v: str) -> bool:
-    parts = v.split(",") if v else []
-    return bool(parts) and all(p in ("delete", "compact") for p in parts)
+    # Kafka 3.9's ValidList: every item known; an empty list is valid (neither deleted by
+    # retention nor compacted) and so are repeated items.
+    return all(p in ("delete", "compact") for p in v.split(",") if p)
+
+
+def _format_version(v: str) -> bool:
+    """A MetadataVersion string as Kafka 3.9 parses one: 0.8.0 .. 3.9, optionally -IV<n>."""
+    match = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?(?:-IV(\d+))?", v)
+    if match is None:
+        return False
+    major, minor = int(match.group(1)), int(match.group(2))
+    return (0, 8) <= (major, minor) <= (3, 9) and (major > 0 or match.group(3) is not None)
+
+
+def _throttled_replicas(v: str) -> bool:
+    items = [p for p in v.split(",") if p]
+    return items == ["*"] or all(re.fullmatch(r"\d+:\d+", p) for p in items)
 
 
 _D = LogConfig()
@@ -187,5 +251,39 @@ TOPIC_CONFIG_DEFAULTS: dict[str, ConfigSpec] = {
     ),
     "message.timestamp.difference.max.ms": _spec(
         "message_timestamp_difference_max_ms", "long", _at_least(0), ">= 0"
+    ),
+    "message.timestamp.before.max.ms": _spec(
+        "message_timestamp_before_max_ms", "long", _at_least(0), ">= 0"
+    ),
+    "message.timestamp.after.max.ms": _spec(
+        "message_timestamp_after_max_ms", "long", _at_least(0), ">= 0"
+    ),
+    "compression.gzip.level": _spec(
+        "compression_gzip_level", "int", lambda v: v == -1 or 1 <= v <= 9, "-1 or in [1, 9]"
+    ),
+    "compression.lz4.level": _spec("compression_lz4_level", "int", lambda v: 1 <= v <= 17, "in [1, 17]"),
+    "compression.zstd.level": _spec(
+        "compression_zstd_level", "int", lambda v: -131072 <= v <= 22, "in [-131072, 22]"
+    ),
+    "message.format.version": _spec(
+        "message_format_version", "string", _format_version, "a version from 0.8.0 to 3.9"
+    ),
+    "message.downconversion.enable": _spec(
+        "message_downconversion_enable", "boolean", lambda v: True, "a boolean"
+    ),
+    "leader.replication.throttled.replicas": _spec(
+        "leader_replication_throttled_replicas", "list", _throttled_replicas,
+        "the literal '*' or a list of [partitionId]:[brokerId]",
+    ),
+    "follower.replication.throttled.replicas": _spec(
+        "follower_replication_throttled_replicas", "list", _throttled_replicas,
+        "the literal '*' or a list of [partitionId]:[brokerId]",
+    ),
+    "remote.storage.enable": _spec("remote_storage_enable", "boolean", lambda v: True, "a boolean"),
+    "local.retention.ms": _spec("local_retention_ms", "long", _at_least(-2), ">= -2"),
+    "local.retention.bytes": _spec("local_retention_bytes", "long", _at_least(-2), ">= -2"),
+    "remote.log.copy.disable": _spec("remote_log_copy_disable", "boolean", lambda v: True, "a boolean"),
+    "remote.log.delete.on.disable": _spec(
+        "remote_log_delete_on_disable", "boolean", lambda v: True, "a boolean"
     ),
 }

@@ -51,6 +51,14 @@ def first_record_at_or_after(
     return None
 
 
+def offset_of_max_timestamp(batch: bytes | memoryview, max_decompressed: int) -> int | None:
+    """Offset of the batch's first record whose timestamp is the batch's max timestamp (Kafka's
+    RecordBatch.offsetOfMaxTimestamp; with LogAppendTime that is the first record), or None. A
+    function of the bytes alone: it may run in a worker thread."""
+    header, records = decode_batch(batch, max_decompressed=max_decompressed)
+    return next((r.offset for r in records if r.timestamp == header.max_timestamp), None)
+
+
 class LogSegment:
     def __init__(
         self, directory: Path, base_offset: int, *, index_interval_bytes: int, max_index_size: int,
@@ -298,6 +306,17 @@ class LogSegment:
             if header.max_timestamp < timestamp or header.last_offset < starting_offset:
                 continue
             yield header, view
+
+    def max_timestamp_batch(self) -> tuple[BatchHeader, memoryview] | None:
+        """The first batch carrying the segment's max timestamp, found from the offset index's
+        entry for the batch the segment recorded it in (Kafka scans the same way)."""
+        if self.max_timestamp < 0:
+            return None
+        _, start = self.offset_index.lookup(self.offset_of_max_timestamp)
+        for _, header, view in self.batches(start):
+            if header.max_timestamp == self.max_timestamp:
+                return header, view
+        return None
 
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int, *,

@@ -10,9 +10,9 @@ from __future__ import annotations
 import contextlib
 import uuid
 import zlib
-from dataclasses import dataclass
 
-from broker.config import PROPERTIES, TOPIC_DEFAULT_FROM_BROKER, BrokerConfig
+from broker.admin.config_describer import ConfigEntry, broker_entries, topic_entries
+from broker.config import BrokerConfig
 from broker.metadata import zk_paths as paths
 from broker.metadata.metadata_cache import MetadataCache, TopicInfo
 from broker.metadata.store import MetadataStore, MetadataStoreError, NodeExistsError, NoNodeError
@@ -20,42 +20,9 @@ from broker.metadata.topic_config_cache import notification_body
 from broker.metadata.topic_names import is_valid_topic_name, validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
 
-# DescribeConfigs config sources (Kafka's ConfigSource ids).
-SOURCE_TOPIC = 1
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
-
 # DescribeConfigs resource types.
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
-
-# DescribeConfigs config types.
-TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_PASSWORD = 1, 2, 3, 5, 9
-
-
-@dataclass(slots=True)
-class ConfigEntry:
-    name: str
-    value: str | None
-    source: int
-    read_only: bool = False
-    config_type: int = TYPE_STRING
-    documentation: str | None = None
-    sensitive: bool = False
-
-    @property
-    def is_default(self) -> bool:
-        return self.source == SOURCE_DEFAULT
-
-
-def _config_type(value: str) -> int:
-    if value in ("true", "false"):
-        return TYPE_BOOLEAN
-    try:
-        number = int(value)
-    except ValueError:
-        return TYPE_STRING
-    return TYPE_INT if -(2**31) <= number < 2**31 else TYPE_LONG
 
 
 # Kafka's controller refuses a CreateTopics or CreatePartitions that would write more than
@@ -356,35 +323,11 @@ class AdminManager:
     # -- DescribeConfigs --------------------------------------------------------------------
 
     def topic_configs(self, name: str) -> list[ConfigEntry]:
+        validate_topic_name(name)  # INVALID_TOPIC_EXCEPTION first, as Kafka's Topic.validate
         topic = self.cache.topic(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        explicit_broker = {
-            topic_name
-            for broker_name, topic_name in TOPIC_DEFAULT_FROM_BROKER.items()
-            if broker_name in self.config.explicit
-        }
-        entries = []
-        for prop, value in sorted(self.config.log_config(topic.configs).to_properties().items()):
-            if prop in topic.configs:
-                source = SOURCE_TOPIC
-            elif prop in explicit_broker:
-                source = SOURCE_STATIC_BROKER
-            else:
-                source = SOURCE_DEFAULT
-            entries.append(ConfigEntry(prop, value, source, config_type=_config_type(value)))
-        return entries
+        return topic_entries(self.config, topic.configs)
 
     def broker_configs(self) -> list[ConfigEntry]:
-        return [
-            ConfigEntry(
-                p.name,
-                None if p.sensitive else self.config.raw[p.name],
-                SOURCE_STATIC_BROKER if p.name in self.config.explicit else SOURCE_DEFAULT,
-                read_only=True,
-                config_type=TYPE_PASSWORD if p.sensitive else _config_type(self.config.raw[p.name]),
-                documentation=p.doc,
-                sensitive=p.sensitive,
-            )
-            for p in PROPERTIES
-        ]
+        return broker_entries(self.config)

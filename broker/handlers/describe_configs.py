@@ -1,13 +1,19 @@
 """DescribeConfigs (key 32), v0-4: topic (resource type 2) and broker (4) configs.
 
 - v0 reports is_default; v1+ config_source and (when asked) synonyms; v3+ type and docs.
-- An unknown topic gets UNKNOWN_TOPIC_OR_PARTITION, another broker id or an unsupported
-  resource type INVALID_REQUEST, in that resource's result only.
+- As a ZooKeeper-mode Kafka 3.9 broker (broker/admin/config_describer.py): Kafka's type per config,
+  the source of the first synonym (TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG), read-only
+  unless Kafka can change the config dynamically, topic configs' synonyms chaining to their `log.*`
+  broker configs, null for sensitive values and for unset configs without a default.
+- An invalid topic name gets INVALID_TOPIC_EXCEPTION, an unknown topic UNKNOWN_TOPIC_OR_PARTITION,
+  another broker id or an unsupported resource type INVALID_REQUEST, in that resource's result
+  only; the broker resource "" (cluster-wide dynamic defaults) has no configs here.
 """
 
 from __future__ import annotations
 
-from broker.admin.admin_manager import RESOURCE_BROKER, RESOURCE_TOPIC, ConfigEntry
+from broker.admin.admin_manager import RESOURCE_BROKER, RESOURCE_TOPIC
+from broker.admin.config_describer import ConfigEntry
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, ResourceType, authorize, require_cluster
 from protocol.errors import ErrorCode, KafkaError
@@ -22,8 +28,15 @@ def _entries(ctx: RequestContext, resource) -> list[ConfigEntry]:
         return admin.topic_configs(resource.resource_name)
     if resource.resource_type == RESOURCE_BROKER:
         require_cluster(ctx, AclOperation.DESCRIBE_CONFIGS)
-        if resource.resource_name not in ("", str(ctx.services.broker_id)):
-            raise KafkaError(ErrorCode.INVALID_REQUEST, "not this broker's id")
+        name = resource.resource_name
+        if not name:  # the cluster-wide dynamic defaults: there are none here
+            return []
+        if not (name.isascii() and name.lstrip("-").isdecimal()):
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Broker id must be an integer, but it is: {name}")
+        if int(name) != ctx.services.broker_id:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected "
+                             f"{ctx.services.broker_id} or empty string, but received {name}")
         return admin.broker_configs()
     raise KafkaError(ErrorCode.INVALID_REQUEST,
                      f"unsupported resource type {resource.resource_type}")
@@ -37,11 +50,14 @@ async def handle(ctx: RequestContext, request) -> dict:
         try:
             entries = _entries(ctx, resource)
         except KafkaError as exc:
-            results.append({**base, "error_code": exc.code,
-                            "error_message": exc.message or exc.code.name, "configs": []})
+            # An unknown topic's result carries no message in Kafka's answer.
+            message = None if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION \
+                else exc.message or exc.code.name
+            results.append({**base, "error_code": exc.code, "error_message": message,
+                            "configs": []})
             continue
         keys = resource.configuration_keys
-        if keys is not None:
+        if keys:  # null or empty: every config
             entries = [e for e in entries if e.name in set(keys)]
         configs = [
             {
@@ -51,7 +67,8 @@ async def handle(ctx: RequestContext, request) -> dict:
                 "is_default": e.is_default,
                 "config_source": e.source,
                 "is_sensitive": e.sensitive,
-                "synonyms": ([{"name": e.name, "value": e.value, "source": e.source}]
+                "synonyms": ([{"name": name, "value": value, "source": source}
+                              for name, value, source in e.synonyms]
                              if request.get("include_synonyms") else []),
                 "config_type": e.config_type,
                 "documentation": e.documentation if request.get("include_documentation") else None,

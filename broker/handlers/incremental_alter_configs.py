@@ -1,10 +1,15 @@
 """IncrementalAlterConfigs (key 44), v0-1: change single topic configs (resource type 2).
 
 - Operations per config: SET (0), DELETE (1: back to the default), APPEND (2) and SUBTRACT (3) on
-  list configs (Kafka's LIST type: cleanup.policy), starting from the current value (the override, else the default)
-  as Kafka's prepareIncrementalConfigs does; APPEND/SUBTRACT on another config: INVALID_CONFIG.
-- A key named twice in a resource or an unknown operation: INVALID_REQUEST. The result is validated
-  and propagated as AlterConfigs does (see alter_configs.py), broker resources likewise refused.
+  list configs (Kafka's LIST type: cleanup.policy, the replication throttles), starting from the
+  override, else the topic config's default, as Kafka's prepareIncrementalConfigs: APPEND keeps
+  the existing items and adds those not there yet; SUBTRACT removes them, and may leave an empty
+  list (an emptied cleanup.policy is valid: the log is then neither deleted by retention nor
+  compacted). APPEND/SUBTRACT on another config: INVALID_CONFIG.
+- As Kafka's ConfigAdminManager.preprocess: a resource named twice (both INVALID_REQUEST), a key
+  named twice, a null value for anything but DELETE, an unknown operation: INVALID_REQUEST. The
+  result is validated and propagated as AlterConfigs does (see alter_configs.py), broker
+  resources likewise refused.
 """
 
 from __future__ import annotations
@@ -19,32 +24,59 @@ from storage.log_config import TOPIC_CONFIG_DEFAULTS
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _incremental(ctx: RequestContext, resource):
+def _java_split(value: str) -> list[str]:
+    """String.split(",") as Java does it: trailing empty strings dropped, "" gives [""]."""
+    parts = value.split(",")
+    while len(parts) > 1 and parts[-1] == "":
+        parts.pop()
+    return [] if parts == [""] and value else parts
+
+
+def _list_default(name: str) -> str:
+    spec = TOPIC_CONFIG_DEFAULTS[name]
+    return spec.render(spec.default)
+
+
+def _check_request(resource) -> None:
+    """Kafka's ConfigAdminManager.preprocess: keys named once, a value for everything but DELETE."""
+    if len({c.name for c in resource.configs}) != len(resource.configs):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    missing = [c.name for c in resource.configs if c.config_operation != DELETE and c.value is None]
+    if missing:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         "Null value not supported for : " + ", ".join(missing))
+
+
+def _incremental(resource):
     def change(current: dict[str, str]) -> dict[str, str]:
-        duplicates = [n for n, count in Counter(c.name for c in resource.configs).items() if count > 1]
-        if duplicates:
-            raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             f"Error due to duplicate config keys: {sorted(duplicates)}")
         updated = dict(current)
         for config in resource.configs:
-            op, name = config.config_operation, config.name
+            op, name, value = config.config_operation, config.name, config.value
             if op == SET:
-                if config.value is None:
-                    raise KafkaError(ErrorCode.INVALID_CONFIG, f"null value to set for {name}")
-                updated[name] = config.value
+                updated[name] = value
             elif op == DELETE:
                 updated.pop(name, None)
             elif op in (APPEND, SUBTRACT):
+                # Kafka's prepareIncrementalConfigs: the override as stored, else the topic
+                # config's own default (not the broker's); no trimming, no de-duplication of
+                # what is appended, SUBTRACT removes one occurrence per item (Scala's diff).
                 spec = TOPIC_CONFIG_DEFAULTS.get(name)
-                if spec is None or spec.kind != "list":
+                if spec is None:  # Kafka looks the key up in a map that throws: no message
+                    raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR)
+                verb = "append" if op == APPEND else "subtract"
+                if spec.kind != "list":
                     raise KafkaError(ErrorCode.INVALID_CONFIG,
-                                     f"Config value append is not allowed for config key: {name}")
-                effective = ctx.services.config.log_config(current).to_properties()[name]
-                old = [v.strip() for v in effective.split(",") if v.strip()]
-                values = [v.strip() for v in (config.value or "").split(",") if v.strip()]
-                new = (old + [v for v in values if v not in old] if op == APPEND
-                       else [v for v in old if v not in values])
-                updated[name] = ",".join(new)
+                                     f"Config value {verb} is not allowed for config key: {name}")
+                old = current.get(name, _list_default(name))
+                if op == APPEND:
+                    items = _java_split(old) if old else []
+                    items += [v for v in _java_split(value) if v not in items]
+                else:
+                    items = _java_split(old) if old else [""]
+                    for v in _java_split(value):
+                        if v in items:
+                            items.remove(v)
+                updated[name] = ",".join(items)
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op}")
         return updated
@@ -52,8 +84,23 @@ def _incremental(ctx: RequestContext, resource):
     return change
 
 
+def _refused(resource, exc: KafkaError) -> dict:
+    return {"error_code": exc.code, "error_message": exc.message or exc.code.name,
+            "resource_type": resource.resource_type, "resource_name": resource.resource_name}
+
+
 @register(44, "IncrementalAlterConfigs", 0, 1)
 async def handle(ctx: RequestContext, request) -> dict:
-    responses = [alter_resource(ctx, resource, _incremental(ctx, resource), request.validate_only)
-                 for resource in request.resources]
+    named = Counter((r.resource_type, r.resource_name) for r in request.resources)
+    responses = []
+    for resource in request.resources:
+        try:
+            if named[(resource.resource_type, resource.resource_name)] > 1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            _check_request(resource)
+        except KafkaError as exc:
+            responses.append(_refused(resource, exc))
+            continue
+        responses.append(alter_resource(ctx, resource, _incremental(resource),
+                                        request.validate_only))
     return await answer_durably(ctx, responses)

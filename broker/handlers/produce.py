@@ -13,6 +13,10 @@
   INVALID_RECORD (more than one batch for a partition: Kafka's ProduceRequest.validateRecords;
   on a compacted topic, whose records are decoded to check their keys, a record without a key or
   one that cannot be read out of its CRC-valid batch: Kafka's InvalidRecordException).
+- Records refused one by one (KIP-467, v8+): INVALID_RECORD or INVALID_TIMESTAMP with
+  `record_errors` (each record's index in its batch and Kafka's message) and Kafka's summary as
+  `error_message`. Other errors carry a message too, where Kafka sends none (the disk-fault
+  answers say which errno).
 - Idempotent batches (storage/producer_state.py): a retried batch is answered NONE with its
   original base offset and not written again; OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
   UNKNOWN_PRODUCER_ID otherwise. v3-4 predate UNKNOWN_PRODUCER_ID (Kafka 1.0, with v5's
@@ -49,6 +53,8 @@ def _response(request, results: dict) -> dict:
                         "log_append_time_ms": r.log_append_time_ms,
                         "log_start_offset": r.log_start_offset,
                         "error_message": r.error_message,
+                        "record_errors": [{"batch_index": index, "batch_index_error_message": message}
+                                          for index, message in r.record_errors],
                     }
                     for p in topic.partition_data
                 ],

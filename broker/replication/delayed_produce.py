@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from broker.replication.delayed_acks import DelayedPartitionAcks
 from protocol.errors import ErrorCode
@@ -25,6 +25,8 @@ class ProduceResult:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    # KIP-467: (index of the record in its batch, message) per record that made the batch fail.
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
 
 
 @dataclass(slots=True)

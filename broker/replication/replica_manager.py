@@ -14,6 +14,7 @@ import functools
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -44,15 +45,15 @@ from broker.replication.partition import AlterIsr, Partition
 from broker.replication.purgatory import DelayedOperationPurgatory
 from broker.replication.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from broker.replication.replica_fetcher import ReplicaFetcher
-from protocol.errors import ErrorCode, KafkaError
-from protocol.records import decompression_limit, iter_batches
+from protocol.errors import ErrorCode, KafkaError, RecordValidationError
+from protocol.records import BatchHeader, decompression_limit, iter_batches
 from storage.log import DECODE_OFF_LOOP_BYTES, Log, check_compacted_records, decode_off_loop
 from storage.log_config import LogConfig
 from storage.log_dir_failure_channel import KafkaStorageError
 from storage.log_info import AppendOrigin
 from storage.log_manager import LogManager
 from storage.partition_metadata import read_partition_metadata
-from storage.segment import first_record_at_or_after
+from storage.segment import first_record_at_or_after, offset_of_max_timestamp
 from storage.transaction_index import AbortedTxn
 from timer import Clock, SystemTimer
 
@@ -62,6 +63,7 @@ log = structlog.get_logger("kafka_sim.replica_manager")
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
+CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2  # ListOffsets' replica ids
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
@@ -260,7 +262,10 @@ class ReplicaManager:
     def replication_paused(self) -> bool:
         return self._replication_paused
 
-    def leader_partition(self, topic: str, index: int) -> Partition:
+    def hosted_partition(self, topic: str, index: int) -> Partition:
+        """Kafka's getPartitionOrException: KAFKA_STORAGE_ERROR for a partition on an offline
+        dir, NOT_LEADER_OR_FOLLOWER for one the cluster has but this broker does not host,
+        UNKNOWN_TOPIC_OR_PARTITION for one nobody has."""
         partition = self.partitions.get((topic, index))
         if partition is None:
             if (topic, index) in self.offline_partitions:
@@ -268,7 +273,22 @@ class ReplicaManager:
             if self._known_partition(topic, index):  # not (yet, or no longer) a replica here
                 raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return partition
+
+    def leader_partition(self, topic: str, index: int) -> Partition:
+        partition = self.hosted_partition(topic, index)
         if not partition.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return partition
+
+    def partition_with_epoch(self, topic: str, index: int, current_leader_epoch: int, *,
+                             require_leader: bool = True) -> Partition:
+        """Kafka's localLogWithEpochOrThrow: the client's leader epoch is checked before
+        leadership, so a follower answers FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH to a
+        stale / future epoch and NOT_LEADER_OR_FOLLOWER only to a current one."""
+        partition = self.hosted_partition(topic, index)
+        self._check_leader_epoch(partition, current_leader_epoch)
+        if require_leader and not partition.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return partition
 
@@ -317,7 +337,7 @@ class ReplicaManager:
                 info = partition.append_records_as_leader(records, origin=origin,
                                                           keys_checked=key in keys_checked)
             except KafkaError as exc:
-                results[key] = ProduceResult(exc.code, error_message=exc.message or None)
+                results[key] = _failed_append(exc, self.partitions.get(key))
                 continue
             results[key] = ProduceResult(
                 base_offset=info.first_offset,
@@ -352,16 +372,17 @@ class ReplicaManager:
         for key, records in list(entries.items()):
             partition = self.partitions.get(key)
             if (not records or partition is None or not partition.is_leader
-                    or not partition.log.is_compacted or not decode_off_loop(records)):
+                    or not partition.log.decodes_produced_records or not decode_off_loop(records)):
                 continue
             if acks == -1 and len(partition.isr) < partition.log.config.min_insync_replicas:
                 continue  # NOT_ENOUGH_REPLICAS comes first, from append_records (Kafka's order)
             data = bytes(records)  # immutable: the thread sees exactly what will be appended
             try:
                 await asyncio.to_thread(check_compacted_records, data,
-                                        partition.log.config.max_message_bytes)
+                                        partition.log.config.max_message_bytes,
+                                        partition.log.record_checks())
             except KafkaError as exc:
-                failed[key] = ProduceResult(exc.code, error_message=exc.message or None)
+                failed[key] = _failed_append(exc, partition)
                 continue
             entries[key] = data
             checked.add(key)
@@ -655,68 +676,107 @@ class ReplicaManager:
     # -- offsets ----------------------------------------------------------------------------
 
     async def offset_for_timestamp(
-        self, topic: str, index: int, timestamp: int, current_leader_epoch: int, isolation_level: int
+        self, topic: str, index: int, timestamp: int, current_leader_epoch: int, isolation_level: int,
+        replica_id: int = CONSUMER_REPLICA_ID,
     ) -> OffsetLookup:
+        """ListOffsets for one partition, as Kafka's Partition.fetchOffsetForTimestamp. Only the
+        debugging replica id (-2) may be answered by a follower; a request from a consumer (-1)
+        sees offsets below the high watermark (read_committed: the last stable offset), others
+        below the log end offset."""
         try:
-            partition = self.leader_partition(topic, index)
-            self._check_leader_epoch(partition, current_leader_epoch)
+            partition = self.partition_with_epoch(
+                topic, index, current_leader_epoch,
+                require_leader=replica_id != DEBUGGING_REPLICA_ID)
         except KafkaError as exc:
             return OffsetLookup(exc.code)
         log_ = partition.log
         epoch = partition.leader_epoch
-        # read_committed consumers see offsets below the last stable offset only (Kafka's
-        # lastFetchableOffset)
-        fetchable = log_.last_stable_offset if isolation_level == READ_COMMITTED \
-            else partition.high_watermark
+        from_consumer = replica_id == CONSUMER_REPLICA_ID
+        if not from_consumer:
+            fetchable = log_.log_end_offset
+        elif isolation_level == READ_COMMITTED:
+            fetchable = log_.last_stable_offset
+        else:
+            fetchable = partition.high_watermark
+        # A new leader's high watermark may lag the start of its epoch until the followers
+        # report: offsets are then not available to consumers yet (OFFSET_NOT_AVAILABLE).
+        lagging = from_consumer and partition.is_leader and \
+            self._epoch_start_offset(partition) > partition.high_watermark
         if timestamp == LATEST_TIMESTAMP:
+            if lagging:
+                return OffsetLookup(ErrorCode.OFFSET_NOT_AVAILABLE)
             return OffsetLookup(offset=fetchable, leader_epoch=epoch)
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            return OffsetLookup(offset=log_.log_start_offset, leader_epoch=epoch)
+            # The epoch of the log start offset when the epoch cache covers it (Kafka's rule).
+            entries = log_.leader_epoch_cache.epoch_entries()
+            first_epoch = entries[0].epoch if entries and \
+                entries[0].start_offset <= log_.log_start_offset else -1
+            return OffsetLookup(offset=log_.log_start_offset, leader_epoch=first_epoch)
         if timestamp == LATEST_TIERED_TIMESTAMP:  # no tiered storage here
             return OffsetLookup(offset=-1, leader_epoch=-1)
-        if timestamp == MAX_TIMESTAMP:
-            found = log_.max_timestamp_and_offset()
-        elif timestamp < 0:
-            return OffsetLookup(ErrorCode.INVALID_REQUEST)
-        else:
-            try:  # records are decoded here: a malformed stored record fails this partition only
-                found = await self._fetch_offset_by_timestamp(log_, timestamp)
-            except KafkaError as exc:
-                return OffsetLookup(exc.code)
-            if self.partitions.get(partition.key) is not partition or not partition.is_leader \
-                    or partition.leader_epoch != epoch:  # it changed while a batch was decoded
-                return OffsetLookup(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if timestamp < 0 and timestamp != MAX_TIMESTAMP:  # the handler refuses other negatives
+            return OffsetLookup(ErrorCode.UNSUPPORTED_VERSION)
+        try:  # records are decoded here: a malformed stored record fails this partition only
+            found = await (self._offset_of_max_timestamp(log_) if timestamp == MAX_TIMESTAMP
+                           else self._fetch_offset_by_timestamp(log_, timestamp))
+        except KafkaError as exc:
+            return OffsetLookup(exc.code)
+        if self.partitions.get(partition.key) is not partition or not partition.is_leader \
+                or partition.leader_epoch != epoch:  # it changed while a batch was decoded
+            return OffsetLookup(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if found is None or found[0] >= fetchable:
-            return OffsetLookup()
-        offset, ts = found
-        return OffsetLookup(timestamp=ts, offset=offset, leader_epoch=epoch)
+            return OffsetLookup(ErrorCode.OFFSET_NOT_AVAILABLE) if lagging else OffsetLookup()
+        offset, ts, batch_epoch = found
+        # The epoch is the found record's batch's, as Kafka answers (not the current one).
+        return OffsetLookup(timestamp=ts, offset=offset, leader_epoch=max(batch_epoch, -1))
 
     @staticmethod
-    async def _fetch_offset_by_timestamp(log_: Log, timestamp: int) -> tuple[int, int] | None:
-        """Log.fetch_offset_by_timestamp, with compressed or large batches decoded in a worker
-        thread: inflating up to the decompression bound and decoding every record must not hold
-        the event loop. The log is walked by offset, so it may change while a batch is decoded."""
+    def _epoch_start_offset(partition: Partition) -> int:
+        """Where the leader's current epoch starts in its log (Kafka's leaderEpochStartOffsetOpt)."""
+        return next((start for epoch, start in partition.log.leader_epoch_cache.epoch_entries()
+                     if epoch == partition.leader_epoch), -1)
+
+    @staticmethod
+    async def _decode(function: Callable[..., Any], header: BatchHeader, *args: Any) -> Any:
+        """Compressed or large batches are decoded in a worker thread: inflating up to the
+        decompression bound and decoding every record must not hold the event loop."""
+        if header.compression or len(args[0]) > DECODE_OFF_LOOP_BYTES:
+            return await asyncio.to_thread(function, *args)
+        return function(*args)
+
+    @classmethod
+    async def _fetch_offset_by_timestamp(cls, log_: Log, timestamp: int) -> tuple[int, int, int] | None:
+        """Log.fetch_offset_by_timestamp, with the batch's leader epoch. The log is walked by
+        offset, so it may change while a batch is decoded."""
         from_offset = log_.log_start_offset
         while (candidate := log_.timestamp_candidate(timestamp, from_offset)) is not None:
             header, batch = candidate
-            args = (batch, timestamp, log_.log_start_offset,
-                    decompression_limit(log_.config.max_message_bytes))
-            if header.compression or len(batch) > DECODE_OFF_LOOP_BYTES:
-                found = await asyncio.to_thread(first_record_at_or_after, *args)
-            else:
-                found = first_record_at_or_after(*args)
+            found = await cls._decode(first_record_at_or_after, header, batch, timestamp,
+                                      log_.log_start_offset,
+                                      decompression_limit(log_.config.max_message_bytes))
             if found is not None:
-                return found
+                return found[0], found[1], header.partition_leader_epoch
             from_offset = header.next_offset
         return None
+
+    @classmethod
+    async def _offset_of_max_timestamp(cls, log_: Log) -> tuple[int, int, int] | None:
+        """MAX_TIMESTAMP: the first record carrying the log's largest timestamp, inside its batch
+        (not the batch's last offset), as Kafka 3.9's fetchOffsetByTimestamp."""
+        candidate = log_.max_timestamp_candidate()
+        if candidate is None:
+            return None
+        header, batch = candidate
+        offset = await cls._decode(offset_of_max_timestamp, header, batch,
+                                   decompression_limit(log_.config.max_message_bytes))
+        return None if offset is None else (offset, header.max_timestamp, header.partition_leader_epoch)
 
     def last_offset_for_leader_epoch(
         self, topic: str, index: int, current_leader_epoch: int, leader_epoch: int
     ) -> EpochEndOffset:
         """OffsetForLeaderEpoch: where `leader_epoch` ends in the leader's log."""
         try:
-            partition = self.leader_partition(topic, index)
-            self._check_leader_epoch(partition, current_leader_epoch)
+            partition = self.partition_with_epoch(topic, index, current_leader_epoch)
         except KafkaError as exc:
             return EpochEndOffset(exc.code)
         epoch, end_offset = partition.log.end_offset_for_epoch(leader_epoch)
@@ -730,3 +790,13 @@ def _aborted_in(log_: Log, fetch_offset: int, records: bytes) -> list[AbortedTxn
     for _, header in iter_batches(records):
         upper = header.next_offset
     return log_.collect_aborted_transactions(fetch_offset, upper) if upper > fetch_offset else []
+
+
+def _failed_append(exc: KafkaError, partition: Partition | None) -> ProduceResult:
+    """A refused append's answer; records refused one by one (KIP-467) carry their indexes and
+    the partition's log start offset, as Kafka's RecordValidationException answer does."""
+    if isinstance(exc, RecordValidationError) and partition is not None:
+        return ProduceResult(exc.code, error_message=exc.message,
+                             log_start_offset=partition.log_start_offset,
+                             record_errors=exc.record_errors)
+    return ProduceResult(exc.code, error_message=exc.message or None)

@@ -86,8 +86,11 @@ def read_back(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tup
     return out
 
 
+# OFFSET_NOT_AVAILABLE: a leader elected a moment ago whose high watermark is still below the
+# start of its epoch answers it, as Kafka does, until its followers have fetched.
 _RETRIABLE = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-              KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.REQUEST_TIMED_OUT}
+              KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.REQUEST_TIMED_OUT,
+              KafkaError.OFFSET_NOT_AVAILABLE}
 
 
 def _high_watermark(consumer: Consumer, tp: TopicPartition, attempts: int = 20) -> int:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from protocol.records import (
     LOG_APPEND_TIME,
     batch_crc_ok,
@@ -393,3 +393,69 @@ def test_compacted_topics_skip_retention(tmp_path: Path) -> None:
         log.append_as_leader(batch(1, size=100, key=b"k"), 0)
     log.high_watermark = log.log_end_offset
     assert log.delete_old_segments() == 0 and log.log_start_offset == 0
+
+
+@pytest.mark.parametrize("compression", [0, 1, 4])  # none, gzip, zstd
+def test_max_timestamp_is_the_first_record_carrying_it_inside_its_batch(
+    tmp_path: Path, compression: int
+) -> None:
+    log = open_log(tmp_path, segment_bytes=400, index_interval_bytes=1)
+    # Offsets 0-3: the max (9_000) sits mid-batch, twice; later batches and segments stay below.
+    log.append_as_leader(encode_batch([(None, b"a", [], 5_000), (None, b"b", [], 9_000),
+                                       (None, b"c", [], 9_000), (None, b"d", [], 6_000)],
+                                      compression=compression), 0)
+    for i in range(12):
+        log.append_as_leader(encode_batch([(None, b"x" * 40, [], 7_000 + i)] * 2,
+                                          compression=compression), 0)
+    assert len(log.segments) > 2
+    assert log.max_timestamp_and_offset() == (1, 9_000)
+    # A later segment's batch takes over only with a strictly larger timestamp (Kafka's maxBy).
+    log.append_as_leader(encode_batch([(None, b"e", [], 9_000), (None, b"f", [], 9_500),
+                                       (None, b"g", [], 1)], compression=compression), 0)
+    assert log.max_timestamp_and_offset() == (log.log_end_offset - 2, 9_500)
+
+
+def test_max_timestamp_with_log_append_time_is_the_batch_first_offset(tmp_path: Path) -> None:
+    clock = FakeClock(now=777_000)
+    log = open_log(tmp_path, clock, message_timestamp_type="LogAppendTime")
+    log.append_as_leader(batch(3, ts=1), 0)
+    clock.now = 778_000
+    log.append_as_leader(batch(4, ts=2), 0)
+    assert log.max_timestamp_and_offset() == (3, 778_000)
+
+
+def test_keyless_records_on_a_compacted_topic_are_named_by_their_index(tmp_path: Path) -> None:
+    log = open_log(tmp_path, cleanup_policy="compact")
+    records = encode_batch([(b"k", b"a", [], 1), (None, b"b", [], 1), (b"k", b"c", [], 1),
+                            (None, b"d", [], 1)])
+    with pytest.raises(RecordValidationError) as info:
+        log.append_as_leader(records, 0)
+    message = "Compacted topic cannot accept message without key in topic partition topic-0"
+    assert info.value.code == ErrorCode.INVALID_RECORD
+    assert info.value.record_errors == [(1, message), (3, message)]
+    assert info.value.message == (
+        "One or more records have been rejected due to 2 record errors in total, and only showing "
+        f"the first three errors at most: [RecordError(batchIndex=1, message='{message}'), "
+        f"RecordError(batchIndex=3, message='{message}')]")
+    assert log.log_end_offset == 0
+
+
+def test_timestamp_bounds_before_and_after_kip_937(tmp_path: Path) -> None:
+    clock = FakeClock(now=100_000)
+    log = open_log(tmp_path, clock, message_timestamp_before_max_ms=1_000)
+    log.append_as_leader(encode_batch([(None, b"a", [], 99_000), (None, b"b", [], 10**12)]), 0)
+    with pytest.raises(RecordValidationError) as info:
+        log.append_as_leader(encode_batch([(None, b"a", [], 99_500), (None, b"b", [], 98_999)]), 0)
+    assert info.value.code == ErrorCode.INVALID_TIMESTAMP
+    assert info.value.message == "One or more records have been rejected due to invalid timestamp"
+    # The upper bound is now + Long.MAX_VALUE, which Kafka's message prints wrapped around.
+    assert info.value.record_errors == [(1, "Timestamp 98999 of message with offset 1 is out of "
+                                           "range. The timestamp should be within [99000, "
+                                           "-9223372036854675809]")]
+    after = open_log(tmp_path / "after", clock, message_timestamp_after_max_ms=500,
+                     message_timestamp_difference_max_ms=2_000)
+    after.append_as_leader(encode_batch([(None, b"a", [], 98_000), (None, b"b", [], 100_500)]), 0)
+    for ts in (100_501, 97_999):  # after: its own bound; before: the difference's
+        with pytest.raises(RecordValidationError):
+            after.append_as_leader(encode_batch([(None, b"a", [], ts)]), 0)
+    assert (log.log_end_offset, after.log_end_offset) == (2, 2)

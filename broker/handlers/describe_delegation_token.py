@@ -1,0 +1,12 @@
+"""DescribeDelegationToken (key 41), v0-3: DELEGATION_TOKEN_REQUEST_NOT_ALLOWED on PLAINTEXT and
+1-way SSL, else DELEGATION_TOKEN_AUTH_DISABLED (no token secret), no tokens, as Kafka 3.9 (ZK mode)."""
+
+from __future__ import annotations
+
+from broker.handlers import RequestContext, register
+from broker.handlers.delegation_tokens import first_error
+
+
+@register(41, "DescribeDelegationToken", 0, 3)
+async def handle(ctx: RequestContext, request) -> dict:
+    return {"error_code": first_error(ctx), "tokens": [], "throttle_time_ms": 0}
