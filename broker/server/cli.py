@@ -1,7 +1,7 @@
 """The `kafka-sim` command: `run` starts an embedded cluster in the foreground (or one broker of a
 multi-process cluster with `-o zookeeper.connect=...`), `zookeeper` runs a local ZooKeeper for
-one, `ctl` talks to a running cluster's control API, `pipeline` runs the Spark jobs over a data
-directory."""
+one, `ctl` talks to a running cluster's control API, `topics`, `produce`, `consume` and `groups`
+are Kafka's console tools, `pipeline` runs the Spark jobs over a data directory."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable
 from typing import TypeVar
@@ -87,7 +88,8 @@ def run(prog: str, body: Callable[[list[str]], int], argv: list[str]) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `kafka-sim consume ... | head`: the reader left, not an error
-        sys.stderr.close()
+        # Python flushes stdout again at exit: point it at /dev/null so that finds no pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
 
 
