@@ -33,6 +33,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="--create: do nothing when the topic exists")
     p.add_argument("--exclude-internal", action="store_true",
                    help="leave out internal topics (__consumer_offsets, __transaction_state)")
+    p.add_argument("--under-replicated-partitions", action="store_true",
+                   help="--describe: only partitions whose ISR is smaller than their replicas")
+    p.add_argument("--unavailable-partitions", action="store_true",
+                   help="--describe: only partitions without a live leader")
     return p
 
 
@@ -50,6 +54,9 @@ def _main(argv: list[str]) -> int:
         raise UsageError(f"--{action} needs --topic")
     if action == "alter" and args.partitions is None:
         raise UsageError("--alter needs --partitions (configs are changed with AlterConfigs)")
+    if (args.under_replicated_partitions or args.unavailable_partitions) and action != "describe":
+        raise UsageError("--under-replicated-partitions and --unavailable-partitions go with "
+                         "--describe")
     configs = properties(args.config, "--config")
     if configs and action != "create":
         raise UsageError("--config goes with --create")
@@ -146,6 +153,8 @@ def _describe(admin, args: argparse.Namespace) -> str:
     topics = _matching(admin, args)
     if not topics:
         return ""
+    if args.under_replicated_partitions or args.unavailable_partitions:
+        return _partition_report(topics, args)
     described = admin.describe_configs(
         [ConfigResource(ConfigResourceType.TOPIC, t["name"]) for t in topics])
     overrides = described.get("topic", {})
@@ -160,6 +169,19 @@ def _describe(admin, args: argparse.Namespace) -> str:
                      f"Configs: {configs}")
         lines.extend(_partition_line(topic["name"], p) for p in partitions)
     return "\n".join(lines)
+
+
+def _partition_report(topics: list[dict], args: argparse.Namespace) -> str:
+    """Only the partitions a report option picks, without their topic's line (as Kafka)."""
+    def picked(p: dict) -> bool:
+        under = len(p["isr_nodes"]) < len(p["replica_nodes"])
+        unavailable = p["leader_id"] < 0 or p["leader_id"] in (p.get("offline_replicas") or [])
+        return (args.under_replicated_partitions and under) or (
+            args.unavailable_partitions and unavailable)
+
+    return "\n".join(_partition_line(t["name"], p) for t in topics
+                     for p in sorted(t["partitions"], key=lambda p: p["partition_index"])
+                     if picked(p))
 
 
 def _partition_line(topic: str, p: dict) -> str:

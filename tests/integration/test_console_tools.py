@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import re
 import socket
+import time
 import uuid
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
@@ -56,6 +57,19 @@ def test_topics_create_list_describe_alter_delete(broker_factory):
     assert tools.ok("topics", "--alter", "--topic", "orders", "--partitions", "3") == ""
     header, partitions = describe_lines(tools.ok("topics", "--describe", "--topic", "ord.*"))
     assert header["PartitionCount"] == "3" and len(partitions) == 3
+    assert tools.ok("topics", "--describe", "--under-replicated-partitions") == ""
+
+    # Broker 2 stops: the controller takes it out of every ISR and the report shows the orders
+    # partitions replicated to it, without their topic's line (as Kafka's), 2 listed offline.
+    cluster.call(lambda: cluster.cluster.stop_broker(2))
+    while any(2 in p["isr_nodes"] for p in admin.describe_topics(["orders"])[0]["partitions"]):
+        time.sleep(0.05)  # the controller's ISR change reaches the metadata: nothing to await
+    report = tools.ok("topics", "--describe", "--topic", "orders", "--under-replicated-partitions")
+    assert [(f["Partition"], "2" in f["Isr"].split(","), f.get("Offline")) for f in
+            (dict(x.split(": ") for x in line.strip("\t").split("\t")) for line in
+             report.splitlines())] == [("0", False, "2"), ("1", False, "2"), ("2", False, "2")]
+    assert tools.ok("topics", "--describe", "--unavailable-partitions") == ""
+    cluster.call(lambda: cluster.cluster.start_broker(2))
 
     line = tools.fails("topics", "--create", "--topic", "orders")
     assert "TOPIC_ALREADY_EXISTS" in line and "'orders'" in line
