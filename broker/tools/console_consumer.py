@@ -4,6 +4,7 @@ kafka-console-consumer.sh, with its `--property print.*` options)."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 
@@ -67,6 +68,9 @@ def _main(argv: list[str]) -> int:
     if args.max_messages is not None and args.max_messages < 1:
         raise UsageError("--max-messages must be at least 1")
     start = _start_offset(args)
+    # `kill` ends it as Ctrl-C does (as the JVM's shutdown hook does for Kafka's tool): offsets
+    # committed, the group left.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     from kafka import KafkaConsumer
 
     consumer = connect(
@@ -126,7 +130,7 @@ def _print_records(consumer, formatter: MessageFormatter, args: argparse.Namespa
                 idle_ms = (time.monotonic() - last_record) * 1000
                 if args.timeout_ms is not None and idle_ms >= args.timeout_ms:
                     break
-    except KeyboardInterrupt:  # Ctrl-C is how a consume without a limit ends
+    except KeyboardInterrupt:  # Ctrl-C (or kill) is how a consume without a limit ends
         pass
     progress.done()
     return 0

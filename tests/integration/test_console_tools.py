@@ -5,14 +5,23 @@ one-line errors with non-zero exit codes."""
 from __future__ import annotations
 
 import base64
+import os
 import re
 import socket
+import subprocess
 import time
 import uuid
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
-from tests.integration.console_tools import Tools, columns, kafka_sim, one_line_error
+from tests.integration.console_tools import (
+    KAFKA_SIM,
+    ROOT,
+    Tools,
+    columns,
+    kafka_sim,
+    one_line_error,
+)
 
 NO_REBALANCE_DELAY = {"group.initial.rebalance.delay.ms": "0"}
 
@@ -136,6 +145,30 @@ def test_produce_then_consume_with_keys_headers_partitions_and_groups(broker_fac
     line = tools.fails("produce", "--topic", "lines", "--property", "parse.key=true",
                        stdin="no separator\n")
     assert "no key separator found on line number 1" in line
+
+
+def test_a_killed_consumer_commits_what_it_printed_and_leaves_its_group(broker_factory):
+    cluster = broker_factory(NO_REBALANCE_DELAY)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap)
+    producer.send("tail", value=b"one").get(30)
+    producer.close()
+    consume = subprocess.Popen(
+        [str(KAFKA_SIM), "consume", "--bootstrap-server", cluster.bootstrap, "--topic", "tail",
+         "--group", "tailers", "--from-beginning"], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert consume.stdout.readline() == "one\n"
+        consume.terminate()
+        out, err = consume.communicate(timeout=30)
+    finally:
+        consume.kill()
+    assert (consume.returncode, out, err) == (0, "", "")
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    (group,) = admin.describe_groups(["tailers"]).values()
+    offsets = admin.list_group_offsets("tailers")["tailers"]
+    admin.close()
+    assert group["group_state"] == "Empty"  # it left at once, not after its session timeout
+    assert {tp.partition: o.offset for tp, o in offsets.items()} == {0: 1}
 
 
 def test_consume_read_committed_skips_aborted_transactions(kafka_broker):
