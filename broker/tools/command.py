@@ -32,6 +32,7 @@ class ToolParser(argparse.ArgumentParser):
 
 def parser(prog: str, description: str) -> ToolParser:
     p = ToolParser(prog=prog, description=description)
+    p.set_defaults(client_id=prog.replace(" ", "-"))
     p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT[,...]",
                    help=f"brokers to connect to (default {DEFAULT_BOOTSTRAP})")
     p.add_argument("--connect-timeout-ms", type=int, default=DEFAULT_CONNECT_TIMEOUT_MS,
@@ -41,10 +42,11 @@ def parser(prog: str, description: str) -> ToolParser:
 
 
 def client_options(args: argparse.Namespace) -> dict:
-    """kafka-python options every client of a tool takes."""
+    """kafka-python options every client of a tool takes (its client id names the tool, as a
+    group's members show it)."""
     return {"bootstrap_servers": args.bootstrap_server.split(","),
             "bootstrap_timeout_ms": args.connect_timeout_ms,
-            "client_id": "kafka-sim-tools"}
+            "client_id": args.client_id}
 
 
 def connect(factory: Callable[..., T], args: argparse.Namespace, **options) -> T:

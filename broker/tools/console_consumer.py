@@ -110,7 +110,7 @@ def _assign(consumer, args: argparse.Namespace, start: str | int) -> None:
 
 def _print_records(consumer, formatter: MessageFormatter, args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
-    progress = Progress.for_stderr(sys.stderr, "consumed", args.progress)
+    progress = Progress(sys.stderr, "consumed", enabled=Progress.wanted(args.progress, sys.stderr))
     last_record = time.monotonic()
     try:
         while args.max_messages is None or progress.count < args.max_messages:

@@ -63,7 +63,8 @@ def _send_lines(producer, reader: LineReader, args: argparse.Namespace) -> int:
     if args.partition is not None and args.partition not in partitions:
         raise ToolError(f"topic '{args.topic}' has no partition {args.partition} "
                         f"(it has {len(partitions)})")
-    progress = Progress.for_stderr(sys.stderr, "produced", args.progress)
+    progress = Progress(sys.stderr, "produced",
+                        enabled=Progress.wanted(args.progress, sys.stderr, sys.stdin))
     failures: list[str] = []
 
     def failed(exc: BaseException) -> None:

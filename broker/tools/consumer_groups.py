@@ -214,11 +214,20 @@ def _offsets_table(admin, args: argparse.Namespace, group_id: str,
 def _offsets(admin, partitions: list, *, latest: bool) -> dict:
     """Each partition's log end offset (latest) or log start offset."""
     from kafka.admin import OffsetSpec
+    from kafka.errors import KafkaError
 
     if not partitions:
         return {}
     spec = OffsetSpec.LATEST if latest else OffsetSpec.EARLIEST
-    found = admin.list_partition_offsets({tp: spec for tp in partitions})
+    try:
+        found = admin.list_partition_offsets({tp: spec for tp in partitions})
+    except KafkaError:  # one of them is gone (a group keeps the offsets of a deleted topic)
+        found = {}
+        for tp in partitions:
+            try:
+                found.update(admin.list_partition_offsets({tp: spec}))
+            except KafkaError:
+                continue  # shown as "-"
     return {tp: o.offset for tp, o in found.items()}
 
 
@@ -252,6 +261,10 @@ def _reset(admin, args: argparse.Namespace) -> tuple[str, int]:
                                 f"group '{group_id}' has none committed")
             target = committed[tp] + args.shift_by
         new[tp] = min(max(target, earliest[tp]), latest[tp])  # Kafka clamps to the log's range
+        if new[tp] != target:
+            bound = "log end" if target > latest[tp] else "log start"
+            print(f"{PROG}: offset {target} of {tp.topic}-{tp.partition} is past its {bound} "
+                  f"offset: {new[tp]} instead", file=sys.stderr)
     if args.execute:
         errors = _retrying(args, admin.alter_group_offsets, group_id,
                            {tp: OffsetAndMetadata(o, "", None) for tp, o in new.items()})

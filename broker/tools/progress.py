@@ -21,10 +21,12 @@ class Progress:
         self._next = self._started + interval_s
         self.count = 0
 
-    @classmethod
-    def for_stderr(cls, stream: TextIO, verb: str, asked: bool) -> Progress:
-        """Shown when asked, or when `stream` is a terminal (a person is watching)."""
-        return cls(stream, verb, enabled=asked or stream.isatty())
+    @staticmethod
+    def wanted(asked: bool, stderr: TextIO, typed_input: TextIO | None = None) -> bool:
+        """Asked for (`--progress`), or a person watches stderr on a terminal, unless they are
+        typing the input there themselves (they need no count of their own lines)."""
+        return asked or (stderr.isatty() and not (typed_input is not None
+                                                  and typed_input.isatty()))
 
     def add(self, n: int = 1) -> None:
         self.count += n

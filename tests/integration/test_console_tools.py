@@ -240,9 +240,18 @@ def test_groups_describe_reset_and_delete(broker_factory):
     assert "Consumer group 'workers' has no active members." in described
     assert [(r["CURRENT-OFFSET"], r["LAG"], r["CONSUMER-ID"]) for r in columns(described)] == [
         ("0", "3", "-"), ("0", "2", "-")]
-    tools.ok("groups", "--reset-offsets", "--group", "workers", "--all-topics", "--to-offset",
-             "99", "--execute")
+    done = tools.run("groups", "--reset-offsets", "--group", "workers", "--all-topics",
+                     "--to-offset", "99", "--execute")
     assert committed() == {0: 3, 1: 2}  # clamped to the log end offsets, as Kafka's tool
+    assert done.stderr.splitlines() == [
+        "kafka-sim groups: offset 99 of jobs-0 is past its log end offset: 3 instead",
+        "kafka-sim groups: offset 99 of jobs-1 is past its log end offset: 2 instead"]
+
+    # The group keeps the offsets of a deleted topic: no log end offset, no lag.
+    tools.ok("topics", "--delete", "--topic", "jobs")
+    rows = columns(tools.ok("groups", "--describe", "--group", "workers"))
+    assert [(r["CURRENT-OFFSET"], r["LOG-END-OFFSET"], r["LAG"]) for r in rows] == [
+        ("3", "-", "-"), ("2", "-", "-")]
     admin.close()
 
     assert tools.ok("groups", "--delete", "--group", "workers") == \

@@ -111,11 +111,13 @@ def test_progress_counts_once_a_second_and_at_the_end():
 
 def test_progress_is_silent_unless_asked_or_on_a_terminal():
     clock, out = ManualClock(), io.StringIO()
-    progress = Progress.for_stderr(out, "consumed", asked=False)
+    progress = Progress(out, "consumed", enabled=Progress.wanted(False, out))
     progress.add(10)
     progress.done()  # would show the count if it were on
     assert out.getvalue() == ""
-    assert Progress.for_stderr(Terminal(), "consumed", asked=False)._enabled
+    assert Progress.wanted(True, out)
+    assert Progress.wanted(False, Terminal()) and Progress.wanted(False, Terminal(), out)
+    assert not Progress.wanted(False, Terminal(), Terminal())  # lines typed on the terminal
     terminal = Terminal()
     progress = Progress(terminal, "consumed", enabled=True, clock=clock)
     clock.now += 1
