@@ -61,10 +61,11 @@ def connect(factory: Callable[..., T], args: argparse.Namespace, **options) -> T
 
 
 def error_line(exc: BaseException) -> str:
-    """A kafka-python error as Kafka names it, without the request it came from."""
-    name = getattr(exc, "message", None) or type(exc).__name__
-    description = getattr(exc, "description", "")
-    return f"{name}: {description}" if description else name
+    """A broker's error as Kafka names and explains it (without the request kafka-python puts in
+    its text); a client-side error as kafka-python says it."""
+    if getattr(exc, "errno", None) is not None:
+        return f"{exc.message}: {exc.description}"  # type: ignore[attr-defined]
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def run(prog: str, body: Callable[[list[str]], int], argv: list[str]) -> int:
