@@ -158,17 +158,37 @@ def _describe(admin, args: argparse.Namespace) -> str:
     described = admin.describe_configs(
         [ConfigResource(ConfigResourceType.TOPIC, t["name"]) for t in topics])
     overrides = described.get("topic", {})
+    moves = _reassignments(admin, topics)
     lines: list[str] = []
     for topic in topics:
         partitions = sorted(topic["partitions"], key=lambda p: p["partition_index"])
         configs = ",".join(f"{name}={c['value']}"
                            for name, c in sorted(overrides.get(topic["name"], {}).items()))
-        factor = len(partitions[0]["replica_nodes"]) if partitions else 0
+        factor = 0
+        if partitions:  # as Kafka: a move's leaving replicas do not count
+            first = partitions[0]
+            leaving = moves.get((topic["name"], first["partition_index"]), {}).get(
+                "removing_replicas", [])
+            factor = len(first["replica_nodes"]) - len(leaving)
         lines.append(f"Topic: {topic['name']}\tTopicId: {_kafka_uuid(topic['topic_id'])}\t"
                      f"PartitionCount: {len(partitions)}\tReplicationFactor: {factor}\t"
                      f"Configs: {configs}")
-        lines.extend(_partition_line(topic["name"], p) for p in partitions)
+        lines.extend(_partition_line(topic["name"], p,
+                                     moves.get((topic["name"], p["partition_index"])))
+                     for p in partitions)
     return "\n".join(lines)
+
+
+def _reassignments(admin, topics: list[dict]) -> dict[tuple[str, int], dict]:
+    """The moves under way (KIP-455) among these topics' partitions, by (topic, partition)."""
+    from kafka.errors import KafkaError
+
+    names = {t["name"] for t in topics}
+    try:
+        found = admin.list_partition_reassignments()  # all of them: there are seldom many
+    except KafkaError:  # a broker without the API: describe without the moves
+        return {}
+    return {(tp.topic, tp.partition): move for tp, move in found.items() if tp.topic in names}
 
 
 def _partition_report(topics: list[dict], args: argparse.Namespace) -> str:
@@ -184,10 +204,13 @@ def _partition_report(topics: list[dict], args: argparse.Namespace) -> str:
                      if picked(p))
 
 
-def _partition_line(topic: str, p: dict) -> str:
+def _partition_line(topic: str, p: dict, move: dict | None = None) -> str:
     leader = "none" if p["leader_id"] < 0 else str(p["leader_id"])
     line = (f"\tTopic: {topic}\tPartition: {p['partition_index']}\tLeader: {leader}\t"
             f"Replicas: {_ids(p['replica_nodes'])}\tIsr: {_ids(p['isr_nodes'])}")
+    if move is not None:
+        line += (f"\tAdding Replicas: {_ids(move['adding_replicas'])}"
+                 f"\tRemoving Replicas: {_ids(move['removing_replicas'])}")
     if p.get("offline_replicas"):
         line += f"\tOffline: {_ids(p['offline_replicas'])}"
     return line

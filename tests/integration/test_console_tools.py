@@ -80,6 +80,22 @@ def test_topics_create_list_describe_alter_delete(broker_factory):
     assert tools.ok("topics", "--describe", "--unavailable-partitions") == ""
     cluster.call(lambda: cluster.cluster.start_broker(2))
 
+    # A move under way (KIP-455): the replica joining cannot catch up while its replication is
+    # paused, so the move stays in progress; the replication factor leaves out the leaving one.
+    tools.ok("topics", "--create", "--topic", "moving", "--partitions", "1",
+             "--replication-factor", "2")
+    (replicas,) = [p["replica_nodes"] for p in admin.describe_topics(["moving"])[0]["partitions"]]
+    (joining,) = {0, 1, 2} - set(replicas)
+    cluster.call(lambda: cluster.cluster.pause_replication(joining))
+    admin.alter_partition_reassignments({TopicPartition("moving", 0): [replicas[0], joining]})
+    print(admin.list_partition_reassignments())
+    header, (line,) = describe_lines(tools.ok("topics", "--describe", "--topic", "moving"))
+    assert header["ReplicationFactor"] == "2"
+    assert (line["Adding Replicas"], line["Removing Replicas"]) == (str(joining),
+                                                                    str(replicas[1]))
+    assert sorted(map(int, line["Replicas"].split(","))) == [0, 1, 2]
+    cluster.call(lambda: cluster.cluster.resume_replication(joining))
+
     line = tools.fails("topics", "--create", "--topic", "orders")
     assert "TOPIC_ALREADY_EXISTS" in line and "'orders'" in line
     assert tools.ok("topics", "--create", "--topic", "orders", "--if-not-exists") == ""
