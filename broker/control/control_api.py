@@ -69,6 +69,11 @@ class ClusterControl(Protocol):
         tasks and occupied buckets per wheel level."""
         ...
 
+    def metrics(self) -> dict:
+        """{"brokers": {id: KafkaServer.metrics() of each running broker}, "timer": the timer's
+        stats} for `GET /metrics`."""
+        ...
+
     def groups(self, group: str | None) -> list[dict]:
         """Per consumer group: group, coordinator, state, generation, protocol_type, protocol,
         leader, members (member_id, client_id, client_host, assignment), offsets (topic,
@@ -358,6 +363,14 @@ async def get_purgatory(request: web.Request) -> web.Response:
     return _ok(_control(request).purgatory())
 
 
+async def get_metrics(request: web.Request) -> web.Response:
+    # prometheus_client is loaded by the first scrape, not with the control API (start-up).
+    from broker.control import prometheus_metrics
+
+    body = prometheus_metrics.render(_control(request).metrics())
+    return web.Response(body=body, headers={"Content-Type": prometheus_metrics.CONTENT_TYPE_LATEST})
+
+
 async def get_groups(request: web.Request) -> web.Response:
     group = request.query.get("group")
     if group == "":
@@ -424,6 +437,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/disk-faults", add_disk_fault),
     ("DELETE", "/disk-faults", clear_disk_faults),
     ("GET", "/purgatory", get_purgatory),
+    ("GET", "/metrics", get_metrics),
     ("GET", "/groups", get_groups),
     ("GET", "/transactions", get_transactions),
     ("GET", "/users", get_users),

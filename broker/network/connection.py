@@ -23,6 +23,7 @@ from broker.handlers.fetch import API_KEY as FETCH_KEY
 from broker.handlers.fetch import session_partitions
 from broker.network.close_connection import CloseConnection
 from broker.network.handler_time import HandlerTime
+from broker.network.request_metrics import RequestMetrics
 from broker.network.sasl_server_authenticator import SASL_HANDSHAKE, SaslServerAuthenticator
 from broker.security.principal import ANONYMOUS, ssl_principal
 from protocol import (
@@ -58,9 +59,10 @@ class Connection:
     def __init__(
         self, services: BrokerServices, faults: FaultInjector,
         reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: str = "PLAINTEXT",
-        security: ListenerSecurity | None = None,
+        security: ListenerSecurity | None = None, metrics: RequestMetrics | None = None,
     ) -> None:
         self.services = services
+        self.metrics = metrics
         self.faults = faults
         self.listener = listener
         self.reader = reader
@@ -271,13 +273,16 @@ class Connection:
                 response["throttle_time_ms"] = ctx.throttle_ms
         if fault is not None and fault.action is FaultAction.DROP_RESPONSE:
             raise CloseConnection(f"fault {fault.id}: processed, response dropped")
+        latency_ms = (time.perf_counter() - started) * 1000
+        if self.metrics is not None:
+            self.metrics.record(handler.name, latency_ms)
         log.debug(
             "request",
             api=handler.name,
             version=version,
             correlation_id=header.correlation_id,
             client_id=header.client_id,
-            latency_ms=round((time.perf_counter() - started) * 1000, 3),
+            latency_ms=round(latency_ms, 3),
         )
         if response is None:  # acks=0
             return None

@@ -233,6 +233,12 @@ class BrokerProcess:
         return {"brokers": brokers, "timer": self.context.timer.stats(),
                 "fetch_sessions": sessions}
 
+    def metrics(self) -> dict:
+        assert self.context is not None
+        running = self.broker is not None and self.broker.running
+        return {"brokers": {str(self.broker_id): self.broker.metrics()} if running else {},
+                "timer": self.context.timer.stats()}
+
     def groups(self, group: str | None = None) -> list[dict]:
         broker = self.broker
         if broker is None or not broker.running:

@@ -211,6 +211,11 @@ class Cluster:
                                for b in self.brokers.values() if b.running},
         }
 
+    def metrics(self) -> dict:
+        return {"brokers": {str(b.broker_id): b.metrics()
+                            for b in self.brokers.values() if b.running},
+                "timer": self.context.timer.stats()}
+
     def groups(self, group: str | None = None) -> list[dict]:
         """Consumer groups as their coordinators hold them (KeyError for an unknown group)."""
         def high_watermark(topic: str, partition: int) -> int | None:

@@ -48,6 +48,7 @@ from broker.metadata.store import (
 from broker.metadata.topic_config_cache import TopicConfigCache
 from broker.network.connection import Connection
 from broker.network.connection_quotas import ConnectionQuotas
+from broker.network.request_metrics import RequestMetrics
 from broker.quota.quota_managers import QuotaManagers
 from broker.replication.leader_endpoint import LeaderEndpoint
 from broker.replication.partition import Partition
@@ -145,6 +146,7 @@ class KafkaServer:
         self.session: int | None = None
         self._servers: list[asyncio.Server] = []
         self._connections: dict[asyncio.Task, Connection] = {}
+        self.request_metrics = RequestMetrics()
         self.connection_quotas = ConnectionQuotas(
             config["max.connections"], config["max.connections.per.ip"],
             config["max.connections.per.ip.overrides"])
@@ -376,7 +378,8 @@ class KafkaServer:
         security = self.security[listener]
         try:
             connection = Connection(self.services, self.context.faults, reader, writer, listener,
-                                    security if security.protocol != "PLAINTEXT" else None)
+                                    security if security.protocol != "PLAINTEXT" else None,
+                                    metrics=self.request_metrics)
             self._connections[task] = connection
             await connection.serve()
         except asyncio.CancelledError:
@@ -397,6 +400,24 @@ class KafkaServer:
                 "heartbeat": groups.heartbeat_purgatory.stats(),
                 "rebalance": groups.join_purgatory.stats(),
                 "throttle": self.quotas.stats()}
+
+    def metrics(self) -> dict:
+        """What `GET /metrics` reports of this broker: its purgatories, request counts and times,
+        replica counts and fetch sessions."""
+        rm = self.replica_manager
+        leaders = [p for p in rm.partitions.values() if p.is_leader]
+        return {
+            "purgatory": self.purgatory_stats(),
+            "requests": self.request_metrics.snapshot(),
+            "partitions": len(rm.partitions),
+            "leaders": len(leaders),
+            "under_replicated": sum(1 for p in leaders if len(p.isr) < len(p.replicas)),
+            "under_min_isr": sum(1 for p in leaders
+                                 if len(p.isr) < p.log.config.min_insync_replicas),
+            "offline_replicas": len(rm.offline_partitions),
+            "active_controller": self.controller is not None,
+            "fetch_sessions": rm.fetch_manager.stats(),
+        }
 
     # -- registration and controller election -----------------------------------------------
 
