@@ -31,6 +31,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="set the group's committed offsets (only while it has no members)")
     p.add_argument("--delete", action="store_true", help="delete groups without members")
     p.add_argument("--group", action="append", default=[], help="the group (repeatable)")
+    p.add_argument("--all-groups", action="store_true",
+                   help="with --describe or --delete: every group of the cluster")
     p.add_argument("--state", action="store_true", help="with --describe or --list: states")
     p.add_argument("--members", action="store_true", help="with --describe: the members")
     p.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P...]",
@@ -56,7 +58,9 @@ def _main(argv: list[str]) -> int:
     if len(actions) != 1:
         raise UsageError("give exactly one action: --list, --describe, --reset-offsets or --delete")
     action = actions[0]
-    if action != "list" and not args.group:
+    if args.all_groups and (action not in ("describe", "delete") or args.group):
+        raise UsageError("--all-groups goes with --describe or --delete, without --group")
+    if action != "list" and not args.group and not args.all_groups:
         raise UsageError(f"--{action.replace('_', '-')} needs --group")
     if args.members and (action != "describe" or args.state):
         raise UsageError("--members goes with --describe (and not with --state)")
@@ -66,6 +70,10 @@ def _main(argv: list[str]) -> int:
 
     admin = connect(KafkaAdminClient, args)
     try:
+        if args.all_groups:
+            args.group = sorted(g["group_id"] for g in _retrying(args, admin.list_groups))
+            if not args.group:
+                return 0
         text, code = {"list": _list, "describe": _describe, "reset_offsets": _reset,
                       "delete": _delete}[action](admin, args)
     finally:

@@ -229,6 +229,8 @@ def test_groups_describe_reset_and_delete(broker_factory):
     assert (state["STATE"], state["#MEMBERS"], state["ASSIGNMENT-STRATEGY"]) == ("Stable", "1",
                                                                                 "range")
     assert re.fullmatch(r"127\.0\.0\.1:\d+\(0\)", state["COORDINATOR"]), state
+    (every,) = columns(tools.ok("groups", "--describe", "--all-groups", "--state"))
+    assert every == state
     (members,) = columns(tools.ok("groups", "--describe", "--group", "workers", "--members"))
     assert (members["CLIENT-ID"], members["#PARTITIONS"]) == ("worker-1", "2")
 
