@@ -1,7 +1,7 @@
 """The `kafka-sim` command: `run` starts an embedded cluster in the foreground (or one broker of a
 multi-process cluster with `-o zookeeper.connect=...`), `zookeeper` runs a local ZooKeeper for
-one, `ctl` talks to a running cluster's control API, `pipeline` runs the Spark jobs over a data
-directory."""
+one, `ctl` talks to a running cluster's control API, `topics`, `produce`, `consume` and `groups`
+are Kafka's console tools, `pipeline` runs the Spark jobs over a data directory."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ import gc
 import signal
 import sys
 from pathlib import Path
+
+# The console tools, clients of a running broker: they load kafka-python, never the broker.
+TOOLS = ("topics", "produce", "consume", "groups")
 
 # The broker's modules are imported where a command needs them: `kafka-sim ctl` never loads the
 # broker, and `run` loads it with the cyclic collector off (see main).
@@ -37,6 +40,11 @@ def _parser() -> argparse.ArgumentParser:
     zk.add_argument("--data-dir", type=Path, default=Path("data/zookeeper"),
                     help="where ZooKeeper keeps its data (default ./data/zookeeper)")
     sub.add_parser("ctl", help="control a running cluster (kafka-sim ctl --help)", add_help=False)
+    for name, help_text in (("topics", "list, create, describe, delete or grow topics"),
+                            ("produce", "send lines of stdin to a topic"),
+                            ("consume", "print a topic's records on stdout"),
+                            ("groups", "list, describe, reset or delete consumer groups")):
+        sub.add_parser(name, help=f"{help_text} (kafka-sim {name} --help)", add_help=False)
     sub.add_parser("pipeline", help="Spark jobs over a data directory (kafka-sim pipeline --help)",
                    add_help=False)
     return parser
@@ -114,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         from broker.control.ctl import main as ctl_main
 
         return ctl_main(argv[1:])
+    if argv[:1] and argv[0] in TOOLS:  # clients of a running broker, as Kafka's scripts
+        return _tool(argv[0])(argv[1:])
     if argv[:1] == ["pipeline"]:
         from pipeline.cli import main as pipeline_main  # Spark is an optional extra
 
@@ -191,6 +201,19 @@ def _run_command(args: argparse.Namespace) -> int:
     except BrokerHalted:
         return 1
     return 0
+
+
+def _tool(name: str):
+    """The main function of a console tool (imported only when that tool runs)."""
+    if name == "topics":
+        from broker.tools.topics import main
+    elif name == "produce":
+        from broker.tools.console_producer import main
+    elif name == "consume":
+        from broker.tools.console_consumer import main
+    else:
+        from broker.tools.consumer_groups import main
+    return main
 
 
 def _zookeeper(port: int, data_dir: Path) -> int:

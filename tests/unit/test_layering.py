@@ -23,6 +23,7 @@ BROKER_ALLOWED = {
     "config": set(),
     "metadata": {"config"},
     "control": set(),
+    "tools": {"config"},
     "replication": {"config", "metadata"},
     "controller": {"config", "metadata"},
     "admin": {"config", "metadata"},
@@ -36,7 +37,7 @@ BROKER_ALLOWED = {
     "network": {"config", "handlers", "control", "security", "quota"},
     "server": {"config", "metadata", "replication", "controller", "admin", "coordinator",
                "handlers", "network", "control", "interbroker", "authorizer", "security",
-               "quota"},
+               "quota", "tools"},
     "testing": {"config", "control", "server"},
 }
 # The console script dispatches `kafka-sim pipeline ...` to the optional Spark jobs; nothing else

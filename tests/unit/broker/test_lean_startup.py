@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 # Top-level packages start-up must not import: each is only for a feature not yet used.
 NOT_AT_STARTUP = ("aiohttp", "pyspark", "kazoo", "cramjam", "lz4", "snappy", "zstandard",
-                  "pipeline")
+                  "pipeline", "kafka")  # kafka: kafka-python, the console tools' client
 
 # As `kafka-sim run` does: the control server built before the brokers start (it refuses a
 # non-loopback address first), started once they serve.
