@@ -104,8 +104,8 @@ def render_page(page: Page, data: dict[str, Any]) -> str:
 </header>
 <main>
 <h1>{title}</h1>
-<div id="controls"></div>
 <div id="live"><noscript>The console draws its pages with JavaScript.</noscript></div>
+<div id="controls"></div>
 <div id="toast" role="status"></div>
 </main>
 <script id="snapshot" type="application/json">{_json(data)}</script>

@@ -33,11 +33,12 @@
   const card = (label, value, data) => h("div", { class: "card", data },
     h("div", { class: "label" }, label), h("div", { class: "value" }, value));
   const table = (heads, rows) => h("table", {},
-    h("thead", {}, h("tr", {}, heads.map((x) => h("th", { class: /^#|count|offset|lag|epoch|ms$/i.test(x) ? "num" : null }, x)))),
-    h("tbody", {}, rows));
+    h("thead", {}, h("tr", {}, heads.map((x) => h("th", {}, x)))), h("tbody", {}, rows));
   const num = (value, data) => h("td", { class: "num", data }, value ?? "–");
   const failed = (section) => section && !Array.isArray(section) && section.error;
   const sectionError = (section) => h("p", { class: "error" }, `could not read: ${section.error}`);
+  const duration = (ms) => (ms < 1000 ? `${ms} ms` : ms < 60_000 ? `${+(ms / 1000).toFixed(1)} s`
+    : ms < 3_600_000 ? `${+(ms / 60_000).toFixed(1)} min` : `${+(ms / 3_600_000).toFixed(1)} h`);
   const pills = (states, current) => h("div", { class: "pills" },
     states.map((x) => h("span", { class: x === current ? "pill on" : "pill" }, x)),
     states.includes(current) ? null : h("span", { class: "pill on" }, current));
@@ -174,8 +175,11 @@
     const shown = parts.filter((p) => ui.showInternal || !p.topic.startsWith("__"));
     const topics = [...new Set(shown.map((p) => p.topic))].sort();
     const hidden = parts.length - shown.length;
+    const internal = h("label", {}, h("input", {
+      type: "checkbox", checked: ui.showInternal, onchange: (e) => { ui.showInternal = e.target.checked; redraw(); },
+    }), " show internal topics");
     return [
-      h("p", { class: "legend" }, h("span", {}, h("span", { class: "sw leo" }), "log end offset (LEO)"),
+      h("p", { class: "legend" }, internal, " ", h("span", {}, h("span", { class: "sw leo" }), "log end offset (LEO)"),
         h("span", {}, h("span", { class: "sw hw" }), "high watermark (HW)"),
         h("span", {}, h("span", { class: "sw out" }), "out of the ISR"),
         hidden ? h("span", { class: "muted" }, `${hidden} internal partitions hidden`) : null),
@@ -196,11 +200,6 @@
             h("td", {}, replicaBars(p)));
         }))]),
     ];
-  }
-
-  function partitionsControls() {
-    const box = h("input", { type: "checkbox", onchange: (e) => { ui.showInternal = e.target.checked; redraw(); } });
-    return h("label", {}, box, " show internal topics (__consumer_offsets, __transaction_state)");
   }
 
   // Purgatory history, per broker and purgatory, kept in the tab across page changes.
@@ -244,7 +243,7 @@
         h("span", {}, h("span", { class: "sw delayed" }), "delayed (waiting operations)"),
         h("span", { class: "muted" }, "last minute, sampled each second")),
       ids.length === 0 ? h("p", { class: "muted" }, "No broker is running.") : null,
-      h("div", { class: "grid" }, ids.map((id) => h("div", { class: "panel", data: { broker: id } },
+      h("div", { class: "grid wide" }, ids.map((id) => h("div", { class: "panel", data: { broker: id } },
         h("h3", {}, `Broker ${id}`),
         table(["purgatory", "watched", "delayed", "completed", "expired", "last minute"],
           Object.entries(purgatory.brokers[id]).map(([name, stats]) => h("tr", { data: { purgatory: name } },
@@ -278,9 +277,12 @@
           x: (cx + rt * Math.sin(mid)).toFixed(1), y: (cy - rt * Math.cos(mid) + 4).toFixed(1), "text-anchor": "middle",
         }, count) : null];
       }),
-      s("line", { class: "hand", x1: cx, y1: cy, x2: (cx + (r1 + 8) * Math.sin(hand)).toFixed(1), y2: (cy - (r1 + 8) * Math.cos(hand)).toFixed(1) }),
+      s("line", {
+        class: "hand", x1: (cx + (r0 - 10) * Math.sin(hand)).toFixed(1), y1: (cy - (r0 - 10) * Math.cos(hand)).toFixed(1),
+        x2: (cx + (r1 + 10) * Math.sin(hand)).toFixed(1), y2: (cy - (r1 + 10) * Math.cos(hand)).toFixed(1),
+      }),
       s("text", { x: cx, y: cy - 8, "text-anchor": "middle" }, `level ${level.level}`),
-      s("text", { x: cx, y: cy + 8, "text-anchor": "middle" }, `${level.tick_ms} ms × ${size}`),
+      s("text", { x: cx, y: cy + 8, "text-anchor": "middle" }, `${duration(level.tick_ms)} × ${size}`),
       s("text", { x: cx, y: cy + 24, "text-anchor": "middle" }, `${level.tasks} task${level.tasks === 1 ? "" : "s"}`));
   }
 
@@ -289,7 +291,7 @@
     if (failed(purgatory)) return sectionError(purgatory);
     const timer = purgatory.timer || {};
     const next = timer.next_expiration_ms;
-    const due = next === null || next === undefined ? "none" : `in ${Math.max(0, next - timer.now_ms)} ms`;
+    const due = next === null || next === undefined ? "none" : `in ${duration(Math.max(0, next - timer.now_ms))}`;
     return [
       h("div", { class: "cards" },
         card("tasks on the wheel", timer.size ?? "–", { card: "size" }),
@@ -301,7 +303,7 @@
         + "shaded by its task count; the red hand is the level's current time. A task due beyond a level's "
         + "interval waits on the next level and moves down as time reaches its bucket."),
       h("div", { class: "grid" }, (timer.levels || []).map((level) => h("div", { class: "panel" },
-        h("h3", {}, `Level ${level.level}: ${level.tick_ms} ms ticks, ${level.interval_ms} ms around`),
+        h("h3", {}, `Level ${level.level}: ${duration(level.tick_ms)} buckets, ${duration(level.interval_ms)} around`),
         wheel(level),
         h("div", { class: "muted" }, `${level.occupied_buckets} occupied bucket${level.occupied_buckets === 1 ? "" : "s"}`)))),
     ];
@@ -351,7 +353,7 @@
 
   const PAGES = {
     cluster: [clusterPage, faultForm],
-    partitions: [partitionsPage, partitionsControls],
+    partitions: [partitionsPage, null],
     purgatory: [purgatoryPage, null],
     timer: [timerPage, null],
     groups: [groupsPage, null],
