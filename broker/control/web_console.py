@@ -18,6 +18,9 @@ from aiohttp import web
 from broker.control.control_api import CONSOLE_ENTRY, CONTROL_KEY, GUARD_KEY, ClusterControl
 
 SNAPSHOT_INTERVAL_S = 1.0
+# A snapshot is built on the brokers' loop: with many partitions it is spaced out so that the
+# console takes at most about a tenth of the loop.
+MAX_LOOP_SHARE = 0.1
 STATIC_TYPES = {"console.js": "text/javascript", "console.css": "text/css"}
 
 
@@ -39,14 +42,15 @@ PAGES = (
 )
 PAGES_BY_NAME = {page.name: page for page in PAGES}
 
-# Each section of a snapshot and how the cluster gives it (the control API's JSON routes' data).
-SECTIONS: dict[str, Callable[[ClusterControl], Any]] = {
-    "brokers": lambda control: control.brokers_info(),
-    "faults": lambda control: [fault.to_dict() for fault in control.faults.list()],
-    "partitions": lambda control: control.partitions(None),
-    "purgatory": lambda control: control.purgatory(),
-    "groups": lambda control: control.groups(None),
-    "transactions": lambda control: control.transactions(None),
+# Each section of a snapshot and how the cluster gives it (the control API's JSON routes' data);
+# the partitions page may name one topic.
+SECTIONS: dict[str, Callable[[ClusterControl, str | None], Any]] = {
+    "brokers": lambda control, _: control.brokers_info(),
+    "faults": lambda control, _: [fault.to_dict() for fault in control.faults.list()],
+    "partitions": lambda control, topic: control.partitions(topic),
+    "purgatory": lambda control, _: control.purgatory(),
+    "groups": lambda control, _: control.groups(None),
+    "transactions": lambda control, _: control.transactions(None),
 }
 
 # The page's own script and style only; no frames (its buttons stop brokers: no clickjacking);
@@ -64,13 +68,15 @@ STOPPING_KEY = web.AppKey("console_stopping", asyncio.Event)
 STATIC_KEY = web.AppKey("console_static", dict)
 
 
-def snapshot(control: ClusterControl, page: Page) -> dict[str, Any]:
+def snapshot(control: ClusterControl, page: Page, topic: str | None = None) -> dict[str, Any]:
     """What one page draws: the brokers and the page's sections; a section that fails carries
     {"error": ...} so that the others still show."""
-    out: dict[str, Any] = {"page": page.name, "time_ms": int(time.time() * 1000)}
+    out: dict[str, Any] = {"page": page.name, "time_ms": int(time.time() * 1000), "topic": topic}
     for name in ("brokers", *page.sections):
         try:
-            out[name] = SECTIONS[name](control)
+            out[name] = SECTIONS[name](control, topic)
+        except KeyError as exc:
+            out[name] = {"error": f"not found: {exc.args[0] if exc.args else ''}"}
         except Exception as exc:  # a cluster between states: show it, keep streaming
             out[name] = {"error": f"{type(exc).__name__}: {exc}"}
     return out
@@ -119,11 +125,15 @@ def _page_handler(page: Page):
     async def handler(request: web.Request) -> web.StreamResponse:
         if page.slug == "" and "token" in request.query:
             return _token_landing(request)
-        body = render_page(page, snapshot(request.app[CONTROL_KEY], page))
+        body = render_page(page, snapshot(request.app[CONTROL_KEY], page, _topic(request)))
         return web.Response(text=body, content_type="text/html", charset="utf-8",
                             headers=SECURITY_HEADERS)
 
     return handler
+
+
+def _topic(request: web.Request) -> str | None:
+    return request.query.get("topic") or None
 
 
 def _token_landing(request: web.Request) -> web.Response:
@@ -157,7 +167,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     page = PAGES_BY_NAME.get(request.query.get("page", "cluster"))
     if page is None:
         raise web.HTTPNotFound()
-    control, stopping = request.app[CONTROL_KEY], request.app[STOPPING_KEY]
+    control, stopping, topic = request.app[CONTROL_KEY], request.app[STOPPING_KEY], _topic(request)
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                            "Cache-Control": "no-store",
                                            "X-Content-Type-Options": "nosniff"})
@@ -165,9 +175,12 @@ async def events(request: web.Request) -> web.StreamResponse:
     try:
         await response.write(b"retry: 1000\n\n")  # EventSource reconnects after a restart
         while not stopping.is_set():
-            await response.write(f"data: {_json(snapshot(control, page))}\n\n".encode())
+            started = time.perf_counter()
+            data = _json(snapshot(control, page, topic))
+            interval = max(SNAPSHOT_INTERVAL_S, (time.perf_counter() - started) / MAX_LOOP_SHARE)
+            await response.write(f"data: {data}\n\n".encode())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), SNAPSHOT_INTERVAL_S)
+                await asyncio.wait_for(stopping.wait(), interval)
     except ConnectionError:  # the browser left
         pass
     return response

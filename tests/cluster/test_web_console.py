@@ -155,10 +155,22 @@ async def test_console_pages_live_updates_and_stop_button(broker_factory, tmp_pa
                 background.stop()
             assert int(grown) >= before + 20 and background.sent >= 20
 
-            # The stop button (its confirm() accepted) stops the leader; leadership moves.
+            # The fault form adds a fault and its row's button clears it (confirm() accepted).
             await browser.navigate(console)
             await browser.wait_for(f"document.querySelector('[data-action=stop-{leader}]')")
             await browser.evaluate("window.confirm = () => true")
+            await browser.evaluate("""(() => {
+                const form = document.getElementById('fault-form'), field = (n) => form.elements.namedItem(n);
+                field('broker').value = '1'; field('api').value = 'DescribeGroups';
+                field('delay_ms').value = '5'; form.requestSubmit(); })()""")
+            fault = await browser.wait_for("document.querySelector('tr[data-fault]')?.dataset.fault")
+            [armed] = control.faults()
+            assert (armed["id"], armed["broker"], armed["delay_ms"]) == (int(fault), 1, 5)
+            await browser.evaluate(f"document.querySelector('[data-action=clear-{fault}]').click()")
+            await browser.wait_for("!document.querySelector('tr[data-fault]')")
+            assert control.faults() == []
+
+            # The stop button stops the leader; leadership moves.
             await browser.evaluate(f"document.querySelector('[data-action=stop-{leader}]').click()")
             await browser.wait_for(
                 f"document.querySelector('tr[data-broker=\"{leader}\"]').dataset.alive === 'false'"

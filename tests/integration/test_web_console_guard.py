@@ -12,8 +12,9 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
+import structlog.testing
 
-from broker.control.web_console import PAGES, render_page
+from broker.control.web_console import PAGES, PAGES_BY_NAME, render_page, snapshot
 from tests.integration.test_control_api import FakeCluster, ServerThread, raw
 
 
@@ -122,3 +123,21 @@ def test_the_event_stream_pushes_snapshots_and_ends_when_the_server_stops(cluste
         assert time.monotonic() - started < 1.5
     finally:
         stream.close()
+
+
+def test_the_partitions_page_may_name_a_topic(cluster: FakeCluster):
+    page = PAGES_BY_NAME["partitions"]
+    assert [p["topic"] for p in snapshot(cluster, page, "events")["partitions"]] == ["events"] * 2
+    assert snapshot(cluster, page, "nope")["partitions"] == {"error": "not found: nope"}
+    assert [b["id"] for b in snapshot(cluster, page, "nope")["brokers"]] == [1, 2, 3]
+
+
+def test_the_log_names_the_console_url(cluster: FakeCluster):
+    with structlog.testing.capture_logs() as logs:
+        server = ServerThread(cluster)
+    try:
+        events = [entry["event"] for entry in logs]
+        assert f"console at {server.server.url}/console/" in events
+        assert events.index("control API listening") < events.index(f"console at {server.server.url}/console/")
+    finally:
+        server.close()

@@ -5,6 +5,8 @@
   const SVG_NS = "http://www.w3.org/2000/svg";
   const PAGE = document.body.dataset.page;
   const HISTORY_MS = 60_000;
+  const MAX_DRAWN = 400; // partitions drawn at most: beyond that, a topic at a time
+  const TOPIC = new URLSearchParams(location.search).get("topic");
   const live = document.getElementById("live");
   const controls = document.getElementById("controls");
   const statusLine = document.getElementById("status");
@@ -172,9 +174,10 @@
   function partitionsPage(snap) {
     const parts = snap.partitions;
     if (failed(parts)) return sectionError(parts);
-    const shown = parts.filter((p) => ui.showInternal || !p.topic.startsWith("__"));
+    const visible = parts.filter((p) => TOPIC || ui.showInternal || !p.topic.startsWith("__"));
+    const shown = visible.slice(0, MAX_DRAWN);
     const topics = [...new Set(shown.map((p) => p.topic))].sort();
-    const hidden = parts.length - shown.length;
+    const hidden = parts.length - visible.length;
     const internal = h("label", {}, h("input", {
       type: "checkbox", checked: ui.showInternal, onchange: (e) => { ui.showInternal = e.target.checked; redraw(); },
     }), " show internal topics");
@@ -182,9 +185,12 @@
       h("p", { class: "legend" }, internal, " ", h("span", {}, h("span", { class: "sw leo" }), "log end offset (LEO)"),
         h("span", {}, h("span", { class: "sw hw" }), "high watermark (HW)"),
         h("span", {}, h("span", { class: "sw out" }), "out of the ISR"),
-        hidden ? h("span", { class: "muted" }, `${hidden} internal partitions hidden`) : null),
+        hidden ? h("span", { class: "muted" }, `${hidden} internal partitions hidden`) : null,
+        TOPIC ? h("a", { href: location.pathname }, "all topics") : null),
+      visible.length > shown.length ? h("p", { class: "muted" },
+        `Drawing the first ${shown.length} of ${visible.length} partitions: pick a topic to see the rest.`) : null,
       topics.length === 0 ? h("p", { class: "muted" }, "No topics yet.") : null,
-      topics.map((topic) => [h("h2", {}, topic), table(
+      topics.map((topic) => [h("h2", {}, h("a", { href: `?topic=${encodeURIComponent(topic)}` }, topic)), table(
         ["partition", "leader", "leader epoch", "ISR", "replicas", "LSO", "LEO / HW per replica"],
         shown.filter((p) => p.topic === topic).map((p) => {
           const leaderState = (p.replicas_state || []).find((r) => r.broker === p.leader);
@@ -378,7 +384,9 @@
   const first = JSON.parse(document.getElementById("snapshot").textContent);
   if (drawControls) controls.replaceChildren(...[drawControls(first)].flat(Infinity));
   show(first);
-  const events = new EventSource(`/console/events?page=${encodeURIComponent(PAGE)}`);
+  const query = new URLSearchParams({ page: PAGE });
+  if (TOPIC) query.set("topic", TOPIC);
+  const events = new EventSource(`/console/events?${query}`);
   events.onmessage = (event) => show(JSON.parse(event.data));
   events.onerror = () => {
     statusLine.textContent = "disconnected · retrying";
