@@ -70,6 +70,7 @@
     } finally {
       pending.delete(key);
       redraw();
+      connect(); // a fresh stream starts with a snapshot: the action's effect shows at once
     }
   }
 
@@ -386,10 +387,15 @@
   show(first);
   const query = new URLSearchParams({ page: PAGE });
   if (TOPIC) query.set("topic", TOPIC);
-  const events = new EventSource(`/console/events?${query}`);
-  events.onmessage = (event) => show(JSON.parse(event.data));
-  events.onerror = () => {
-    statusLine.textContent = "disconnected · retrying";
-    statusLine.className = "status down";
-  };
+  let events = null;
+  function connect() {
+    if (events) events.close();
+    events = new EventSource(`/console/events?${query}`);
+    events.onmessage = (event) => show(JSON.parse(event.data));
+    events.onerror = () => {
+      statusLine.textContent = "disconnected · retrying";
+      statusLine.className = "status down";
+    };
+  }
+  connect();
 })();
