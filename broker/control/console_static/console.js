@@ -157,18 +157,19 @@
     const width = 260;
     return h("div", {}, states.map((r) => {
       const inIsr = p.isr.includes(r.broker);
-      const leo = Math.round((r.log_end_offset / top) * width);
-      const hw = Math.round((r.high_watermark / top) * width);
+      const known = r.log_end_offset >= 0; // a stopped broker's replica: the leader knows nothing
+      const leo = known ? Math.round((r.log_end_offset / top) * width) : 0;
+      const hw = known ? Math.round(((r.high_watermark ?? 0) / top) * width) : 0;
+      const words = known ? `LEO ${r.log_end_offset} · HW ${r.high_watermark} · lag ${r.lag}` : "not fetching (offline?)";
       return h("div", {
         class: "replica",
         data: { broker: r.broker, leo: r.log_end_offset, hw: r.high_watermark, lag: r.lag, isr: inIsr },
-      }, s("svg", { width: width + 200, height: 16, role: "img" },
+      }, s("svg", { width: width + 280, height: 16, role: "img" },
         s("rect", { class: "track", x: 24, y: 3, width, height: 10, rx: 2 }),
         s("rect", { class: inIsr ? "leo" : "leo out", x: 24, y: 3, width: leo, height: 10, rx: 2 }),
-        s("line", { class: "hw", x1: 24 + hw, x2: 24 + hw, y1: 0, y2: 16 }),
+        known ? s("line", { class: "hw", x1: 24 + hw, x2: 24 + hw, y1: 0, y2: 16 }) : null,
         s("text", { x: 0, y: 12 }, `b${r.broker}`),
-        s("text", { x: width + 32, y: 12 },
-          `LEO ${r.log_end_offset} · HW ${r.high_watermark} · lag ${r.lag}${r.broker === p.leader ? " · leader" : ""}`)));
+        s("text", { x: width + 32, y: 12 }, `${words}${r.broker === p.leader ? " · leader" : ""}`)));
     }));
   }
 
@@ -370,7 +371,11 @@
 
   function redraw() {
     if (!last) return;
-    live.replaceChildren(...[drawPage(last)].flat(Infinity).filter(Boolean));
+    try {
+      live.replaceChildren(...[drawPage(last)].flat(Infinity).filter(Boolean));
+    } catch (err) { // say so on the page, and keep listening: the next snapshot may draw
+      live.replaceChildren(h("p", { class: "error" }, `could not draw this snapshot: ${err}`));
+    }
     document.body.dataset.renders = Number(document.body.dataset.renders) + 1;
   }
 
