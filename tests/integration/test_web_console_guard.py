@@ -15,6 +15,7 @@ import pytest
 import structlog.testing
 
 from broker.control.web_console import PAGES, PAGES_BY_NAME, render_page, snapshot
+from tests.browser import Browser
 from tests.integration.test_control_api import FakeCluster, ServerThread, raw
 
 
@@ -141,3 +142,25 @@ def test_the_log_names_the_console_url(cluster: FakeCluster):
         assert events.index("control API listening") < events.index(f"console at {server.server.url}/console/")
     finally:
         server.close()
+
+
+async def test_a_browser_session_with_a_token(server: ServerThread, cluster: FakeCluster,
+                                              tmp_path):
+    """chromium opens the entry URL with the token once: the page's stream and its buttons then
+    work on the cookie, which its script cannot read, and the token leaves the address bar."""
+    async with Browser(tmp_path / "chromium") as browser:
+        await browser.navigate(f"{server.server.url}/console/?token=s3cret")
+        await browser.wait_for("Number(document.body.dataset.renders) >= 2")  # the stream too
+        assert await browser.evaluate("location.pathname + location.search") == "/console/"
+        assert await browser.evaluate("document.cookie") == ""
+        await browser.evaluate("window.confirm = () => true; "
+                               "document.querySelector('[data-action=stop-1]').click()")
+        await browser.wait_for("document.querySelector('tr[data-broker=\"1\"]')"
+                               ".dataset.alive === 'false'")
+        assert not cluster.alive[1]
+        # Declined: no request (an accepted one disables its button before it is sent).
+        assert await browser.evaluate(
+            "(() => { window.confirm = () => false; const start = () => document.querySelector("
+            "'[data-action=start-1]'); start().click(); return start().disabled; })()") is False
+        assert await browser.evaluate("fetch('/brokers').then((r) => r.status)") == 200
+        assert not cluster.alive[1]
