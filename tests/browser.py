@@ -68,7 +68,11 @@ class Browser:
             await self._http.close()
         if self._process is not None:
             self._process.terminate()
-            await asyncio.to_thread(self._process.wait, 10)
+            try:
+                await asyncio.to_thread(self._process.wait, 10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                await asyncio.to_thread(self._process.wait, 10)
 
     async def _devtools_port(self) -> int:
         """chromium writes its port to <profile>/DevToolsActivePort once it listens."""
