@@ -45,11 +45,11 @@ $(COMPOSE_CHECKER):
 	  echo "docker-compose is missing: run 'sudo apt-get install docker-compose', then again."; exit 1; \
 	fi
 
-# Debian's chromium, for the test that opens the pipeline's HTML report in a real browser.
+# Debian's chromium, for the tests that open the pipeline's HTML report and the web console.
 CHROMIUM := /usr/bin/chromium
 $(CHROMIUM):
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  echo "installing chromium (Debian's package, for the report's browser test)"; \
+	  echo "installing chromium (Debian's package, for the browser tests)"; \
 	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; \
 	else \
 	  echo "chromium is missing: run 'sudo apt-get install chromium', then again."; exit 1; \

@@ -167,7 +167,8 @@ class SystemTimer:
         return bucket.level, bucket.index
 
     def levels(self) -> list[dict[str, Any]]:
-        """Per wheel level: tick, interval, current time, occupied buckets, tasks."""
+        """Per wheel level: tick, interval, current time, occupied buckets, tasks, and each
+        bucket's task count with the index of the current one."""
         return [
             {
                 "level": wheel.level,
@@ -176,6 +177,9 @@ class SystemTimer:
                 "current_time_ms": wheel.current_time,
                 "occupied_buckets": wheel.occupied_buckets(),
                 "tasks": wheel.task_count(),
+                "wheel_size": wheel.wheel_size,
+                "current_bucket": wheel.current_bucket(),
+                "buckets": wheel.bucket_task_counts(),
             }
             for wheel in self.wheels()
         ]
@@ -183,6 +187,7 @@ class SystemTimer:
     def stats(self) -> dict[str, Any]:
         return {
             "size": self.size,
+            "now_ms": self.clock.now_ms(),
             "next_expiration_ms": self.next_expiration_ms(),
             "heap_entries": self.heap_size,
             "heap_pushes": self.heap_pushes,

@@ -115,3 +115,11 @@ class TimingWheel:
 
     def task_count(self) -> int:
         return sum(len(bucket) for bucket in self.buckets)
+
+    def bucket_task_counts(self) -> list[int]:
+        """Tasks per bucket, by index (the console draws each level as a ring of them)."""
+        return [len(bucket) for bucket in self.buckets]
+
+    def current_bucket(self) -> int:
+        """The index of the bucket that covers `current_time` (the ring's hand)."""
+        return (self.current_time // self.tick_ms) % self.wheel_size

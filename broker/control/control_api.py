@@ -120,6 +120,7 @@ class ApiError(Exception):
 # --- who may call ---------------------------------------------------------------------------------
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+CONSOLE_ENTRY = "/console/"  # the web console's entry URL, the one that may carry `?token=`
 
 
 @dataclass(slots=True)
@@ -129,7 +130,7 @@ class RequestGuard:
     under its own host name: so the Host must name the address the API is bound to, an Origin (a
     browser's) must be the API's own, a state-changing request must be application/json (which a
     browser only sends cross-origin after a CORS preflight this API never grants), and with a
-    token, every request carries it as `Authorization: Bearer`."""
+    token, every request carries it as `Authorization: Bearer` (or the console's cookie)."""
 
     host: str
     port: int
@@ -152,13 +153,31 @@ class RequestGuard:
         if origin is not None and origin.lower() != f"http://{request.host}".lower():
             raise ApiError(403, f"cross-origin request from {origin!r} refused")
         if self.token and not hmac.compare_digest(
-            request.headers.get("Authorization", "").encode(), f"Bearer {self.token}".encode()
+            self._presented_token(request).encode(), self.token.encode()
         ):
             raise ApiError(401, "missing or wrong control token (ctl --token, or "
-                                "KAFKA_SIM_CONTROL_TOKEN)")
+                                "KAFKA_SIM_CONTROL_TOKEN; the console: open "
+                                f"{CONSOLE_ENTRY}?token=...)")
         if request.method in STATE_CHANGING and request.content_type != "application/json":
             raise ApiError(415, f"{request.method} requests must be application/json, "
                                 f"not {request.content_type}")
+
+    def _presented_token(self, request: web.Request) -> str:
+        """`Authorization: Bearer`, else the console's cookie (set by its entry URL from one
+        `?token=`). SameSite=Strict keeps other sites' pages from sending it; pages on other
+        ports of this host are the same site, and the Origin check above refuses those."""
+        authorization = request.headers.get("Authorization", "")
+        if authorization.startswith("Bearer "):
+            return authorization.removeprefix("Bearer ")
+        if (request.method == "GET" and request.path.rstrip("/") == CONSOLE_ENTRY.rstrip("/")
+                and "token" in request.query):
+            return request.query["token"]
+        return request.cookies.get(self.cookie_name, "")
+
+    @property
+    def cookie_name(self) -> str:
+        # Cookies are shared by every port of a host: one name per API, so two clusters coexist.
+        return f"kafka-sim-control-token-{self.port}"
 
     def _check_host(self, header: str | None) -> None:
         try:

@@ -56,15 +56,20 @@ class ControlServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
+    @property
+    def console_url(self) -> str:
+        return f"{self.url}/console/"
+
     async def start(self) -> None:
         # Importing aiohttp costs more than the rest of start-up (its client side builds two SSL
         # contexts): in a thread, the brokers' connections are served meanwhile.
-        api = await asyncio.to_thread(_load_control_api)
+        api, console = await asyncio.to_thread(_load_control_api)
         web = api.web
         # A short grace period: control requests are quick, and stopping must not hang a shutdown.
         self.guard = api.RequestGuard(self.host, self.port, self.token)
-        runner = web.AppRunner(api.build_app(self.control, self.guard), access_log=None,
-                               shutdown_timeout=2.0)
+        app = api.build_app(self.control, self.guard)
+        console.add_routes(app)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await runner.setup()
         try:
             await web.TCPSite(runner, self.host, self.port).start()
@@ -74,6 +79,7 @@ class ControlServer:
         self._runner = runner
         self.port = self.guard.port = runner.addresses[0][1]
         log.info("control API listening", url=self.url)
+        log.info(f"console at {self.console_url}")
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -81,7 +87,7 @@ class ControlServer:
             await runner.cleanup()
 
 
-def _load_control_api() -> ModuleType:
-    from broker.control import control_api
+def _load_control_api() -> tuple[ModuleType, ModuleType]:
+    from broker.control import control_api, web_console
 
-    return control_api
+    return control_api, web_console

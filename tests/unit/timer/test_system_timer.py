@@ -196,8 +196,12 @@ def test_levels_report_buckets_and_tasks():
     assert (by_level[1]["occupied_buckets"], by_level[1]["tasks"]) == (2, 3)
     assert (by_level[2]["occupied_buckets"], by_level[2]["tasks"]) == (1, 1)
     assert (by_level[3]["occupied_buckets"], by_level[3]["tasks"]) == (1, 1)
+    # Per bucket (wheel size 20): 2 ms twice and 3 ms on level 1, 350 ms in [340, 360) on level 2.
+    assert by_level[1]["buckets"][2:4] == [2, 1] and sum(by_level[1]["buckets"]) == 3
+    assert by_level[2]["buckets"][17] == 1 and len(by_level[2]["buckets"]) == 20
+    assert by_level[1]["wheel_size"] == 20 and by_level[1]["current_bucket"] == 0
     stats = timer.stats()
-    assert stats["size"] == 5 and stats["next_expiration_ms"] == 2
+    assert stats["size"] == 5 and stats["next_expiration_ms"] == 2 and stats["now_ms"] == 0
 
 
 def test_shutdown_stops_running_tasks():
