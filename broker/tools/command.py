@@ -68,6 +68,15 @@ def error_line(exc: BaseException) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
+def one_action(args: argparse.Namespace, actions: tuple[str, ...]) -> str:
+    """The one action flag given (Kafka's scripts take exactly one); UsageError otherwise."""
+    given = [a for a in actions if getattr(args, a)]
+    if len(given) != 1:
+        flags = [f"--{a.replace('_', '-')}" for a in actions]
+        raise UsageError(f"give exactly one action: {', '.join(flags[:-1])} or {flags[-1]}")
+    return given[0]
+
+
 def run(prog: str, body: Callable[[list[str]], int], argv: list[str]) -> int:
     """Run a tool's body; say what went wrong in one line (no traceback) and exit non-zero."""
     # kafka-python logs its retries as warnings; Python's last-resort handler would print them.

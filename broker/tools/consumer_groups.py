@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from broker.tools.command import ToolError, UsageError, connect, parser, run
+from broker.tools.command import ToolError, UsageError, connect, one_action, parser, run
 
 PROG = "kafka-sim groups"
 ACTIONS = ("list", "describe", "reset_offsets", "delete")
@@ -54,10 +54,7 @@ def main(argv: list[str]) -> int:
 
 def _main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    actions = [a for a in ACTIONS if getattr(args, a)]
-    if len(actions) != 1:
-        raise UsageError("give exactly one action: --list, --describe, --reset-offsets or --delete")
-    action = actions[0]
+    action = one_action(args, ACTIONS)
     if args.all_groups and (action not in ("describe", "delete") or args.group):
         raise UsageError("--all-groups goes with --describe or --delete, without --group")
     if action != "list" and not args.group and not args.all_groups:

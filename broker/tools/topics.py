@@ -9,7 +9,15 @@ import re
 import sys
 import uuid
 
-from broker.tools.command import ToolError, UsageError, connect, parser, properties, run
+from broker.tools.command import (
+    ToolError,
+    UsageError,
+    connect,
+    one_action,
+    parser,
+    properties,
+    run,
+)
 
 PROG = "kafka-sim topics"
 ACTIONS = ("list", "create", "describe", "delete", "alter")
@@ -46,10 +54,7 @@ def main(argv: list[str]) -> int:
 
 def _main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    actions = [a for a in ACTIONS if getattr(args, a)]
-    if len(actions) != 1:
-        raise UsageError("give exactly one action: --list, --describe, --create, --alter or --delete")
-    action = actions[0]
+    action = one_action(args, ACTIONS)
     if action in ("create", "delete", "alter") and not args.topic:
         raise UsageError(f"--{action} needs --topic")
     if action == "alter" and args.partitions is None:
