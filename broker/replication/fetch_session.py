@@ -5,9 +5,10 @@ A full fetch (epoch 0) names every partition and, when the cache has a slot, ope
 remembers them with what each was last answered (high watermark, last stable offset, log start).
 An incremental fetch (the session's id and current epoch) names only partitions whose fetch
 position changed and `forgotten` ones to drop, and is answered only those with records, a moved
-offset or an error. A consumer's session reads only what can have something to say: the partitions
-named, those that changed since its last read (`ChangedPartitions`), and those that last had
-records left or an error; so an idle partition costs nothing at all. Epoch -1 closes a session.
+offset or an error. A session reads only what can have something to say: the partitions named,
+those that changed since its last read (`ChangedPartitions`), and those that last had records left
+or an error; so an idle partition costs nothing at all (a follower at the leader's log end offset
+stays in the ISR without being read, as Kafka's isCaughtUp). Epoch -1 closes a session.
 """
 
 from __future__ import annotations
@@ -445,9 +446,7 @@ class FetchManager:
             return FetchContext("error", [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
         self.cache.touch(session, self.cache.now_ms())
         session.epoch = next_epoch(session.epoch)
-        # A follower's session reads every partition: each read is what keeps its replica
-        # caught up in the leader's eyes (the ISR), idle or not.
-        changed = None if is_follower else session.changed_partitions(partitions, self.changes)
+        changed = session.changed_partitions(partitions, self.changes)
         if changed is None:
             return FetchContext("incremental",
                                 [p.as_fetch_partition() for p in session.partitions.values()],

@@ -150,13 +150,20 @@ class Partition:
         self._change_isr(sorted([*self.isr, replica_id]))
 
     def out_of_sync_replicas(self, max_lag_ms: int) -> list[int]:
-        now = self.now_ms()
-        return [
-            r
-            for r in self.isr
-            if r != self.local_broker_id
-            and now - self.remote_replicas.get(r, ReplicaState()).last_caught_up_time_ms > max_lag_ms
-        ]
+        """ISR followers that are not caught up (Kafka's isCaughtUp): behind the leader's log end
+        offset and not caught up with it for `max_lag_ms`. One at the log end offset is in sync
+        however long ago it fetched, so an idle partition keeps its followers (a dead one leaves
+        through the controller)."""
+        now, leader_leo = self.now_ms(), self.log.log_end_offset
+        out = []
+        for r in self.isr:
+            if r == self.local_broker_id:
+                continue
+            replica = self.remote_replicas.get(r, ReplicaState())
+            if replica.log_end_offset != leader_leo \
+                    and now - replica.last_caught_up_time_ms > max_lag_ms:
+                out.append(r)
+        return out
 
     def maybe_shrink_isr(self, max_lag_ms: int) -> bool:
         """Drop followers that lag too long; True when the HW moved as a result."""

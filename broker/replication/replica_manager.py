@@ -635,6 +635,8 @@ class ReplicaManager:
             # Only what changed is read; nothing to answer yet means every partition of the
             # session is watched while the fetch waits (and read again when it completes).
             results = self.read_from_local_log(params, context.partitions)
+            if params.is_from_follower:
+                self._update_follower_fetch_state(params, context.partitions, results)
             if not (params.max_wait_ms <= 0 or any(r.error for r in results)
                     or sum(len(r.records) for r in results) >= params.min_bytes):
                 results = await self._wait_for_data(params, context.widen())

@@ -47,7 +47,9 @@ def ctl_block() -> list[tuple[str, list[str]]]:
     lines = [line for line in block.group(1).splitlines() if line.strip()]
     commands = [(line, shlex.split(line, comments=True)) for line in lines]
     for line, argv in commands:
-        assert argv[:2] == [".venv/bin/kafka-sim", "ctl"], f"not a ctl command: {line}"
+        assert argv[:2] == [".venv/bin/kafka-sim", "ctl"] or (
+            argv[0] == "echo" and argv[2:5] == ["|", ".venv/bin/kafka-sim", "produce"]
+        ), f"neither a ctl command nor one record piped to kafka-sim produce: {line}"
     return commands
 
 
@@ -73,7 +75,8 @@ def options(argv: list[str]) -> dict[str, str | bool]:
 class Walkthrough:
     """Runs the README's lines and holds what earlier lines established for the later checks."""
 
-    def __init__(self, url: str, workdir: Path) -> None:
+    def __init__(self, url: str, workdir: Path, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
         self.client = ControlClient(url, timeout=30)
         self.env = {**os.environ, "KAFKA_SIM_CONTROL_URL": url}
         self.workdir = workdir
@@ -88,9 +91,12 @@ class Walkthrough:
     # -- helpers ----------------------------------------------------------------------------
 
     def run(self, line: str, argv: list[str]) -> str:
+        stdin = None
+        if argv[0] == "echo":  # `echo TEXT | .venv/bin/kafka-sim produce ...`, at this cluster
+            stdin, argv = argv[1] + "\n", [*argv[3:], "--bootstrap-server", self.bootstrap]
         argv = [str(KAFKA_SIM), *argv[1:]]  # .venv/bin/kafka-sim -> this venv's kafka-sim
         done = subprocess.run(argv, env=self.env, cwd=self.workdir, capture_output=True,
-                              text=True, timeout=60)
+                              text=True, timeout=60, input=stdin)
         assert done.returncode == 0, (
             f"README line failed ({done.returncode}): {line}\n{done.stdout}{done.stderr}")
         return done.stdout
@@ -123,6 +129,9 @@ class Walkthrough:
     # -- one check per README line ----------------------------------------------------------
 
     def check(self, argv: list[str], out: str) -> None:
+        if argv[0] == "echo":
+            self.check_produce(out)
+            return
         match argv[2:]:
             case ["brokers"]:
                 self.check_brokers(out)
@@ -218,10 +227,16 @@ class Walkthrough:
         assert self.partition()["leader"] == 0
 
     def check_pause(self, broker: int, out: str) -> None:
-        # broker 2's followers stop fetching: ISR shrinks (after replica.lag.time.max.ms)
+        # broker 2's followers stop fetching
         assert out == f"replication paused on broker {broker}\n"
         self.paused.add(broker)
         assert self.partition()["leader"] != broker  # it follows greetings-0
+
+    def check_produce(self, out: str) -> None:
+        # a record broker 2 does not fetch: it falls behind, and after replica.lag.time.max.ms
+        # the ISR shrinks (caught up, it would have stayed in sync however long it was paused)
+        assert out == ""
+        [broker] = self.paused
         state = self.await_partition(f"an ISR without {broker}", lambda p: broker not in p["isr"])
         assert state["leader"] == 0
 
@@ -305,7 +320,7 @@ def test_readme_ctl_block_runs_as_written(broker_factory, capsys, tmp_path):
     exec(example.replace("localhost:9092", cluster.bootstrap), {})
     assert len(capsys.readouterr().out.splitlines()) == 3
 
-    walk = Walkthrough(cluster.control.url, tmp_path)
+    walk = Walkthrough(cluster.control.url, tmp_path, cluster.bootstrap)
     walk.await_partition("a full ISR", lambda p: sorted(p["isr"]) == [0, 1, 2])
     for line, argv in commands:
         walk.check(argv, walk.run(line, argv))

@@ -121,9 +121,9 @@ async def test_isr_shrinks_and_expands_with_min_insync_replicas(cluster):
     leader, (f1, f2) = await create(cluster, "isr", {"min.insync.replicas": "2"})
     producer = await RawClient.connect(leader.port)
 
-    async def produce(value: bytes) -> int:
+    async def produce(value: bytes, acks: int = -1) -> int:
         response = await producer.request(PRODUCE, 9, produce_body(
-            {("isr", 0): encode_batch([(None, value, [], 1)])}, acks=-1))
+            {("isr", 0): encode_batch([(None, value, [], 1)])}, acks=acks))
         return response.responses[0].partition_responses[0].error_code
 
     assert await produce(b"all three") == ErrorCode.NONE
@@ -131,12 +131,18 @@ async def test_isr_shrinks_and_expands_with_min_insync_replicas(cluster):
 
     f1.replica_manager.pause_replication()
     await advance(cluster, leader, active=1, total_ms=LAG_MS + 500)
+    # Caught up, a paused follower is in sync however long it does not fetch (Kafka's isCaughtUp)
+    assert sorted(partition(leader, "isr").isr) == sorted([leader.broker_id, f1.broker_id,
+                                                           f2.broker_id])
+    assert await produce(b"f1 lacks this", acks=1) == ErrorCode.NONE
+    await advance(cluster, leader, active=1, total_ms=LAG_MS + 500)
     assert sorted(partition(leader, "isr").isr) == sorted([leader.broker_id, f2.broker_id])
     state = cluster.active_controller().states[("isr", 0)]
     assert sorted(state.isr) == sorted([leader.broker_id, f2.broker_id])  # the controller knows
     assert await produce(b"two of three") == ErrorCode.NONE  # min.insync.replicas=2 still holds
 
     f2.replica_manager.pause_replication()
+    assert await produce(b"f2 lacks this", acks=1) == ErrorCode.NONE
     await advance(cluster, leader, active=0, total_ms=LAG_MS + 500)
     assert partition(leader, "isr").isr == [leader.broker_id]
     leo = partition(leader, "isr").log_end_offset
