@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from storage.checkpoint import OffsetCheckpointFile
 from storage.disk_faults import DiskFaults
-from storage.log_cleaner import LogCleaner
 from storage.log_dir_failure_channel import LogDirFailureChannel
 from storage.naming import (
     CLEAN_SHUTDOWN_FILE,
@@ -28,6 +27,7 @@ DELETE_SUFFIX = "-delete"
 
 if TYPE_CHECKING:
     from storage.log import Log
+    from storage.log_cleaner import LogCleaner
 
 
 class LogDir:
@@ -41,8 +41,23 @@ class LogDir:
         self.log_start_offsets = OffsetCheckpointFile(self.path / LOG_START_OFFSET_CHECKPOINT, disk)
         self.high_watermarks = OffsetCheckpointFile(self.path / HIGH_WATERMARK_CHECKPOINT, disk)
         self.checkpoint_lock = threading.Lock()
-        self.cleaner = LogCleaner(self.path, now_ms, failure_channel, disk)
         self.had_clean_shutdown = False
+        self._now_ms = now_ms
+        self._cleaner: LogCleaner | None = None
+        self._cleaner_lock = threading.Lock()  # the loop and a cleaning worker may ask first
+
+    @property
+    def cleaner(self) -> LogCleaner:
+        """The dir's log cleaner, made when first needed: a broker without compacted logs (or
+        before its first cleaning pass) never loads the cleaner's code, which start-up then skips."""
+        if self._cleaner is None:
+            with self._cleaner_lock:
+                if self._cleaner is None:
+                    from storage.log_cleaner import LogCleaner
+
+                    self._cleaner = LogCleaner(self.path, self._now_ms, self.failure_channel,
+                                               self.disk)
+        return self._cleaner
 
     @property
     def offline(self) -> bool:

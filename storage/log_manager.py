@@ -16,13 +16,13 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
 from storage.checkpoint import OffsetCheckpointFile, fsync_dir, fsync_path
 from storage.disk_faults import DiskFaults
 from storage.file_handles import DEFAULT_MAX_OPEN_FILES, FileHandleCache
 from storage.log import Log
-from storage.log_cleaner import LogCleaner
 from storage.log_config import LogConfig
 from storage.log_dir import (
     DELETE_SUFFIX,
@@ -37,6 +37,9 @@ from storage.log_flusher import LogFlusher
 from storage.naming import log_dir_name, parse_log_dir_name
 from storage.partition_metadata import write_partition_metadata
 from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+
+if TYPE_CHECKING:
+    from storage.log_cleaner import LogCleaner  # loaded by a LogDir when first cleaning
 
 TopicPartition = tuple[str, int]
 # A future log's own descriptor cache: its copier may append in a worker thread, which must not

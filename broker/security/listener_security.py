@@ -7,20 +7,25 @@ from __future__ import annotations
 import asyncio
 import ssl
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig, ConfigError
 from broker.metadata.store import MetadataStore
-from broker.security.jaas import JaasConfig, parse_jaas_config
-from broker.security.plain import PlainServer
 from broker.security.sasl import MECHANISMS, PLAIN, SaslServer
 from broker.security.scram import ScramServer
 from broker.security.scram_credentials import ScramCredentialStore
-from broker.security.ssl_factory import server_context
 from timer import Clock, FunctionTimerTask, SystemTimer
+
+# JAAS, PLAIN and the TLS context factory are imported by the listeners that use them: a
+# PLAINTEXT-only `kafka-sim run` starts without them.
+if TYPE_CHECKING:
+    from broker.security.jaas import JaasConfig
 
 
 def jaas_config(config: BrokerConfig, listener: str, mechanism: str) -> JaasConfig | None:
     """Kafka's `listener.name.<listener>.<mechanism>.sasl.jaas.config`, parsed."""
+    from broker.security.jaas import parse_jaas_config
+
     name = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
     text = config.listener_props.get(name)
     return parse_jaas_config(text, name) if text else None
@@ -63,6 +68,8 @@ class ListenerSecurity:
         protocol = config.security_protocol(listener)
         security = cls(listener, protocol, clock=clock, timer=timer)
         if protocol in ("SSL", "SASL_SSL"):
+            from broker.security.ssl_factory import server_context
+
             security.ssl_context = server_context(config, listener)
         if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
             security.mechanisms = enabled_mechanisms(config, listener)
@@ -100,6 +107,8 @@ class ListenerSecurity:
 
     def sasl_server(self, mechanism: str) -> SaslServer:
         if mechanism == PLAIN:
+            from broker.security.plain import PlainServer
+
             return PlainServer(self.plain_users)
         assert self.credentials is not None
         return ScramServer(mechanism, self.credentials.credential)

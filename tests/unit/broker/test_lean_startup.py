@@ -1,6 +1,6 @@
 """What `kafka-sim run` loads before its brokers serve: no aiohttp (the control API's, loaded when
 that starts), no Spark, no kazoo, no compression codecs, no importlib.metadata (crc32c's package
-code); `kafka-sim ctl` loads no broker at all.
+code), none of our modules that only a feature not yet used needs; `kafka-sim ctl` loads no broker.
 Checked in a fresh interpreter's sys.modules; the timing itself is tests/bench/bench_startup.py's."""
 
 from __future__ import annotations
@@ -16,6 +16,10 @@ ROOT = Path(__file__).resolve().parents[3]
 # Top-level packages start-up must not import: each is only for a feature not yet used.
 NOT_AT_STARTUP = ("aiohttp", "pyspark", "kazoo", "cramjam", "lz4", "snappy", "zstandard",
                   "pipeline", "kafka")  # kafka: kafka-python, the console tools' client
+# Our modules that wait for their feature: compaction's first pass, a client-quota request, a TLS
+# or SASL listener.
+OURS_NOT_AT_STARTUP = ("storage.log_cleaner", "broker.admin.client_quotas",
+                       "broker.security.ssl_factory", "broker.security.jaas", "broker.security.plain")
 
 # As `kafka-sim run` does: the control server built before the brokers start (it refuses a
 # non-loopback address first), started once they serve.
@@ -58,6 +62,7 @@ def test_an_embedded_cluster_serves_without_the_optional_packages(tmp_path):
     loaded = json.loads(run_python(START_EMBEDDED_CLUSTER, str(tmp_path)).splitlines()[-1])
     assert loaded_top_level(loaded["serving"]) & set(NOT_AT_STARTUP) == set()
     assert "importlib.metadata" not in loaded["serving"]
+    assert set(loaded["serving"]) & set(OURS_NOT_AT_STARTUP) == set()
     # The control API brings aiohttp once it starts (what the check above would have caught).
     assert "aiohttp" in loaded_top_level(loaded["with_control"])
 
