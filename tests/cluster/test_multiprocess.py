@@ -239,6 +239,9 @@ def test_ctl_clock_drives_every_process_clock_and_a_session_expires_on_it(zk_con
         assert ctl.main(["clock", "freeze", "--urls", urls]) == 0
         states = [c.control(i, "/clock") for i in c.ids]
         assert [(s["frozen"], s["brokers"]) for s in states] == [(True, [i]) for i in c.ids]
+        admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)  # made first: see README's example
+        admin.create_topics([NewTopic("clocked", num_partitions=1, replication_factor=3)])
+        admin.close()
         consumer = KafkaConsumer("clocked", bootstrap_servers=c.bootstrap, group_id="billing",
                                  group_instance_id="worker-1", session_timeout_ms=10_000)
         while not consumer.assignment():

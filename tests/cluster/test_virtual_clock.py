@@ -44,6 +44,9 @@ def members(cluster: EmbeddedCluster, group: str) -> tuple[str, int]:
 def test_a_static_members_session_expires_on_advance_not_before(cluster):
     started = time.monotonic()
     cluster.clock.freeze()  # before the join: every heartbeat's deadline is now + session timeout
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)  # made first: see README's example
+    admin.create_topics([NewTopic("orders", 1, 1)])
+    admin.close()
     consumer = KafkaConsumer("orders", bootstrap_servers=cluster.bootstrap, group_id="billing",
                              group_instance_id="worker-1", session_timeout_ms=10_000)
     while not consumer.assignment():
