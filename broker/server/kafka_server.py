@@ -239,8 +239,11 @@ class KafkaServer:
             # closes that connection before _on_connection. (StreamWriter.start_tls after the
             # connection quotas would count it sooner, but stalls under uvloop.)
             ssl_context = self.security[name].ssl_context
+            # Bound now (its port is known), served only once the broker is registered: as
+            # Kafka's enableRequestProcessing, no request sees a cluster without this broker.
             server = await asyncio.start_server(
                 functools.partial(self._on_connection, name), host, port, ssl=ssl_context,
+                start_serving=False,
                 ssl_handshake_timeout=min(TLS_HANDSHAKE_TIMEOUT_S, self.config[
                     "connections.max.idle.ms"] / 1000) if ssl_context is not None else None)
             self._servers.append(server)
@@ -251,6 +254,8 @@ class KafkaServer:
         self.topic_configs.start()
         await self.quotas.load(self.client_quota_configs)
         self._register()
+        for server in self._servers:
+            await server.start_serving()
         self._schedule_isr_expiration()
         self._background = [
             asyncio.create_task(self._every(self.config["log.flush.interval.ms"],
