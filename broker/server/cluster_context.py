@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Protocol
 from broker.config import BrokerConfig
 from broker.control.faults import FaultAction, FaultInjector
 from broker.controller.controller_channel import PartitionErrors
-from broker.coordinator.transaction import MarkerTransport, TxnMarker
 from broker.coordinator.transaction.transaction_marker_channel import marker_results
 from broker.handlers.services import BrokerServices
 from broker.handlers.write_txn_markers import write_txn_markers
@@ -24,6 +23,7 @@ from storage.disk_faults import DiskFaults
 from timer import Clock, ExpiredOperationReaper, SystemTimer, VirtualClock
 
 if TYPE_CHECKING:
+    from broker.coordinator.transaction.transaction_marker_channel import MarkerTransport, TxnMarker
     from broker.metadata.metadata_cache import MetadataCache, MetadataSnapshot
     from broker.metadata.partition_state import LeaderAndIsr
     from broker.replication.replica_manager import ReplicaManager
