@@ -23,7 +23,8 @@ OURS_NOT_AT_STARTUP = ("storage.log_cleaner", "broker.admin.client_quotas",
                        "broker.security.ssl_factory", "broker.security.jaas", "broker.security.plain",
                        "broker.coordinator.group.coordinator", "broker.coordinator.group.group_metadata",
                        "broker.coordinator.transaction.transaction_coordinator",
-                       "broker.admin.auto_topic_creation", "broker.authorizer.acl_authorizer",
+                       "broker.admin.admin_manager", "broker.admin.auto_topic_creation",
+                       "broker.authorizer.acl_authorizer",
                        "broker.authorizer.acl", "broker.coordinator.transaction.transaction_marker_channel")
 
 # As `kafka-sim run` does: the control server built before the brokers start (it refuses a
