@@ -43,6 +43,7 @@ class BuiltOnFirstUse(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class BrokerServices:
+    """What handlers may use of their broker."""
     broker_id: int
     cluster_id: str
     config: BrokerConfig
