@@ -25,6 +25,7 @@ _SKIP_ALL: dict = {}
 
 @dataclass(slots=True)
 class RequestHeader:
+    """A request's header as decoded (v0-v2); the body's schema follows from key and version."""
     api_key: int
     api_version: int
     correlation_id: int

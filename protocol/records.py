@@ -85,6 +85,7 @@ _U32 = struct.Struct(">I")
 
 @dataclass(slots=True)
 class BatchHeader:
+    """A record batch's header (magic 2), as on the wire."""
     base_offset: int
     batch_length: int
     partition_leader_epoch: int
@@ -130,6 +131,7 @@ class BatchHeader:
 
 @dataclass(slots=True)
 class Record:
+    """One record of a batch, its offset and timestamp made absolute."""
     offset: int
     timestamp: int
     key: bytes | None

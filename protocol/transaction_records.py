@@ -79,6 +79,7 @@ class ControlType(enum.IntEnum):
 
 @dataclass(slots=True)
 class TransactionLogValue:
+    """A transactional id's state as `__transaction_state` keeps it."""
     producer_id: int
     producer_epoch: int
     transaction_timeout_ms: int

@@ -69,6 +69,7 @@ def resolve_files(files: Iterable[str] | None) -> frozenset[FileKind]:
 
 @dataclass(slots=True)
 class DiskFault:
+    """One injected disk failure: an operation failing with errno on the kinds of file it hits."""
     id: int
     operation: DiskOperation
     errno: int

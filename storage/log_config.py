@@ -23,6 +23,7 @@ _COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer
 
 @dataclass(slots=True)
 class LogConfig:
+    """One log's settings, Kafka's topic-level configs (their `log.*` broker defaults apply)."""
     segment_bytes: int = 1073741824
     segment_ms: int = 604800000
     segment_index_bytes: int = 10485760

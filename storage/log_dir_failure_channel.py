@@ -19,6 +19,7 @@ class KafkaStorageError(KafkaError):
 
 @dataclass(slots=True)
 class OfflineLogDir:
+    """A log dir gone offline, and why."""
     path: str
     reason: str  # the first error seen there
 

@@ -17,6 +17,7 @@ class AppendOrigin(enum.Enum):
 
 @dataclass(slots=True)
 class LogAppendInfo:
+    """What an append wrote: offsets, timestamps, sizes."""
     first_offset: int
     last_offset: int
     log_append_time: int  # -1 with CreateTime
@@ -29,6 +30,7 @@ class LogAppendInfo:
 
 @dataclass(slots=True)
 class FetchDataInfo:
+    """What a read returned: the bytes and where in the log they start."""
     fetch_offset: int
     records: bytes
     segment_base_offset: int = -1  # where the returned bytes start: segment and file position

@@ -74,6 +74,7 @@ class MetadataImage:
 
 @dataclass(slots=True)
 class LoadedImage:
+    """The metadata image read at start, and what its snapshot and journal held."""
     image: MetadataImage
     snapshot_bytes: int
     journal_bytes: int  # the whole records kept

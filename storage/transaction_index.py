@@ -21,6 +21,7 @@ _NO_SIZE_LIMIT = 1 << 62  # aborts are rare: the file is not preallocated or cap
 
 @dataclass(slots=True, frozen=True)
 class AbortedTxn:
+    """An aborted transaction's entry in the transaction index."""
     producer_id: int
     first_offset: int
     last_offset: int  # the offset of the abort marker

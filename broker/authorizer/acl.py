@@ -4,71 +4,26 @@ that CreateAcls, DescribeAcls and DeleteAcls carry, with Kafka's wire codes and 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
-from typing import TypeVar
 
-WILDCARD_RESOURCE = "*"
-WILDCARD_PRINCIPAL = "User:*"
-WILDCARD_HOST = "*"
-CLUSTER_NAME = "kafka-cluster"  # the one name a CLUSTER resource has
-E = TypeVar("E", bound=IntEnum)
+from broker.authorizer.acl_codes import (
+    CLUSTER_NAME,
+    WILDCARD_HOST,
+    WILDCARD_PRINCIPAL,
+    WILDCARD_RESOURCE,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+    camel_name,
+    from_camel_name,
+)
 
-
-class ResourceType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
-class PatternType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class AclOperation(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-
-class AclPermissionType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
-
-
-def camel_name(member: IntEnum) -> str:
-    """The name ZooKeeper's JSON uses: TRANSACTIONAL_ID -> TransactionalId, ALLOW -> Allow."""
-    return "".join(part.capitalize() for part in member.name.split("_"))
-
-
-def from_camel_name(enum: type[E], name: str) -> E:
-    for member in enum:
-        if camel_name(member).lower() == name.replace("_", "").lower():
-            return member
-    raise ValueError(f"unknown {enum.__name__} {name!r}")
-
+# The codes live in acl_codes (which handlers import without the bindings); named here too.
+__all__ = [
+    "AccessControlEntry", "AclBinding", "AclBindingFilter", "AclOperation",
+    "AclPermissionType", "CLUSTER_NAME", "IMPLIED_BY", "PatternType", "ResourcePattern",
+    "ResourceType", "WILDCARD_HOST", "WILDCARD_PRINCIPAL", "WILDCARD_RESOURCE", "camel_name",
+    "from_camel_name", "invalid_binding_reason", "parse_principal"]
 
 # Allowing one of these operations also allows the key (Kafka's implied operations).
 IMPLIED_BY: dict[AclOperation, frozenset[AclOperation]] = {

@@ -30,6 +30,7 @@ class FaultAction(enum.StrEnum):
 
 @dataclass(slots=True)
 class Fault:
+    """One injected fault: what a broker does to requests of an API (and partition) it matches."""
     id: int
     broker_id: int
     api_key: int

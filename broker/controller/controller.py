@@ -65,6 +65,7 @@ CHILD_EVENTS = {"broker_change": paths.BROKER_IDS, "topic_change": paths.TOPICS,
 
 @dataclass(frozen=True, slots=True)
 class ControllerEvent:
+    """One event of the controller's queue, handled in order."""
     kind: str  # a key of Controller._run's handler table
     data: object = None
 

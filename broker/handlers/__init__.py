@@ -68,6 +68,7 @@ Handle = Callable[[RequestContext, Any], Awaitable["dict | None"]]
 
 @dataclass(frozen=True, slots=True)
 class ApiHandler:
+    """A registered API: its key, name, versions served and handler."""
     api_key: int
     name: str
     min_version: int

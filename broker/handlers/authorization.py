@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from broker.authorizer.acl_codes import CLUSTER_NAME, AclOperation, ResourceType
 from broker.handlers import RequestContext
 from protocol.errors import ErrorCode, KafkaError
 

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-from broker.coordinator.group.group_metadata import OffsetAndMetadata
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, ResourceType, authorize, filter_authorized
 from protocol.errors import ErrorCode
@@ -20,6 +19,9 @@ from protocol.errors import ErrorCode
 @register(8, "OffsetCommit", 2, 9)
 async def handle(ctx: RequestContext, request) -> dict:
     coordinator = ctx.services.group_coordinator
+    # Imported here: the group coordinator's modules load with it, on first use.
+    from broker.coordinator.group.group_metadata import OffsetAndMetadata
+
     cache = ctx.services.metadata_cache
     now = coordinator.time_ms()
     retention = request.get("retention_time_ms", -1)

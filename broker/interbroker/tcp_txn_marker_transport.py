@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.coordinator.transaction import TxnMarker
-from broker.coordinator.transaction.transaction_marker_channel import marker_results
+from broker.coordinator.transaction.transaction_marker_channel import TxnMarker, marker_results
 from broker.interbroker.broker_client import BrokerClient, BrokerUnreachable
 from broker.security.client_security import ClientSecurity
 from protocol.errors import ErrorCode

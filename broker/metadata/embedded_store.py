@@ -57,6 +57,7 @@ WriteOp = Callable[[int, list[WatchedEvent]], Any]  # (zxid, events) -> result; 
 
 @dataclass(slots=True)
 class _Node:
+    """A node of the in-memory tree: its data and its Stat's fields."""
     data: bytes
     czxid: int
     mzxid: int

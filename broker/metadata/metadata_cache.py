@@ -18,6 +18,7 @@ from timer import FunctionTimerTask, SystemTimer
 
 @dataclass(slots=True)
 class TopicInfo:
+    """A topic as the metadata cache knows it: id, assignment, configs."""
     name: str
     topic_id: uuid.UUID
     assignment: dict[int, list[int]]  # partition -> replicas, preferred leader first
@@ -43,6 +44,7 @@ class TopicInfo:
 
 @dataclass(slots=True)
 class MetadataSnapshot:
+    """What UpdateMetadata carries: controller, live brokers, topics, partition states."""
     controller_id: int = -1
     controller_epoch: int = 0
     brokers: dict[int, tuple[str, int]] = field(default_factory=dict)

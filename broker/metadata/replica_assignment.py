@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True, slots=True)
 class ReplicaAssignment:
+    """A partition's replicas, and those a reassignment adds and removes (KIP-455)."""
     replicas: list[int]  # RS: during a reassignment, the target replicas first, then the others
     adding: list[int] = field(default_factory=list)  # AR = TRS - ORS
     removing: list[int] = field(default_factory=list)  # RR = ORS - TRS

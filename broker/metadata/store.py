@@ -48,6 +48,7 @@ class ConnectionLossError(MetadataStoreError):
 
 @dataclass(frozen=True, slots=True)
 class Stat:
+    """ZooKeeper's Stat of a node: versions and the zxids of its changes."""
     czxid: int  # zxid of the create
     mzxid: int  # zxid of the last create or set
     pzxid: int  # zxid of the last change to the children
@@ -60,6 +61,7 @@ class Stat:
 
 @dataclass(frozen=True, slots=True)
 class WatchedEvent:
+    """What a watcher is told: a node's event type and path, as ZooKeeper's."""
     type: EventType
     path: str
 

@@ -13,6 +13,7 @@ LATENCY_BUCKETS_MS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 25
 
 @dataclass(slots=True)
 class ApiTimes:
+    """One API's request count and latency histogram."""
     count: int = 0
     sum_ms: float = 0.0
     buckets: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_MS) + 1))

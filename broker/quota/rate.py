@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 @dataclass(slots=True)
 class Sample:
+    """One window of a rate: when it started, what it counted."""
     start_ms: int
     value: float = 0.0
 

@@ -21,6 +21,7 @@ from protocol.errors import ErrorCode
 
 @dataclass(slots=True)
 class DeleteRecordsPartitionStatus:
+    """A partition of a DeleteRecords waiting for its followers' low watermark."""
     required_offset: int  # the new log start offset (-1 in the request: the high watermark)
     low_watermark: int = -1
     error: ErrorCode = ErrorCode.NONE

@@ -63,6 +63,7 @@ def distinct_partitions(partitions: list[FetchPartition]) -> list[FetchPartition
 
 @dataclass(slots=True)
 class FetchParams:
+    """A Fetch request's terms: who fetches, how long to wait, how much."""
     replica_id: int
     max_wait_ms: int
     min_bytes: int

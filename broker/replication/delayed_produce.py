@@ -20,6 +20,7 @@ from protocol.errors import ErrorCode
 
 @dataclass(slots=True)
 class ProduceResult:
+    """A partition's answer to Produce: offsets, or an error (with KIP-467's record errors)."""
     error: ErrorCode = ErrorCode.NONE
     base_offset: int = -1
     log_append_time_ms: int = -1
@@ -31,6 +32,7 @@ class ProduceResult:
 
 @dataclass(slots=True)
 class ProducePartitionStatus:
+    """A partition of a Produce with acks=-1 waiting for its ISR."""
     required_offset: int  # last appended offset + 1
     result: ProduceResult  # completed in place
     acks_pending: bool = True

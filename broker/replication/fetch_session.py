@@ -145,6 +145,7 @@ class ChangedPartitions:
 
 @dataclass(slots=True, eq=False)
 class FetchSession:
+    """An incremental fetch session (KIP-227): its partitions and epoch."""
     id: int
     privileged: bool  # a follower's: may evict consumers' sessions
     partitions: OrderedDict[PartitionKey, CachedPartition]

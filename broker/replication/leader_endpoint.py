@@ -16,6 +16,7 @@ from protocol.errors import ErrorCode
 
 @dataclass(slots=True)
 class EpochEndOffset:
+    """The leader's answer to OffsetsForLeaderEpoch for one partition."""
     error: ErrorCode = ErrorCode.NONE
     leader_epoch: int = -1
     end_offset: int = -1

@@ -34,6 +34,7 @@ AlterIsr = Callable[["Partition", list[int]], "LeaderAndIsr | None"]
 
 @dataclass(slots=True)
 class Partition:
+    """A partition hosted here: its log, leader, ISR and high watermark."""
     topic: str
     index: int
     log: Log

@@ -42,6 +42,7 @@ BACKOFF_S = 0.1  # after an error talking to the leader, as replica.fetch.backof
 
 @dataclass(slots=True)
 class FollowedPartition:
+    """A partition this broker's fetcher follows from its leader."""
     topic: str
     partition: int
     leader_epoch: int

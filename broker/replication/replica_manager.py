@@ -70,6 +70,7 @@ LATEST_TIERED_TIMESTAMP = -5
 
 @dataclass(slots=True)
 class OffsetLookup:
+    """A ListOffsets answer for one partition."""
     error: ErrorCode = ErrorCode.NONE
     timestamp: int = -1
     offset: int = -1
@@ -78,6 +79,7 @@ class OffsetLookup:
 
 @dataclass(slots=True)
 class ReplicationSettings:
+    """The replica.* and fetch session settings the replica manager follows."""
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_wait_max_ms: int = 500
     replica_fetch_max_bytes: int = 1_048_576

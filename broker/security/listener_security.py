@@ -45,6 +45,7 @@ def enabled_mechanisms(config: BrokerConfig, listener: str) -> list[str]:
 
 @dataclass(slots=True)
 class ListenerSecurity:
+    """A listener's security: TLS context, SASL mechanisms and their users."""
     listener: str
     protocol: str
     ssl_context: ssl.SSLContext | None = None

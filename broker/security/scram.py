@@ -21,6 +21,7 @@ MAX_ITERATIONS = 16384  # and more, when credentials are altered (AlterUserScram
 
 @dataclass(frozen=True, slots=True)
 class ScramCredential:
+    """A user's SCRAM credential for one mechanism (RFC 5802's salted keys)."""
     salt: bytes
     stored_key: bytes
     server_key: bytes

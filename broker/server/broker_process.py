@@ -16,8 +16,6 @@ import structlog
 
 from broker.config import BrokerConfig
 from broker.control.faults import FaultInjector
-from broker.coordinator.group.view import group_view
-from broker.coordinator.transaction.view import transaction_view
 from broker.interbroker.controlled_shutdown import controlled_shutdown
 from broker.interbroker.tcp_controller_channel import TcpControllerChannel
 from broker.interbroker.tcp_leader_endpoint import TcpLeaderEndpoint
@@ -265,6 +263,8 @@ class BrokerProcess:
         if broker is None or not broker.running:
             return []
 
+        from broker.coordinator.group.view import group_view  # with the coordinator, on first use
+
         def high_watermark(topic: str, partition: int) -> int | None:
             local = broker.replica_manager.partitions.get((topic, partition))
             return local.high_watermark if local is not None and local.is_leader else None
@@ -285,6 +285,7 @@ class BrokerProcess:
         broker = self.broker
         if broker is None or not broker.running:
             return []
+        from broker.coordinator.transaction.view import transaction_view  # as group_view
         out = [transaction_view(t, broker.broker_id)
                for t in broker.transaction_coordinator.manager.owned_transactions()
                if transactional_id is None or t.transactional_id == transactional_id]

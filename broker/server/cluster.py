@@ -15,8 +15,6 @@ import structlog
 
 from broker.config import BrokerConfig, Listener
 from broker.control.faults import FaultInjector
-from broker.coordinator.group.view import group_view
-from broker.coordinator.transaction.view import transaction_view
 from broker.metadata import zk_paths as paths
 from broker.metadata.embedded_store import EmbeddedMetadataStore
 from broker.security.scram_credentials import ScramCredentialStore
@@ -232,6 +230,8 @@ class Cluster:
 
     def groups(self, group: str | None = None) -> list[dict]:
         """Consumer groups as their coordinators hold them (KeyError for an unknown group)."""
+        from broker.coordinator.group.view import group_view  # with the coordinator, on first use
+
         def high_watermark(topic: str, partition: int) -> int | None:
             controller = self.active_controller()
             state = controller.states.get((topic, partition)) if controller else None
@@ -255,6 +255,8 @@ class Cluster:
 
     def transactions(self, transactional_id: str | None = None) -> list[dict]:
         """Transactional ids as their coordinators hold them (KeyError for an unknown id)."""
+        from broker.coordinator.transaction.view import transaction_view  # as group_view
+
         out = [transaction_view(t, b.broker_id)
                for b in self.brokers.values() if b.running
                for t in b.transaction_coordinator.manager.owned_transactions()

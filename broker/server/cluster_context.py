@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Protocol
 from broker.config import BrokerConfig
 from broker.control.faults import FaultAction, FaultInjector
 from broker.controller.controller_channel import PartitionErrors
-from broker.coordinator.transaction import MarkerTransport, TxnMarker
-from broker.coordinator.transaction.transaction_marker_channel import marker_results
 from broker.handlers.services import BrokerServices
 from broker.handlers.write_txn_markers import write_txn_markers
 from broker.metadata import zk_paths as paths
@@ -24,6 +22,7 @@ from storage.disk_faults import DiskFaults
 from timer import Clock, ExpiredOperationReaper, SystemTimer, VirtualClock
 
 if TYPE_CHECKING:
+    from broker.coordinator.transaction.transaction_marker_channel import MarkerTransport, TxnMarker
     from broker.metadata.metadata_cache import MetadataCache, MetadataSnapshot
     from broker.metadata.partition_state import LeaderAndIsr
     from broker.replication.replica_manager import ReplicaManager
@@ -174,6 +173,9 @@ class InProcessMarkerTransport:
                 return [dict.fromkeys(m.partitions, ErrorCode(fault.error_code)) for m in markers]
             if fault.action is FaultAction.DELAY:
                 await asyncio.sleep((fault.delay_ms or 0) / 1000)
+        # Loaded by the transaction coordinator already, which is built on first use.
+        from broker.coordinator.transaction.transaction_marker_channel import marker_results
+
         results = marker_results(await write_txn_markers(leader.services, request["markers"]))
         if fault is not None and fault.action is FaultAction.DROP_RESPONSE:
             raise ConnectionError(f"fault {fault.id}: broker {broker_id} dropped the response")

@@ -19,17 +19,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.admin.admin_manager import AdminManager
-from broker.admin.auto_topic_creation import AutoTopicCreationManager
-from broker.authorizer.acl_authorizer import AclAuthorizer
 from broker.config import BrokerConfig, Listener
 from broker.controller.controller import Controller
-from broker.coordinator.group import OFFSETS_TOPIC, GroupCoordinator
-from broker.coordinator.transaction import (
-    TRANSACTION_STATE_TOPIC,
-    TransactionCoordinator,
-    TransactionMarkerChannel,
-)
 from broker.handlers import load_handlers
 from broker.handlers.services import BrokerServices
 from broker.metadata import zk_paths as paths
@@ -41,12 +32,14 @@ from broker.metadata.producer_id_manager import ProducerIdManager
 from broker.metadata.replica_assignment import ReplicaAssignment
 from broker.metadata.store import (
     BadVersionError,
+    MetadataStore,
     MetadataStoreError,
     NodeExistsError,
     NoNodeError,
     WatchedEvent,
 )
 from broker.metadata.topic_config_cache import TopicConfigCache
+from broker.metadata.topic_names import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from broker.network.connection import Connection
 from broker.network.connection_quotas import ConnectionQuotas
 from broker.network.request_metrics import RequestMetrics
@@ -64,6 +57,11 @@ from storage.log_manager import LogManager
 from timer import FunctionTimerTask
 
 if TYPE_CHECKING:
+    from broker.admin.admin_manager import AdminManager
+    from broker.admin.auto_topic_creation import AutoTopicCreationManager
+    from broker.authorizer.acl_authorizer import AclAuthorizer
+    from broker.coordinator.group.coordinator import GroupCoordinator
+    from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
     from broker.server.cluster_context import ClusterContext
     from storage.log_config import LogConfig
 
@@ -87,6 +85,15 @@ def broker_wall_clock(clock: object) -> Callable[[], int]:
     """The epoch-ms reading retention, roll, group and transaction times use: the cluster's
     virtual clock's when it has one (so `ctl clock advance` moves them), real time otherwise."""
     return getattr(clock, "wall_ms", wall_clock_ms)
+
+
+def authorizer_from_config(config: BrokerConfig, store: MetadataStore) -> AclAuthorizer | None:
+    """The authorizer `authorizer.class.name` asks for, its module imported only then; None
+    (everything allowed) when it is empty."""
+    if not config["authorizer.class.name"].strip():
+        return None
+    from broker.authorizer.acl_authorizer import AclAuthorizer
+    return AclAuthorizer.from_config(config, store)
 
 
 class KafkaServer:
@@ -132,24 +139,19 @@ class KafkaServer:
                 self.metadata_cache.partition_state(topic, index) is not None),
             topic_id_of=self.metadata_cache.topic_id_of,
         )  # fmt: skip
-        self.admin_manager = AdminManager(config, self.store, self.metadata_cache)
-        self.auto_topic_creation = AutoTopicCreationManager(config, self.admin_manager,
-                                                            self.metadata_cache)
         self.producer_ids = ProducerIdManager(self.store, self.broker_id)
-        self.group_coordinator = GroupCoordinator(config, self.broker_id, context.timer,
-                                                  self.replica_manager, self.metadata_cache,
-                                                  self.wall_ms)
         self.marker_transport = context.marker_transport(self)
-        self.transaction_coordinator = TransactionCoordinator(
-            config, self.broker_id, context.timer, self.replica_manager, self.metadata_cache,
-            self.producer_ids.generate_producer_id,
-            TransactionMarkerChannel(self.marker_transport, self.metadata_cache), self.wall_ms,
-            sync_producer_ids=self.producer_ids.store.flush)
-        self.authorizer = AclAuthorizer.from_config(config, self.store)
+        # Built on first use (the properties below): a broker that no client asks for groups,
+        # transactions or topic admin never imports them; their timers start with the broker.
+        self._admin_manager: AdminManager | None = None
+        self._auto_topic_creation: AutoTopicCreationManager | None = None
+        self._group_coordinator: GroupCoordinator | None = None
+        self._transaction_coordinator: TransactionCoordinator | None = None
+        self._coordinators_started = False
+        self.authorizer = authorizer_from_config(config, self.store)
         self.services = BrokerServices(
             self.broker_id, self.cluster_id, config, self.metadata_cache, self.replica_manager,
-            self.group_coordinator, self.transaction_coordinator, self.admin_manager, self.auto_topic_creation,
-            self.producer_ids, self.advertised_address, self, self.authorizer,
+            self, self.producer_ids, self.advertised_address, self, self.authorizer,
             scram_credentials=ScramCredentialStore(self.store),
             client_quota_configs=self.client_quota_configs, quotas=self.quotas)
         self.controller: Controller | None = None
@@ -193,6 +195,54 @@ class KafkaServer:
     def advertised_address(self, listener: str | None = None) -> tuple[str, int]:
         endpoints = self.advertised_endpoints()
         return endpoints.get(listener or "", next(iter(endpoints.values())))
+
+    # -- built on first use -------------------------------------------------------------------
+    # A coordinator is built at the latest when LeaderAndIsr names a partition of its topic
+    # (apply_leader_and_isr), so it loads that partition as it would have at start.
+
+    @property
+    def admin_manager(self) -> AdminManager:
+        if self._admin_manager is None:
+            from broker.admin.admin_manager import AdminManager
+            self._admin_manager = AdminManager(self.config, self.store, self.metadata_cache)
+        return self._admin_manager
+
+    @property
+    def auto_topic_creation(self) -> AutoTopicCreationManager:
+        if self._auto_topic_creation is None:
+            from broker.admin.auto_topic_creation import AutoTopicCreationManager
+            self._auto_topic_creation = AutoTopicCreationManager(
+                self.config, self.admin_manager, self.metadata_cache)
+        return self._auto_topic_creation
+
+    @property
+    def group_coordinator(self) -> GroupCoordinator:
+        if self._group_coordinator is None:
+            from broker.coordinator.group.coordinator import GroupCoordinator
+            self._group_coordinator = GroupCoordinator(
+                self.config, self.broker_id, self.context.timer, self.replica_manager,
+                self.metadata_cache, self.wall_ms)
+            if self._coordinators_started:
+                self._group_coordinator.schedule_retention()
+        return self._group_coordinator
+
+    @property
+    def transaction_coordinator(self) -> TransactionCoordinator:
+        if self._transaction_coordinator is None:
+            from broker.coordinator.transaction.transaction_coordinator import (
+                TransactionCoordinator,
+            )
+            from broker.coordinator.transaction.transaction_marker_channel import (
+                TransactionMarkerChannel,
+            )
+            self._transaction_coordinator = TransactionCoordinator(
+                self.config, self.broker_id, self.context.timer, self.replica_manager,
+                self.metadata_cache, self.producer_ids.generate_producer_id,
+                TransactionMarkerChannel(self.marker_transport, self.metadata_cache), self.wall_ms,
+                sync_producer_ids=self.producer_ids.store.flush)
+            if self._coordinators_started:
+                self._transaction_coordinator.startup()
+        return self._transaction_coordinator
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -273,8 +323,11 @@ class KafkaServer:
         self._every_on_timer("producer-expiration",
                              self.config["producer.id.expiration.check.interval.ms"],
                              self.log_manager.remove_expired_producers)
-        self.group_coordinator.schedule_retention()
-        self.transaction_coordinator.startup()
+        self._coordinators_started = True
+        if self._group_coordinator is not None:
+            self._group_coordinator.schedule_retention()
+        if self._transaction_coordinator is not None:
+            self._transaction_coordinator.startup()
         self._run_for_controller()
         log.info("broker started", broker_id=self.broker_id, host=self.address[0],
                  port=self.address[1], log_dirs=",".join(self.log_manager.dirs))
@@ -301,8 +354,11 @@ class KafkaServer:
         for job in self._timer_jobs.values():
             job.cancel()
         self._timer_jobs.clear()
-        self.group_coordinator.shutdown()
-        self.transaction_coordinator.shutdown()
+        self._coordinators_started = False
+        if self._group_coordinator is not None:
+            self._group_coordinator.shutdown()
+        if self._transaction_coordinator is not None:
+            self._transaction_coordinator.shutdown()
         close = getattr(self.marker_transport, "close", None)
         if close is not None:
             close()

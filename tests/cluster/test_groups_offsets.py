@@ -112,6 +112,18 @@ async def test_commits_are_kafka_records_and_survive_a_reload(cluster, client):
     await m.close()
 
 
+async def test_a_restarted_broker_loads_its_offsets_partition_before_any_group_request(cluster, client):
+    """The group coordinator is built on first use, and at the latest when LeaderAndIsr makes the
+    broker leader of an offsets partition: the committed offsets load without a client asking."""
+    assert await simple_commit(client, "g", {("t", 1): 7}) == {("t", 1): E.NONE}
+    await cluster.stop_broker(0)
+    await cluster.start_broker(0)
+    broker = cluster.brokers[0]
+    await until(lambda: broker._group_coordinator is not None
+                and broker._group_coordinator.manager.owned == {0})
+    assert broker.group_coordinator.handle_fetch_offsets("g", [("t", 1)])[1][("t", 1)].offset == 7
+
+
 async def test_describe_list_and_delete_groups(cluster, client):
     port = cluster.brokers[0].port
     m = await Member.connect(port)

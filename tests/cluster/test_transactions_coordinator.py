@@ -170,6 +170,9 @@ async def test_state_survives_a_restart(cluster):
     await cluster.stop_broker(0)
     await cluster.start_broker(0)
     broker = cluster.brokers[0]
+    # Built on first use, and at the latest by LeaderAndIsr for `__transaction_state`: before any
+    # request (the attribute, not the property, which would build it).
+    await until(lambda: broker._transaction_coordinator is not None, steps=1_000_000)
     broker.transaction_coordinator.time_ms = cluster.clock.now_ms
     await until(lambda: 0 in broker.transaction_coordinator.manager.owned, steps=1_000_000)
     client = await connect(cluster)

@@ -3,9 +3,7 @@ the `__consumer_offsets` partitions it keeps groups and offsets in.
 
 May import: broker.replication (appends with acks=-1, reading its partitions), broker.metadata
 (the metadata cache), broker.config, storage, protocol, timer.
+
+Nothing is re-exported here: importing a module of the package (group_metadata, view) must not
+load the coordinator, which the server builds on first use (import coordinator.GroupCoordinator).
 """
-
-from broker.coordinator.group.coordinator import GroupCoordinator, await_callback
-from broker.metadata.topic_names import OFFSETS_TOPIC
-
-__all__ = ["OFFSETS_TOPIC", "GroupCoordinator", "await_callback"]

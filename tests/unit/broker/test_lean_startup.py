@@ -17,9 +17,15 @@ ROOT = Path(__file__).resolve().parents[3]
 NOT_AT_STARTUP = ("aiohttp", "pyspark", "kazoo", "cramjam", "lz4", "snappy", "zstandard",
                   "pipeline", "kafka")  # kafka: kafka-python, the console tools' client
 # Our modules that wait for their feature: compaction's first pass, a client-quota request, a TLS
-# or SASL listener.
+# or SASL listener, the first request of a group, a transaction or topic admin (or LeaderAndIsr for
+# an internal topic's partition), an authorizer configured.
 OURS_NOT_AT_STARTUP = ("storage.log_cleaner", "broker.admin.client_quotas",
-                       "broker.security.ssl_factory", "broker.security.jaas", "broker.security.plain")
+                       "broker.security.ssl_factory", "broker.security.jaas", "broker.security.plain",
+                       "broker.coordinator.group.coordinator", "broker.coordinator.group.group_metadata",
+                       "broker.coordinator.transaction.transaction_coordinator",
+                       "broker.admin.admin_manager", "broker.admin.auto_topic_creation",
+                       "broker.authorizer.acl_authorizer",
+                       "broker.authorizer.acl", "broker.coordinator.transaction.transaction_marker_channel")
 
 # As `kafka-sim run` does: the control server built before the brokers start (it refuses a
 # non-loopback address first), started once they serve.

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import uuid
 
-from broker.coordinator.transaction import TransactionMarkerChannel, TxnMarker
+from broker.coordinator.transaction.transaction_marker_channel import (
+    TransactionMarkerChannel,
+    TxnMarker,
+)
 from broker.metadata.metadata_cache import MetadataCache, MetadataSnapshot, TopicInfo
 from broker.metadata.partition_state import LeaderAndIsr
 from protocol.errors import ErrorCode
