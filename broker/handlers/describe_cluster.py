@@ -19,6 +19,7 @@ from broker.handlers.authorization import (
     authorize_cluster,
     authorized_operations,
 )
+from broker.handlers.metadata import live_brokers
 from protocol.errors import ErrorCode
 
 BROKERS, CONTROLLERS = 1, 2  # Kafka's EndpointType ids
@@ -52,8 +53,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     if request.include_cluster_authorized_operations:
         operations = (authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
                       if authorize_cluster(ctx, AclOperation.DESCRIBE) else 0)
-    brokers = cache.brokers_for(ctx.listener) or {
-        services.broker_id: services.advertised_address(ctx.listener)}
+    brokers = live_brokers(ctx)
     controller = cache.controller_id
     return {
         "throttle_time_ms": 0,

@@ -97,6 +97,14 @@ def _lookup(ctx: RequestContext, requested, auto_create: bool, operations: bool)
     return _error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE)
 
 
+def live_brokers(ctx: RequestContext) -> dict[int, tuple[str, int]]:
+    """The live brokers' endpoints on the request's listener (this broker alone until the
+    controller's first UpdateMetadata)."""
+    services = ctx.services
+    return services.metadata_cache.brokers_for(ctx.listener) or {
+        services.broker_id: services.advertised_address(ctx.listener)}
+
+
 @register(3, "Metadata", 0, 12)
 async def handle(ctx: RequestContext, request) -> dict:
     services = ctx.services
@@ -115,8 +123,7 @@ async def handle(ctx: RequestContext, request) -> dict:
             # name the topic, so there is no reply to write; the connection is closed.
             raise ProtocolDecodeError(f"Metadata v{version}: topic name can not be null")
         topics = [_lookup(ctx, requested, auto_create, operations) for requested in request.topics]
-    brokers = cache.brokers_for(ctx.listener) or {
-        services.broker_id: services.advertised_address(ctx.listener)}
+    brokers = live_brokers(ctx)
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b, "host": h, "port": p, "rack": None}

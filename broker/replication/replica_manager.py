@@ -579,30 +579,29 @@ class ReplicaManager:
             self.delete_records_purgatory.check_and_complete(partition.key)
 
     async def fetch_messages(
-        self, params: FetchParams, partitions: list[FetchPartition]
+        self, params: FetchParams, partitions: list[FetchPartition],
+        wait_on: Callable[[], list[FetchPartition]] | None = None,
     ) -> list[FetchPartitionData]:
         """Read (parking in the fetch purgatory when there is too little); the results follow
-        `distinct_partitions(partitions)`: a partition listed twice is read and answered once."""
+        `distinct_partitions(partitions)`: a partition listed twice is read and answered once.
+        `wait_on` gives the partitions a wait parks on (and reads when it completes) when they are
+        more than those read: a narrowed incremental fetch's whole session."""
         partitions = distinct_partitions(partitions)
         results = self.read_from_local_log(params, partitions)
         if params.is_from_follower:  # once, on the first read: not again when read from purgatory
             self._update_follower_fetch_state(params, partitions, results)
-        bytes_read = sum(len(r.records) for r in results)
         if (
             params.max_wait_ms <= 0
-            or not partitions
-            or bytes_read >= params.min_bytes
+            or sum(len(r.records) for r in results) >= params.min_bytes
             or any(r.error for r in results)
         ):
             return results
-        return await self._wait_for_data(params, partitions)
-
-    async def _wait_for_data(self, params: FetchParams, partitions: list[FetchPartition]
-                             ) -> list[FetchPartitionData]:
-        """Park a DelayedFetch on the partitions; their reads once it completes."""
+        waited = partitions if wait_on is None else wait_on()
+        if not waited:
+            return results
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        op = DelayedFetch(params, partitions, bytes_available=self.bytes_available,
+        op = DelayedFetch(params, waited, bytes_available=self.bytes_available,
                           read=self.read_from_local_log, future=future)
         # While the cluster's clock is frozen (`ctl clock freeze`), max_wait_ms is the client's
         # long poll in real time: on broker time it would hold the client's connection, and the
@@ -611,7 +610,7 @@ class ReplicaManager:
             if getattr(self.clock, "frozen", False) else None
         try:
             await self._park(self.fetch_purgatory, op,
-                             [(fp.topic, fp.partition) for fp in partitions], future)
+                             [(fp.topic, fp.partition) for fp in waited], future)
         finally:
             if real_deadline is not None:
                 real_deadline.cancel()
@@ -633,17 +632,11 @@ class ReplicaManager:
                                                  uses_topic_ids=uses_topic_ids)
         if context.error != ErrorCode.NONE:
             return FetchSessionResponse(context.error, INVALID_SESSION_ID)
-        if context.narrowed and readable is None:
-            # Only what changed is read; nothing to answer yet means every partition of the
-            # session is watched while the fetch waits (and read again when it completes).
-            results = self.read_from_local_log(params, context.partitions)
-            if params.is_from_follower:
-                self._update_follower_fetch_state(params, context.partitions, results)
-            if not (params.max_wait_ms <= 0 or any(r.error for r in results)
-                    or sum(len(r.records) for r in results) >= params.min_bytes):
-                results = await self._wait_for_data(params, context.widen())
-        elif readable is None:
-            results = await self.fetch_messages(params, context.partitions)
+        if readable is None:
+            # Narrowed, only what changed is read; nothing to answer yet means every partition
+            # of the session is watched while the fetch waits (and read again when it completes).
+            results = await self.fetch_messages(
+                params, context.partitions, wait_on=context.widen if context.narrowed else None)
         else:
             allowed = readable(context.widen())
             # An unknown topic id is answered UNKNOWN_TOPIC_ID by the read, not authorized first.
