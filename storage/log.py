@@ -42,14 +42,13 @@ from storage.checkpoint import fsync_path
 from storage.disk_faults import DiskFaults, file_kind
 from storage.file_handles import FileHandleCache
 from storage.leader_epoch_cache import LeaderEpochFileCache
-from storage.log_config import INT_MAX, LONG_MAX, LogConfig
+from storage.log_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS, INT_MAX, LONG_MAX, LogConfig
 from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel
 from storage.log_flusher import Job, LogFlusher
 from storage.log_info import AppendOrigin, FetchDataInfo, LogAppendInfo
 from storage.log_loader import load_segments, new_segment
 from storage.naming import log_file
 from storage.producer_state import (
-    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
     CompletedTxn,
     EndTxnMarker,

@@ -18,6 +18,8 @@ LONG_MAX = 2**63 - 1
 
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
+# producer.id.expiration.ms: how long an idle producer id's state is kept (a broker setting)
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 _COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 

@@ -22,8 +22,7 @@ from protocol.errors import ErrorCode, KafkaError
 from storage.checkpoint import OffsetCheckpointFile, fsync_dir, fsync_path
 from storage.disk_faults import DiskFaults
 from storage.file_handles import DEFAULT_MAX_OPEN_FILES, FileHandleCache
-from storage.log import Log
-from storage.log_config import LogConfig
+from storage.log_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS, LogConfig
 from storage.log_dir import (
     DELETE_SUFFIX,
     FUTURE_SUFFIX,
@@ -36,9 +35,9 @@ from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChan
 from storage.log_flusher import LogFlusher
 from storage.naming import log_dir_name, parse_log_dir_name
 from storage.partition_metadata import write_partition_metadata
-from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 if TYPE_CHECKING:
+    from storage.log import Log
     from storage.log_cleaner import LogCleaner  # loaded by a LogDir when first cleaning
 
 TopicPartition = tuple[str, int]
@@ -177,6 +176,8 @@ class LogManager:
 
     def _open(self, path: Path, key: TopicPartition, recovery_point: int,
               log_start_offset: int | None, clean: bool, *, future: bool = False) -> Log:
+        from storage.log import Log  # the log's whole tree: loaded by the first log (start-up)
+
         log_dir = self.dirs[str(path.parent)]
         return Log.open(
             path, self.config_for(key[0]), now_ms=self._now_ms, recovery_point=recovery_point,
@@ -233,6 +234,8 @@ class LogManager:
         directory = log_dir.path / name
         self.failure_channel.check_online(log_dir.name, f"creating log {name}")
         io = self._io(future)
+        from storage.log import Log
+
         try:
             log = Log.open(directory, self.config_for(topic), now_ms=self._now_ms,
                            producer_id_expiration_ms=self.producer_id_expiration_ms,

@@ -56,6 +56,7 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.records import BatchHeader, decode_batch
 from protocol.transaction_records import ControlType, read_control_type, read_coordinator_epoch
 from storage.checkpoint import fsync_dir
+from storage.log_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from storage.log_flusher import Job, run_now
 from storage.log_info import LogAppendInfo
 from storage.naming import TEMP_SUFFIX, parse_snapshot_file, producer_snapshot_file
@@ -64,7 +65,6 @@ NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 INT_MAX = 2**31 - 1
-DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 
 SNAPSHOT_MAGIC = b"KSPS"
 SNAPSHOT_VERSION = 2

@@ -14,50 +14,47 @@ import functools
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.topic_names import is_valid_topic_name
-from broker.replication.delayed_delete_records import (
-    DelayedDeleteRecords,
-    DeleteRecordsPartitionStatus,
-)
-from broker.replication.delayed_fetch import (
-    READ_COMMITTED,
-    DelayedFetch,
-    FetchParams,
-    FetchPartition,
-    FetchPartitionData,
-    distinct_partitions,
-)
-from broker.replication.delayed_produce import DelayedProduce, ProducePartitionStatus, ProduceResult
-from broker.replication.fetch_session import (
-    INVALID_SESSION_ID,
-    FetchManager,
-    FetchMetadata,
-    FetchSessionCache,
-)
-from broker.replication.fetch_session_handler import FetchSessionResponse
-from broker.replication.leader_endpoint import EpochEndOffset, LeaderEndpoint
-from broker.replication.partition import AlterIsr, Partition
 from broker.replication.purgatory import DelayedOperationPurgatory
-from broker.replication.replica_alter_log_dirs import ReplicaAlterLogDirsManager
-from broker.replication.replica_fetcher import ReplicaFetcher
 from protocol.errors import ErrorCode, KafkaError, RecordValidationError
-from protocol.records import BatchHeader, decompression_limit, iter_batches
-from storage.log import DECODE_OFF_LOOP_BYTES, Log, check_compacted_records, decode_off_loop
-from storage.log_config import LogConfig
 from storage.log_dir_failure_channel import KafkaStorageError
 from storage.log_info import AppendOrigin
-from storage.log_manager import LogManager
 from storage.partition_metadata import read_partition_metadata
-from storage.segment import first_record_at_or_after, offset_of_max_timestamp
-from storage.transaction_index import AbortedTxn
-from timer import Clock, SystemTimer
+
+if TYPE_CHECKING:
+    from broker.replication.delayed_delete_records import DeleteRecordsPartitionStatus
+    from broker.replication.delayed_fetch import (
+        DelayedFetch,
+        FetchParams,
+        FetchPartition,
+        FetchPartitionData,
+    )
+    from broker.replication.delayed_produce import (
+        DelayedProduce,
+        ProducePartitionStatus,
+        ProduceResult,
+    )
+    from broker.replication.fetch_session import FetchManager, FetchMetadata
+    from broker.replication.fetch_session_handler import FetchSessionResponse
+    from broker.replication.leader_endpoint import EpochEndOffset, LeaderEndpoint
+    from broker.replication.partition import AlterIsr, Partition
+    from broker.replication.replica_alter_log_dirs import ReplicaAlterLogDirsManager
+    from broker.replication.replica_fetcher import ReplicaFetcher
+    from protocol.records import BatchHeader
+    from storage.log import Log
+    from storage.log_config import LogConfig
+    from storage.log_manager import LogManager
+    from storage.transaction_index import AbortedTxn
+    from timer import Clock, SystemTimer
 
 log = structlog.get_logger("kafka_sim.replica_manager")
+# The data path (partitions and their logs, purgatory operations, fetch sessions, replica fetchers)
+# is imported where first used: a broker with no partition yet starts without it (start-up, #15).
 
 # ListOffsets special timestamps.
 LATEST_TIMESTAMP = -1
@@ -112,8 +109,6 @@ class ReplicaManager:
         self.produce_purgatory = DelayedOperationPurgatory("Produce", timer)
         self.delete_records_purgatory = DelayedOperationPurgatory("DeleteRecords", timer)
         self.fetchers: dict[int, ReplicaFetcher] = {}
-        self.fetch_manager = FetchManager(
-            FetchSessionCache(self.settings.fetch_session_cache_slots, clock.now_ms))
         self.controller_epoch = 0  # the newest controller heard from; older ones are refused
         self._alter_isr = alter_isr
         # Whether the cluster has the partition (this broker's metadata cache): a partition not
@@ -123,14 +118,30 @@ class ReplicaManager:
         self._parked: set[DelayedFetch | DelayedProduce] = set()
         self._replication_paused = False
         self.offline_partitions: set[tuple[str, int]] = set()  # Kafka's HostedPartition.Offline
-        self.alter_log_dirs = ReplicaAlterLogDirsManager(
-            log_manager, lambda key: p.log if (p := self.partitions.get(key)) else None,
-            self._log_swapped, topic_id_of, lambda key: key in self.offline_partitions,
-            known_partition)
+
+    @functools.cached_property
+    def fetch_manager(self) -> FetchManager:
+        """The fetch sessions (Kafka's FetchManager), made by the first fetch."""
+        from broker.replication.fetch_session import FetchManager, FetchSessionCache
+
+        return FetchManager(
+            FetchSessionCache(self.settings.fetch_session_cache_slots, self.clock.now_ms))
+
+    @functools.cached_property
+    def alter_log_dirs(self) -> ReplicaAlterLogDirsManager:
+        """The replica movers between this broker's log dirs, made by the first partition."""
+        from broker.replication.replica_alter_log_dirs import ReplicaAlterLogDirsManager
+
+        return ReplicaAlterLogDirsManager(
+            self.log_manager, lambda key: p.log if (p := self.partitions.get(key)) else None,
+            self._log_swapped, self.topic_id_of, lambda key: key in self.offline_partitions,
+            self._known_partition)
 
     # -- the controller's decisions ---------------------------------------------------------
 
     def _partition(self, state: LeaderAndIsr, config: LogConfig) -> Partition:
+        from broker.replication.partition import Partition
+
         key = (state.topic, state.partition)
         partition = self.partitions.get(key)
         if partition is None:
@@ -235,6 +246,8 @@ class ReplicaManager:
         return {k for f in self.fetchers.values() for k in f.partitions}
 
     def _fetcher_for(self, leader_id: int) -> ReplicaFetcher:
+        from broker.replication.replica_fetcher import ReplicaFetcher
+
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None:
             fetcher = ReplicaFetcher(self.broker_id, self.partitions, leader_id,
@@ -324,6 +337,8 @@ class ReplicaManager:
         keys_checked: frozenset[tuple[str, int]] = frozenset(),
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> dict[tuple[str, int], ProduceResult]:
+        from broker.replication.delayed_produce import ProduceResult
+
         results: dict[tuple[str, int], ProduceResult] = {}
         for key, records in entries.items():
             try:
@@ -369,6 +384,8 @@ class ReplicaManager:
         up to the decompression bound and decoding every record to check its key must not hold
         the event loop. Returns the partitions that failed and those checked (whose append then
         skips the check); everything else is checked on the loop during the append as before."""
+        from storage.log import check_compacted_records, decode_off_loop
+
         failed: dict[tuple[str, int], ProduceResult] = {}
         checked: set[tuple[str, int]] = set()
         for key, records in list(entries.items()):
@@ -396,6 +413,8 @@ class ReplicaManager:
     ) -> dict[tuple[str, int], ProduceResult]:
         """Append as leader and, with acks=-1, wait until the ISR has it. The transaction
         coordinator appends its markers here too (origin COORDINATOR)."""
+        from broker.replication.delayed_produce import DelayedProduce, ProducePartitionStatus
+
         failed, checked = await self._check_compacted_off_loop(entries, acks)
         results = failed | self.append_records(
             {k: r for k, r in entries.items() if k not in failed}, acks, checked, origin)
@@ -444,6 +463,11 @@ class ReplicaManager:
     ) -> dict[tuple[str, int], DeleteRecordsPartitionStatus]:
         """Move each led partition's log start offset (-1: to the high watermark), then wait until
         the ISR followed (Kafka's deleteRecordsOnLeader and DelayedDeleteRecords)."""
+        from broker.replication.delayed_delete_records import (
+            DelayedDeleteRecords,
+            DeleteRecordsPartitionStatus,
+        )
+
         statuses: dict[tuple[str, int], DeleteRecordsPartitionStatus] = {}
         for key, offset in offsets.items():
             try:
@@ -471,6 +495,8 @@ class ReplicaManager:
     def _end_offset(self, params: FetchParams, partition: Partition) -> int:
         """Followers may read up to the log end offset, consumers up to the high watermark, and
         read_committed consumers up to the last stable offset."""
+        from broker.replication.delayed_fetch import READ_COMMITTED
+
         if params.is_from_follower:
             return partition.log_end_offset
         if params.isolation_level == READ_COMMITTED:
@@ -499,6 +525,8 @@ class ReplicaManager:
     def read_from_local_log(
         self, params: FetchParams, partitions: list[FetchPartition]
     ) -> list[FetchPartitionData]:
+        from broker.replication.delayed_fetch import READ_COMMITTED, FetchPartitionData
+
         limit = params.max_bytes
         min_one_message = True  # KIP-74: the first batch comes back even above the limits
         results = []
@@ -586,6 +614,8 @@ class ReplicaManager:
         `distinct_partitions(partitions)`: a partition listed twice is read and answered once.
         `wait_on` gives the partitions a wait parks on (and reads when it completes) when they are
         more than those read: a narrowed incremental fetch's whole session."""
+        from broker.replication.delayed_fetch import DelayedFetch, distinct_partitions
+
         partitions = distinct_partitions(partitions)
         results = self.read_from_local_log(params, partitions)
         if params.is_from_follower:  # once, on the first read: not again when read from purgatory
@@ -627,6 +657,10 @@ class ReplicaManager:
         `readable` (an authorizer's) names the topics of the context's partitions it may read; the
         others are answered TOPIC_AUTHORIZATION_FAILED without being read. `throttle` (a fetch
         quota's) gets the response's size and returns the throttle time it earns."""
+        from broker.replication.delayed_fetch import FetchPartitionData, distinct_partitions
+        from broker.replication.fetch_session import INVALID_SESSION_ID
+        from broker.replication.fetch_session_handler import FetchSessionResponse
+
         context = self.fetch_manager.new_context(metadata, distinct_partitions(partitions),
                                                  forgotten, is_follower=params.is_from_follower,
                                                  uses_topic_ids=uses_topic_ids)
@@ -664,7 +698,8 @@ class ReplicaManager:
             op.force_complete()
 
     async def shutdown(self) -> None:
-        await self.alter_log_dirs.shutdown()
+        if "alter_log_dirs" in vars(self):  # made only if a partition was ever hosted
+            await self.alter_log_dirs.shutdown()
         self.complete_parked()
         for fetcher in self.fetchers.values():
             await fetcher.stop()
@@ -680,6 +715,8 @@ class ReplicaManager:
         debugging replica id (-2) may be answered by a follower; a request from a consumer (-1)
         sees offsets below the high watermark (read_committed: the last stable offset), others
         below the log end offset."""
+        from broker.replication.delayed_fetch import READ_COMMITTED
+
         try:
             partition = self.partition_with_epoch(
                 topic, index, current_leader_epoch,
@@ -737,6 +774,8 @@ class ReplicaManager:
     async def _decode(function: Callable[..., Any], header: BatchHeader, *args: Any) -> Any:
         """Compressed or large batches are decoded in a worker thread: inflating up to the
         decompression bound and decoding every record must not hold the event loop."""
+        from storage.log import DECODE_OFF_LOOP_BYTES
+
         if header.compression or len(args[0]) > DECODE_OFF_LOOP_BYTES:
             return await asyncio.to_thread(function, *args)
         return function(*args)
@@ -745,6 +784,9 @@ class ReplicaManager:
     async def _fetch_offset_by_timestamp(cls, log_: Log, timestamp: int) -> tuple[int, int, int] | None:
         """Log.fetch_offset_by_timestamp, with the batch's leader epoch. The log is walked by
         offset, so it may change while a batch is decoded."""
+        from protocol.records import decompression_limit
+        from storage.segment import first_record_at_or_after
+
         from_offset = log_.log_start_offset
         while (candidate := log_.timestamp_candidate(timestamp, from_offset)) is not None:
             header, batch = candidate
@@ -760,6 +802,9 @@ class ReplicaManager:
     async def _offset_of_max_timestamp(cls, log_: Log) -> tuple[int, int, int] | None:
         """MAX_TIMESTAMP: the first record carrying the log's largest timestamp, inside its batch
         (not the batch's last offset), as Kafka 3.9's fetchOffsetByTimestamp."""
+        from protocol.records import decompression_limit
+        from storage.segment import offset_of_max_timestamp
+
         candidate = log_.max_timestamp_candidate()
         if candidate is None:
             return None
@@ -772,6 +817,8 @@ class ReplicaManager:
         self, topic: str, index: int, current_leader_epoch: int, leader_epoch: int
     ) -> EpochEndOffset:
         """OffsetForLeaderEpoch: where `leader_epoch` ends in the leader's log."""
+        from broker.replication.leader_endpoint import EpochEndOffset
+
         try:
             partition = self.partition_with_epoch(topic, index, current_leader_epoch)
         except KafkaError as exc:
@@ -783,6 +830,8 @@ class ReplicaManager:
 def _aborted_in(log_: Log, fetch_offset: int, records: bytes) -> list[AbortedTxn]:
     """The aborted transactions a read_committed consumer needs for these records: those
     overlapping [fetch_offset, the offset after the last batch read)."""
+    from protocol.records import iter_batches
+
     upper = fetch_offset
     for _, header in iter_batches(records):
         upper = header.next_offset
@@ -792,6 +841,8 @@ def _aborted_in(log_: Log, fetch_offset: int, records: bytes) -> list[AbortedTxn
 def _failed_append(exc: KafkaError, partition: Partition | None) -> ProduceResult:
     """A refused append's answer; records refused one by one (KIP-467) carry their indexes and
     the partition's log start offset, as Kafka's RecordValidationException answer does."""
+    from broker.replication.delayed_produce import ProduceResult
+
     if isinstance(exc, RecordValidationError) and partition is not None:
         return ProduceResult(exc.code, error_message=exc.message,
                              log_start_offset=partition.log_start_offset,

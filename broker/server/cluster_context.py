@@ -17,7 +17,6 @@ from broker.handlers.services import BrokerServices
 from broker.handlers.write_txn_markers import write_txn_markers
 from broker.metadata import zk_paths as paths
 from broker.metadata.store import MetadataStore, NodeExistsError
-from broker.replication.leader_endpoint import InProcessLeaderEndpoint, LeaderEndpoint
 from storage.disk_faults import DiskFaults
 from timer import Clock, ExpiredOperationReaper, SystemTimer, VirtualClock
 
@@ -25,6 +24,7 @@ if TYPE_CHECKING:
     from broker.coordinator.transaction.transaction_marker_channel import MarkerTransport, TxnMarker
     from broker.metadata.metadata_cache import MetadataCache, MetadataSnapshot
     from broker.metadata.partition_state import LeaderAndIsr
+    from broker.replication.leader_endpoint import LeaderEndpoint
     from broker.replication.replica_manager import ReplicaManager
     from storage.log_config import LogConfig
 
@@ -135,6 +135,8 @@ class ClusterContext:
 
     def leader_endpoint(self, follower: RunningBroker, leader_id: int) -> LeaderEndpoint:
         """How `follower` fetches from broker `leader_id`: its ReplicaManager, called directly."""
+        from broker.replication.leader_endpoint import InProcessLeaderEndpoint
+
         def lookup() -> ReplicaManager | None:
             leader = self.running(leader_id)
             return leader.replica_manager if leader is not None and follower.running else None

@@ -44,8 +44,6 @@ from broker.network.connection import Connection
 from broker.network.connection_quotas import ConnectionQuotas
 from broker.network.request_metrics import RequestMetrics
 from broker.quota.quota_managers import QuotaManagers
-from broker.replication.leader_endpoint import LeaderEndpoint
-from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
 from broker.security.listener_security import ListenerSecurity
 from broker.security.scram_credentials import ScramCredentialStore
@@ -62,6 +60,8 @@ if TYPE_CHECKING:
     from broker.authorizer.acl_authorizer import AclAuthorizer
     from broker.coordinator.group.coordinator import GroupCoordinator
     from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+    from broker.replication.leader_endpoint import LeaderEndpoint
+    from broker.replication.partition import Partition
     from broker.server.cluster_context import ClusterContext
     from storage.log_config import LogConfig
 
