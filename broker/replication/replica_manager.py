@@ -16,8 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
+from broker.logs import get_logger
 from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.topic_names import is_valid_topic_name
 from broker.replication.delayed_delete_records import (
@@ -57,7 +56,7 @@ from storage.segment import first_record_at_or_after, offset_of_max_timestamp
 from storage.transaction_index import AbortedTxn
 from timer import Clock, SystemTimer
 
-log = structlog.get_logger("kafka_sim.replica_manager")
+log = get_logger("kafka_sim.replica_manager")
 
 # ListOffsets special timestamps.
 LATEST_TIMESTAMP = -1

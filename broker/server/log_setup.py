@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import logging
 import sys
+from datetime import UTC, datetime
+from typing import Any
 
-import structlog
+from broker.logs import HELD_AT
 
 
 def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
+    import structlog  # here, not at the top: `kafka-sim run` loads this module before it serves
+
     if json is None:
         json = not sys.stderr.isatty()
     renderer = (
@@ -17,7 +21,7 @@ def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _Timestamp(structlog.processors.TimeStamper(fmt="iso", utc=True)),
             structlog.processors.format_exc_info,
             renderer,
         ],
@@ -27,3 +31,19 @@ def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=True,
     )
+
+
+class _Timestamp:
+    """structlog's TimeStamper (ISO, UTC), except for a line held during start-up
+    (broker/logs.py): that one keeps the time it was logged at."""
+
+    def __init__(self, stamper: Any) -> None:
+        self._stamper = stamper
+
+    def __call__(self, logger: Any, method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+        held_at = event_dict.pop(HELD_AT, None)
+        if held_at is None:
+            return self._stamper(logger, method, event_dict)
+        at = datetime.fromtimestamp(held_at, tz=UTC)
+        event_dict["timestamp"] = at.isoformat().replace("+00:00", "Z")  # as TimeStamper writes it
+        return event_dict
