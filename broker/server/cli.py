@@ -163,7 +163,7 @@ def _run_command(args: argparse.Namespace) -> int:
     from broker.control.control_server import RemoteBindRefused
     from broker.metadata.store import MetadataStoreError
     from broker.server.kafka_server import LogDirFailedAtStart
-    from broker.server.log_setup import configure_logging
+    from broker.server.log_setup import configure_logging, level_number
 
     try:
         overrides = parse_overrides(args.override)
@@ -177,6 +177,7 @@ def _run_command(args: argparse.Namespace) -> int:
         if args.brokers not in (None, 1) and config["zookeeper.connect"]:
             raise ConfigError("with zookeeper.connect each process runs one broker: "
                               "start one process per broker (no --brokers)")
+        level_number(config["log.level"])
     except (ConfigError, OSError) as exc:
         print(f"kafka-sim: {exc}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from broker.config import ConfigError
 from broker.logs import HELD_AT
 
 
@@ -25,12 +26,19 @@ def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
             structlog.processors.format_exc_info,
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.getLevelNamesMapping()[level.upper()]
-        ),
+        wrapper_class=structlog.make_filtering_bound_logger(level_number(level)),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=True,
     )
+
+
+def level_number(level: str) -> int:
+    """logging's number for a level's name, in any case (ConfigError for another name): checked
+    before start-up, as structlog is set up only once the brokers serve."""
+    number = logging.getLevelNamesMapping().get(level.upper())
+    if number is None:
+        raise ConfigError(f"log.level={level}: not one of debug, info, warning, error, critical")
+    return number
 
 
 class _Timestamp:
