@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from datetime import UTC, datetime
 from typing import Any
 
 from broker.config import ConfigError
@@ -52,6 +51,8 @@ class _Timestamp:
         held_at = event_dict.pop(HELD_AT, None)
         if held_at is None:
             return self._stamper(logger, method, event_dict)
+        from datetime import UTC, datetime  # loaded with structlog, not by `kafka-sim run`'s start
+
         at = datetime.fromtimestamp(held_at, tz=UTC)
         event_dict["timestamp"] = at.isoformat().replace("+00:00", "Z")  # as TimeStamper writes it
         return event_dict
