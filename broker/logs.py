@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 # The key a held line's wall time travels under to the processor that stamps it
@@ -16,6 +17,7 @@ HELD_AT = "_held_at"
 # A held line: (logger, method, event, key-values). A tuple, not a dataclass: this module loads
 # on every start-up, and making a dataclass costs more than all the lines it would ever hold.
 HeldLine = tuple["Logger", str, str, dict[str, Any]]
+
 
 class _Hold:
     """The lines logged while start-up holds them. Process-wide, as structlog's configuration is:
@@ -39,33 +41,42 @@ class Logger:
         self._name = name
         self._target: Any = None  # structlog's lazy proxy: it follows structlog's configuration
 
-    def debug(self, event: str, **kw: Any) -> None:
-        self._log("debug", event, kw)
+    # Properties handing out structlog's own method (or, while held, a recorder of the line):
+    # `log.debug("request", ...)` runs per request and, at info level, costs no more than it did.
+    @property
+    def debug(self) -> Callable[..., None]:
+        return self._method("debug")
 
-    def info(self, event: str, **kw: Any) -> None:
-        self._log("info", event, kw)
+    @property
+    def info(self) -> Callable[..., None]:
+        return self._method("info")
 
-    def warning(self, event: str, **kw: Any) -> None:
-        self._log("warning", event, kw)
+    @property
+    def warning(self) -> Callable[..., None]:
+        return self._method("warning")
 
-    def error(self, event: str, **kw: Any) -> None:
-        self._log("error", event, kw)
+    @property
+    def error(self) -> Callable[..., None]:
+        return self._method("error")
 
-    def exception(self, event: str, **kw: Any) -> None:
-        self._log("exception", event, kw)
+    @property
+    def exception(self) -> Callable[..., None]:
+        return self._method("exception")
 
-    def _log(self, method: str, event: str, kw: dict[str, Any]) -> None:
-        if _hold.lines is not None and _held(self, method, event, kw):
-            return
-        self._emit(method, event, kw)
+    def _method(self, method: str) -> Callable[..., None]:
+        if _hold.lines is None:
+            return getattr(self._target or self._structlog(), method)
+        return partial(self._hold_or_log, method)
 
-    def _emit(self, method: str, event: str, kw: dict[str, Any]) -> None:
-        target = self._target
-        if target is None:
-            import structlog
+    def _hold_or_log(self, method: str, event: str, **kw: Any) -> None:
+        if not _held(self, method, event, kw):
+            getattr(self._target or self._structlog(), method)(event, **kw)
 
-            target = self._target = structlog.get_logger(self._name)
-        getattr(target, method)(event, **kw)
+    def _structlog(self) -> Any:
+        import structlog
+
+        self._target = structlog.get_logger(self._name)
+        return self._target
 
 
 def get_logger(name: str) -> Logger:
@@ -106,4 +117,4 @@ def release() -> None:
                 configure()
         finally:  # a set-up that failed still leaves structlog's defaults to log with
             for logger, method, event, kw in lines:
-                logger._emit(method, event, kw)
+                getattr(logger._target or logger._structlog(), method)(event, **kw)
