@@ -5,15 +5,14 @@ configs the first time a group or a transactional id needs them."""
 
 from __future__ import annotations
 
-import structlog
-
 from broker.admin.admin_manager import AdminManager
 from broker.config import BrokerConfig
+from broker.logs import get_logger
 from broker.metadata.metadata_cache import MetadataCache
 from broker.metadata.topic_names import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from protocol.errors import KafkaError
 
-log = structlog.get_logger("kafka_sim.auto_topic_creation")
+log = get_logger("kafka_sim.auto_topic_creation")
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-import structlog
-
 from broker.authorizer.acl import (
     IMPLIED_BY,
     WILDCARD_HOST,
@@ -35,10 +33,11 @@ from broker.authorizer.acl_store import (
     sequence_of,
 )
 from broker.config import BrokerConfig, ConfigError
+from broker.logs import get_logger
 from broker.metadata.store import MetadataStore, MetadataStoreError, NoNodeError
 from protocol.errors import ErrorCode, KafkaError
 
-log = structlog.get_logger("kafka_sim.authorizer")
+log = get_logger("kafka_sim.authorizer")
 
 # The values of `authorizer.class.name` that turn this authorizer on (Kafka's ZooKeeper-mode one,
 # and the name it had before Kafka 2.4).

@@ -12,13 +12,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import structlog
 from aiohttp import web
 
 from broker.control.addresses import is_loopback, is_wildcard
 from broker.control.faults import FaultInjector
+from broker.logs import get_logger
 
-log = structlog.get_logger("kafka_sim.control_api")
+log = get_logger("kafka_sim.control_api")
 
 FAULT_FIELDS = frozenset({"broker", "api", "partition", "error", "drop_response", "disconnect",
                           "delay_ms", "count"})

@@ -8,9 +8,8 @@ import asyncio
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-import structlog
-
 from broker.control.addresses import is_loopback
+from broker.logs import get_logger
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -18,7 +17,7 @@ if TYPE_CHECKING:
     from broker.control import control_api
     from broker.control.control_api import ClusterControl
 
-log = structlog.get_logger("kafka_sim.control_api")
+log = get_logger("kafka_sim.control_api")
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9644

@@ -19,11 +19,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import structlog
-
 from broker.controller.controller_channel import ControllerChannel
 from broker.controller.pacing import REQUEST_CHUNK, serve_others
 from broker.controller.partition_reassignment import PartitionReassignment
+from broker.logs import get_logger
 from broker.metadata import zk_paths as paths
 from broker.metadata.broker_registration import registered_endpoints
 from broker.metadata.metadata_cache import MetadataSnapshot, TopicInfo
@@ -46,7 +45,7 @@ if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from timer import SystemTimer
 
-log = structlog.get_logger("kafka_sim.controller")
+log = get_logger("kafka_sim.controller")
 
 
 # Partition states are read and written in the store STORE_BATCH at a time (one batched call:

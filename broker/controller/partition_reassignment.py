@@ -9,9 +9,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import structlog
-
 from broker.controller.pacing import REQUEST_CHUNK, serve_others
+from broker.logs import get_logger
 from broker.metadata import zk_paths as paths
 from broker.metadata.replica_assignment import ReplicaAssignment
 from broker.metadata.store import BadVersionError
@@ -23,7 +22,7 @@ if TYPE_CHECKING:
     from broker.metadata.partition_state import LeaderAndIsr
     from broker.metadata.store import MetadataStore
 
-log = structlog.get_logger("kafka_sim.controller")
+log = get_logger("kafka_sim.controller")
 
 Key = tuple[str, int]
 

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import asyncio
 
-import structlog
-
 from broker.interbroker.broker_client import BrokerClient, BrokerUnreachable
+from broker.logs import get_logger
 from broker.metadata import zk_paths as paths
 from broker.metadata.broker_registration import registered_address
 from broker.metadata.store import MetadataStore, MetadataStoreError
 from broker.security.client_security import ClientSecurity
 from protocol.errors import ErrorCode
 
-log = structlog.get_logger("kafka_sim.controlled_shutdown")
+log = get_logger("kafka_sim.controlled_shutdown")
 CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION = 7, 3
 
 

@@ -8,8 +8,6 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 
-import structlog
-
 from broker.controller.controller_channel import PartitionErrors
 from broker.controller.wire import (
     LEADER_AND_ISR,
@@ -24,6 +22,7 @@ from broker.controller.wire import (
     update_metadata_body,
 )
 from broker.interbroker.broker_client import BrokerClient, BrokerUnreachable
+from broker.logs import get_logger
 from broker.metadata.metadata_cache import MetadataSnapshot
 from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.store import MetadataStoreError
@@ -31,7 +30,7 @@ from broker.security.client_security import ClientSecurity
 from protocol.errors import ErrorCode
 from storage.log_config import LogConfig
 
-log = structlog.get_logger("kafka_sim.controller_channel")
+log = get_logger("kafka_sim.controller_channel")
 RETRY_BACKOFF_S = (0.05, 1.0)  # first and largest wait between two tries to a broker
 NAMES = {LEADER_AND_ISR: "LeaderAndIsr", STOP_REPLICA: "StopReplica",
          UPDATE_METADATA: "UpdateMetadata"}

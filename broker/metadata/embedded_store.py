@@ -20,8 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import structlog
-
+from broker.logs import get_logger
 from broker.metadata.journal_writer import MIN_ROLL_BYTES, JournalWriter
 from broker.metadata.recipes import ChildrenWatch, DataWatch
 from broker.metadata.store import (
@@ -50,7 +49,7 @@ from storage.metadata_image import (
     write_snapshot,
 )
 
-log = structlog.get_logger("kafka_sim.metadata_store")
+log = get_logger("kafka_sim.metadata_store")
 
 WriteOp = Callable[[int, list[WatchedEvent]], Any]  # (zxid, events) -> result; see _write
 

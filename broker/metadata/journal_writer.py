@@ -12,12 +12,11 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import structlog
-
+from broker.logs import get_logger
 from storage.metadata_image import JOURNAL, LoadedImage, MetadataTxn, encode_txn, write_snapshot
 from storage.txn_log import frames
 
-log = structlog.get_logger("kafka_sim.metadata_store")
+log = get_logger("kafka_sim.metadata_store")
 
 # The journal is folded into a new snapshot once it is larger than both this and the snapshot, so
 # the bytes written stay proportional to the changes (ZooKeeper rolls after snapCount records).

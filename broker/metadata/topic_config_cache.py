@@ -13,13 +13,12 @@ import contextlib
 import json
 from collections.abc import Callable
 
-import structlog
-
+from broker.logs import get_logger
 from broker.metadata import zk_paths as paths
 from broker.metadata.store import MetadataStore, MetadataStoreError, NoNodeError
 from broker.metadata.topic_names import is_valid_topic_name
 
-log = structlog.get_logger("kafka_sim.topic_config_cache")
+log = get_logger("kafka_sim.topic_config_cache")
 
 # Notifications kept once handled: a broker more than this many behind (stopped, expired) reads
 # every topic afresh anyway. Kafka purges them by age (15 minutes); our stat has no ctime.

@@ -19,11 +19,11 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import structlog
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient, KazooState
 from kazoo.protocol.states import ZnodeStat
 
+from broker.logs import get_logger
 from broker.metadata.recipes import ChildrenWatch, DataWatch
 from broker.metadata.store import (
     BadVersionError,
@@ -40,7 +40,7 @@ from broker.metadata.store import (
     json_bytes,
 )
 
-log = structlog.get_logger("kafka_sim.zookeeper_store")
+log = get_logger("kafka_sim.zookeeper_store")
 
 _ERRORS: tuple[tuple[type[Exception], type[MetadataStoreError]], ...] = (
     (kz.NoNodeError, NoNodeError),

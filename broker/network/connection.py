@@ -13,14 +13,13 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
-import structlog
-
 from broker.control.faults import Fault, FaultAction, error_response
 from broker.handlers import HANDLERS, RequestContext
 from broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
 from broker.handlers.api_versions import api_versions_fallback
 from broker.handlers.fetch import API_KEY as FETCH_KEY
 from broker.handlers.fetch import session_partitions
+from broker.logs import get_logger
 from broker.network.close_connection import CloseConnection
 from broker.network.handler_time import HandlerTime
 from broker.network.request_metrics import RequestMetrics
@@ -43,7 +42,7 @@ if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
     from broker.security.listener_security import ListenerSecurity
 
-log = structlog.get_logger("kafka_sim.connection")
+log = get_logger("kafka_sim.connection")
 READ_CHUNK = 256 * 1024
 PRODUCE_KEY, METADATA_KEY = 0, 3
 # Never throttled by the request quota: the inter-broker (cluster action) APIs, answered without

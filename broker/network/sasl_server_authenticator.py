@@ -13,11 +13,10 @@ import contextlib
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Protocol
 
-import structlog
-
 from broker.control.faults import error_response
 from broker.handlers import HANDLERS
 from broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
+from broker.logs import get_logger
 from broker.network.close_connection import CloseConnection
 from broker.security.sasl import PLAIN, SaslAuthenticationFailed, SaslServer
 from protocol import (
@@ -34,7 +33,7 @@ from protocol.headers import RequestHeader
 if TYPE_CHECKING:
     from broker.security.listener_security import ListenerSecurity
 
-log = structlog.get_logger("kafka_sim.sasl")
+log = get_logger("kafka_sim.sasl")
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 LINGER_S = 1.0  # after a failure's answer, how long the client gets to close first
 

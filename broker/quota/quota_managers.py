@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import structlog
-
 from broker.config import BrokerConfig
+from broker.logs import get_logger
 from broker.metadata.client_quota_configs import (
     DEFAULT,
     ClientQuotaConfigs,
@@ -25,7 +24,7 @@ from broker.quota.client_quota_manager import (
 from broker.quota.throttled_channels import ThrottledChannels
 from timer import SystemTimer
 
-log = structlog.get_logger("kafka_sim.quotas")
+log = get_logger("kafka_sim.quotas")
 
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"

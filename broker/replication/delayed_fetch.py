@@ -19,15 +19,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import structlog
-
+from broker.logs import get_logger
 from broker.replication.purgatory import DelayedOperation
 from protocol.errors import ErrorCode
 from storage.transaction_index import AbortedTxn
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # a Fetch's and ListOffsets' isolation_level
 
-log = structlog.get_logger("kafka_sim.delayed_fetch")
+log = get_logger("kafka_sim.delayed_fetch")
 
 
 @dataclass(slots=True)

@@ -20,11 +20,10 @@ from abc import abstractmethod
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
-import structlog
-
+from broker.logs import get_logger
 from timer import SystemTimer, TimerTask
 
-log = structlog.get_logger("kafka_sim.purgatory")
+log = get_logger("kafka_sim.purgatory")
 DoneCallback = Callable[["DelayedOperation"], None]
 
 

@@ -12,14 +12,13 @@ import os
 import uuid
 from collections.abc import Callable
 
-import structlog
-
+from broker.logs import get_logger
 from protocol.errors import ErrorCode, KafkaError
 from storage.log import Log
 from storage.log_dir_failure_channel import KafkaStorageError
 from storage.log_manager import LogManager
 
-log = structlog.get_logger("kafka_sim.alter_log_dirs")
+log = get_logger("kafka_sim.alter_log_dirs")
 TopicPartition = tuple[str, int]
 COPY_CHUNK_BYTES = 1 << 20  # read from the current log per step
 # A chunk larger than this is appended to the future log in a worker thread (the future log has

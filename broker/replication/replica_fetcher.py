@@ -26,8 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import structlog
-
+from broker.logs import get_logger
 from broker.replication.delayed_fetch import FetchParams, FetchPartition
 from broker.replication.fetch_session_handler import FetchSessionHandler
 from broker.replication.leader_endpoint import EpochEndOffset, LeaderEndpoint, LeaderUnavailable
@@ -36,7 +35,7 @@ from protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from broker.replication.partition import Partition
 
-log = structlog.get_logger("kafka_sim.replica_fetcher")
+log = get_logger("kafka_sim.replica_fetcher")
 BACKOFF_S = 0.1  # after an error talking to the leader, as replica.fetch.backoff.ms
 
 

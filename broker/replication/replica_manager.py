@@ -16,8 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
+from broker.logs import get_logger
 from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.topic_names import is_valid_topic_name
 from broker.replication.purgatory import DelayedOperationPurgatory
@@ -52,7 +51,7 @@ if TYPE_CHECKING:
     from storage.transaction_index import AbortedTxn
     from timer import Clock, SystemTimer
 
-log = structlog.get_logger("kafka_sim.replica_manager")
+log = get_logger("kafka_sim.replica_manager")
 # The data path (partitions and their logs, purgatory operations, fetch sessions, replica fetchers)
 # is imported where first used: a broker with no partition yet starts without it (start-up, #15).
 

@@ -12,14 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-import structlog
-
 from broker.config import BrokerConfig
 from broker.control.faults import FaultInjector
 from broker.interbroker.controlled_shutdown import controlled_shutdown
 from broker.interbroker.tcp_controller_channel import TcpControllerChannel
 from broker.interbroker.tcp_leader_endpoint import TcpLeaderEndpoint
 from broker.interbroker.tcp_txn_marker_transport import TcpTxnMarkerTransport
+from broker.logs import get_logger
 from broker.metadata import zk_paths as paths
 from broker.metadata.broker_registration import registered_address
 from broker.metadata.store import MetadataStore, NoNodeError
@@ -32,7 +31,7 @@ from broker.server.cluster_context import ClusterContext, RunningBroker
 from broker.server.kafka_server import KafkaServer
 from timer import Clock, VirtualClock
 
-log = structlog.get_logger("kafka_sim.broker_process")
+log = get_logger("kafka_sim.broker_process")
 
 
 class ZooKeeperContext(ClusterContext):

@@ -55,6 +55,7 @@ async def _run(config, num_brokers: int) -> None:
 
     from broker.config import parse_listener
     from broker.control.control_server import ControlServer
+    from broker.logs import release as release_logs
     if config["zookeeper.connect"]:  # one broker of a multi-process cluster
         from broker.server.broker_process import BrokerProcess
 
@@ -70,6 +71,7 @@ async def _run(config, num_brokers: int) -> None:
                                 token=config["control.token"])
     try:
         await cluster.start()
+        release_logs()  # the brokers serve: structlog may load now, and what start-up logged goes out
         # Start-up objects (schemas, compiled codecs, handler tables) live for the whole run: keep
         # them out of the cyclic collector's full passes, which otherwise show up as latency spikes.
         gc.freeze()
@@ -94,9 +96,9 @@ async def _run(config, num_brokers: int) -> None:
     try:
         await _stop(control, cluster)
     except Exception as exc:  # the cluster ran: a failure now is no start-up error
-        import structlog
+        from broker.logs import get_logger
 
-        structlog.get_logger("kafka_sim.cli").exception("stopping failed")
+        get_logger("kafka_sim.cli").exception("stopping failed")
         raise ShutdownError(f"{type(exc).__name__}: {exc}") from exc
     if halted is not None and halted.is_set():
         raise BrokerHalted()
@@ -156,11 +158,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_command(args: argparse.Namespace) -> int:
+    from broker import logs
     from broker.config import ConfigError, build_config, parse_overrides
     from broker.control.control_server import RemoteBindRefused
     from broker.metadata.store import MetadataStoreError
     from broker.server.kafka_server import LogDirFailedAtStart
-    from broker.server.log_setup import configure_logging
+    from broker.server.log_setup import configure_logging, level_number
 
     try:
         overrides = parse_overrides(args.override)
@@ -174,12 +177,18 @@ def _run_command(args: argparse.Namespace) -> int:
         if args.brokers not in (None, 1) and config["zookeeper.connect"]:
             raise ConfigError("with zookeeper.connect each process runs one broker: "
                               "start one process per broker (no --brokers)")
+        level_number(config["log.level"])
     except (ConfigError, OSError) as exc:
         print(f"kafka-sim: {exc}", file=sys.stderr)
         return 2
-    configure_logging(config["log.level"])
+    # structlog is a tenth of start-up: its lines are held, and logged with the time they were
+    # logged at once the brokers serve (_run), or once start-up failed, before the error is printed.
+    logs.hold_until_serving(lambda: configure_logging(config["log.level"]))
     try:
-        _event_loop_runner()(_run(config, args.brokers or 3))
+        try:
+            _event_loop_runner()(_run(config, args.brokers or 3))
+        finally:
+            logs.release()
     except RemoteBindRefused as exc:
         print(f"kafka-sim: control.listener {config['control.listener']}: {exc}", file=sys.stderr)
         return 2

@@ -11,10 +11,9 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import structlog
-
 from broker.config import BrokerConfig, Listener
 from broker.control.faults import FaultInjector
+from broker.logs import get_logger
 from broker.metadata import zk_paths as paths
 from broker.metadata.embedded_store import EmbeddedMetadataStore
 from broker.security.scram_credentials import ScramCredentialStore
@@ -26,7 +25,7 @@ from timer import Clock, SystemTimer, VirtualClock
 if TYPE_CHECKING:
     from broker.controller.controller import Controller
 
-log = structlog.get_logger("kafka_sim.cluster")
+log = get_logger("kafka_sim.cluster")
 STORE_DIR = "metadata-store"  # a snapshot and a journal (storage/metadata_image.py)
 LEGACY_STORE_FILE = "metadata-store.json"  # format 1, converted into STORE_DIR on start
 

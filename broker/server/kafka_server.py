@@ -17,12 +17,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import structlog
-
 from broker.config import BrokerConfig, Listener
 from broker.controller.controller import Controller
 from broker.handlers import load_handlers
 from broker.handlers.services import BrokerServices
+from broker.logs import get_logger
 from broker.metadata import zk_paths as paths
 from broker.metadata.broker_registration import registration
 from broker.metadata.client_quota_configs import ClientQuotaConfigs
@@ -65,7 +64,7 @@ if TYPE_CHECKING:
     from broker.server.cluster_context import ClusterContext
     from storage.log_config import LogConfig
 
-log = structlog.get_logger("kafka_sim.broker")
+log = get_logger("kafka_sim.broker")
 SHUTDOWN_GRACE_S = 5.0
 TLS_HANDSHAKE_TIMEOUT_S = 60.0  # asyncio's default; connections.max.idle.ms when shorter
 NEVER_MS = 2**62  # an interval this long (Kafka's Long.MAX defaults) means the job never runs

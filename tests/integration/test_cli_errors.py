@@ -64,3 +64,10 @@ def test_a_broker_id_registered_by_another_session_is_named(zk_connect, tmp_path
     finally:
         cluster.stop()
     assert "broker 0 is already registered" in line and "zookeeper.session.timeout.ms" in line
+
+
+def test_a_bad_log_level_is_named_before_starting(tmp_path):
+    """structlog is set up once the brokers serve: the level is checked before they start."""
+    line = one_line(run("-o", "log.level=loud", cwd=tmp_path))
+    assert "log.level=loud" in line
+    assert not (tmp_path / "data" / "broker-0").exists()

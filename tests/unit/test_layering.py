@@ -20,6 +20,7 @@ ALLOWED = {
 }
 # broker's packages, each with the packages of broker it may import (its own is always allowed).
 BROKER_ALLOWED = {
+    "logs": set(),  # the loggers: every package may import it (EVERY_PACKAGE_MAY_IMPORT)
     "config": set(),
     "metadata": {"config"},
     "control": set(),
@@ -40,6 +41,7 @@ BROKER_ALLOWED = {
                "quota", "tools"},
     "testing": {"config", "control", "server"},
 }
+EVERY_PACKAGE_MAY_IMPORT = {"logs"}
 # The console script dispatches `kafka-sim pipeline ...` to the optional Spark jobs; nothing else
 # in broker/ may reach up into pipeline/.
 EXCEPTIONS = {"broker/server/cli.py": {"pipeline"}}
@@ -177,5 +179,5 @@ def test_every_broker_package_has_a_place_in_the_layers():
 def test_broker_packages_import_down(package):
     for module in (m for m in MODULES if _top(m) == "broker" and _broker_package(m) == package):
         imported = {_broker_package(m) for m in GRAPH[module] if _top(m) == "broker"} - {package}
-        allowed = BROKER_ALLOWED[package]
+        allowed = BROKER_ALLOWED[package] | EVERY_PACKAGE_MAY_IMPORT
         assert imported <= allowed, f"{MODULES[module].relative_to(ROOT)} imports {imported - allowed}"

@@ -17,8 +17,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import structlog
-
 from broker.coordinator.group.delayed import (
     DelayedJoin,
     InitialDelayedJoin,
@@ -35,9 +33,10 @@ from broker.coordinator.group.member import (
 )
 from broker.coordinator.group.offsets import GroupOffsets
 from broker.coordinator.group.sessions import GroupSessions
+from broker.logs import get_logger
 from protocol.errors import ErrorCode
 
-log = structlog.get_logger("kafka_sim.group_coordinator")
+log = get_logger("kafka_sim.group_coordinator")
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
 

@@ -17,10 +17,9 @@ import asyncio
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-import structlog
-
 from broker.coordinator.group.group_metadata import GroupMetadata, GroupState, OffsetAndMetadata
 from broker.coordinator.group.member import MemberMetadata
+from broker.logs import get_logger
 from broker.metadata.topic_names import OFFSETS_TOPIC
 from protocol import group_records as gr
 from protocol.errors import ErrorCode
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
     from broker.metadata.metadata_cache import MetadataCache
     from broker.replication.replica_manager import ReplicaManager
 
-log = structlog.get_logger("kafka_sim.group_manager")
+log = get_logger("kafka_sim.group_manager")
 LOAD_CHUNK_BYTES = 1 << 20
 
 # Append errors as the coordinator reports them (Kafka's mapping in storeGroup / storeOffsets).

@@ -6,8 +6,6 @@ A part of GroupCoordinator (coordinator.py) on the shared state of GroupCoordina
 
 from __future__ import annotations
 
-import structlog
-
 from broker.coordinator.group.coordinator_base import GroupCoordinatorBase
 from broker.coordinator.group.group_metadata import (
     CONSUMER_PROTOCOL_TYPE,
@@ -16,10 +14,11 @@ from broker.coordinator.group.group_metadata import (
     OffsetAndMetadata,
 )
 from broker.coordinator.group.member import UNKNOWN_MEMBER_ID
+from broker.logs import get_logger
 from protocol.errors import ErrorCode
 from timer import FunctionTimerTask
 
-log = structlog.get_logger("kafka_sim.group_coordinator")
+log = get_logger("kafka_sim.group_coordinator")
 TopicPartition = tuple[str, int]
 
 

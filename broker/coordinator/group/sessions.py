@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import structlog
-
 from broker.coordinator.group.coordinator_base import GroupCoordinatorBase
 from broker.coordinator.group.delayed import DelayedHeartbeat, join_key, member_key
 from broker.coordinator.group.group_metadata import GroupMetadata, GroupState
@@ -19,9 +17,10 @@ from broker.coordinator.group.member import (
     MemberMetadata,
     SyncGroupResult,
 )
+from broker.logs import get_logger
 from protocol.errors import ErrorCode
 
-log = structlog.get_logger("kafka_sim.group_coordinator")
+log = get_logger("kafka_sim.group_coordinator")
 
 
 class GroupSessions(GroupCoordinatorBase):

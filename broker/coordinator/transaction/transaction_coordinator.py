@@ -13,8 +13,6 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-import structlog
-
 from broker.coordinator.group.group_metadata_manager import java_string_hash, kafka_abs
 from broker.coordinator.transaction.transaction_marker_channel import (
     TransactionMarkerChannel,
@@ -26,6 +24,7 @@ from broker.coordinator.transaction.transaction_metadata import (
     TransactionMetadata,
 )
 from broker.coordinator.transaction.transaction_state_manager import TransactionStateManager
+from broker.logs import get_logger
 from broker.metadata.store import MetadataStoreError
 from broker.metadata.topic_names import OFFSETS_TOPIC
 from protocol.errors import ErrorCode, KafkaError
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
     from broker.replication.replica_manager import ReplicaManager
     from timer import SystemTimer
 
-log = structlog.get_logger("kafka_sim.txn_coordinator")
+log = get_logger("kafka_sim.txn_coordinator")
 TopicPartition = tuple[str, int]
 COMPLETE_RETRY_S = 0.1
 

@@ -12,15 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-import structlog
-
+from broker.logs import get_logger
 from protocol.errors import ErrorCode
 from protocol.transaction_records import ControlType
 
 if TYPE_CHECKING:
     from broker.metadata.metadata_cache import MetadataCache
 
-log = structlog.get_logger("kafka_sim.txn_markers")
+log = get_logger("kafka_sim.txn_markers")
 RETRY_BACKOFF_S = 0.05  # between rounds while some leader has not taken its marker
 
 # Answers after which the marker is retried (to the leader the metadata cache then names); a

@@ -15,13 +15,12 @@ import asyncio
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-import structlog
-
 from broker.coordinator.group.group_metadata_manager import java_string_hash, kafka_abs
 from broker.coordinator.transaction.transaction_metadata import (
     TransactionMetadata,
     TxnTransitMetadata,
 )
+from broker.logs import get_logger
 from broker.metadata.topic_names import TRANSACTION_STATE_TOPIC
 from protocol import transaction_records as tr
 from protocol.errors import ErrorCode
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
     from broker.metadata.metadata_cache import MetadataCache
     from broker.replication.replica_manager import ReplicaManager
 
-log = structlog.get_logger("kafka_sim.transaction_state")
+log = get_logger("kafka_sim.transaction_state")
 LOAD_CHUNK_BYTES = 1 << 20
 APPEND_TIMEOUT_MS = 5000  # Kafka's transaction.state.log... request.timeout for its own appends
 

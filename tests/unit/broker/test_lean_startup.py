@@ -1,6 +1,7 @@
-"""What `kafka-sim run` loads before its brokers serve: no aiohttp (the control API's, loaded when
-that starts), no Spark, no kazoo, no compression codecs, no importlib.metadata (crc32c's package
-code), none of our modules that only a feature not yet used needs; `kafka-sim ctl` loads no broker.
+"""What `kafka-sim run` loads before its brokers serve: no structlog (its lines are held until
+then), no aiohttp (the control API's, loaded when that starts), no Spark, no kazoo, no compression
+codecs, no importlib.metadata (crc32c's package code), none of our modules that only a feature not
+yet used needs; `kafka-sim ctl` loads no broker.
 Checked in a fresh interpreter's sys.modules; the timing itself is tests/bench/bench_startup.py's."""
 
 from __future__ import annotations
@@ -27,14 +28,17 @@ OURS_NOT_AT_STARTUP = ("storage.log_cleaner", "broker.admin.client_quotas",
                        "broker.authorizer.acl_authorizer",
                        "broker.authorizer.acl", "broker.coordinator.transaction.transaction_marker_channel")
 
-# As `kafka-sim run` does: the control server built before the brokers start (it refuses a
-# non-loopback address first), started once they serve.
+# As `kafka-sim run` does: log lines held until the brokers serve (structlog loads then), the
+# control server built before the brokers start (it refuses a non-loopback address first), started
+# once they serve.
 START_EMBEDDED_CLUSTER = textwrap.dedent("""
     import asyncio, json, sys
     from broker.server import cli  # what the console script imports
+    from broker import logs
     from broker.config import build_config
     from broker.control.control_server import ControlServer
     from broker.server.cluster import Cluster
+    from broker.server.log_setup import configure_logging
 
     async def main():
         config = build_config({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": sys.argv[1],
@@ -43,12 +47,14 @@ START_EMBEDDED_CLUSTER = textwrap.dedent("""
         control = ControlServer(cluster, "127.0.0.1", 0)
         await cluster.start()
         serving = sorted(sys.modules)
+        logs.release()
         await control.start()
         with_control = sorted(sys.modules)
         await control.stop()
         await cluster.stop()
         print(json.dumps({"serving": serving, "with_control": with_control}))
 
+    logs.hold_until_serving(lambda: configure_logging("info"))
     asyncio.run(main())
 """)
 
@@ -66,11 +72,12 @@ def run_python(code: str, *args: str) -> str:
 
 def test_an_embedded_cluster_serves_without_the_optional_packages(tmp_path):
     loaded = json.loads(run_python(START_EMBEDDED_CLUSTER, str(tmp_path)).splitlines()[-1])
-    assert loaded_top_level(loaded["serving"]) & set(NOT_AT_STARTUP) == set()
+    assert loaded_top_level(loaded["serving"]) & {"structlog", *NOT_AT_STARTUP} == set()
     assert "importlib.metadata" not in loaded["serving"]
     assert set(loaded["serving"]) & set(OURS_NOT_AT_STARTUP) == set()
-    # The control API brings aiohttp once it starts (what the check above would have caught).
-    assert "aiohttp" in loaded_top_level(loaded["with_control"])
+    # The control API brings aiohttp once it starts, and the release of the held lines structlog
+    # (what the check above would have caught).
+    assert {"aiohttp", "structlog"} <= loaded_top_level(loaded["with_control"])
 
 
 def test_the_cli_module_loads_no_broker_subsystem():
