@@ -13,8 +13,8 @@ from collections import Counter
 
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, authorize_cluster
-from broker.security.sasl import SCRAM_SHA_256, SCRAM_SHA_512
-from broker.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted
+from broker.security.sasl import MAX_ITERATIONS, MIN_ITERATIONS, SCRAM_SHA_256, SCRAM_SHA_512
+from broker.security.scram import credential_from_salted
 from broker.security.scram_credentials import acceptable_user
 from protocol.errors import ErrorCode
 

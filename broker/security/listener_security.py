@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from broker.config import BrokerConfig, ConfigError
 from broker.metadata.store import MetadataStore
 from broker.security.sasl import MECHANISMS, PLAIN, SaslServer
-from broker.security.scram import ScramServer
 from broker.security.scram_credentials import ScramCredentialStore
 from timer import Clock, FunctionTimerTask, SystemTimer
 
@@ -111,5 +110,7 @@ class ListenerSecurity:
             from broker.security.plain import PlainServer
 
             return PlainServer(self.plain_users)
+        from broker.security.scram import ScramServer
+
         assert self.credentials is not None
         return ScramServer(mechanism, self.credentials.credential)

@@ -6,6 +6,8 @@ PLAIN = "PLAIN"
 SCRAM_SHA_256 = "SCRAM-SHA-256"
 SCRAM_SHA_512 = "SCRAM-SHA-512"
 MECHANISMS = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512)
+MIN_ITERATIONS = 4096  # Kafka refuses fewer SCRAM iterations (ScramMechanism.minIterations)
+MAX_ITERATIONS = 16384  # and more, when credentials are altered (AlterUserScramCredentials)
 
 
 class SaslAuthenticationFailed(Exception):

@@ -12,11 +12,15 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from broker.security.sasl import SCRAM_SHA_256, SCRAM_SHA_512, SaslAuthenticationFailed, SaslServer
+from broker.security.sasl import (
+    MIN_ITERATIONS,
+    SCRAM_SHA_256,
+    SCRAM_SHA_512,
+    SaslAuthenticationFailed,
+    SaslServer,
+)
 
 HASHES = {SCRAM_SHA_256: "sha256", SCRAM_SHA_512: "sha512"}
-MIN_ITERATIONS = 4096  # Kafka refuses fewer (ScramMechanism.minIterations)
-MAX_ITERATIONS = 16384  # and more, when credentials are altered (AlterUserScramCredentials)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,11 +5,15 @@ Brokers read it at each login, so they need no change notifications to follow it
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from broker.metadata.sanitizer import desanitize, sanitize
 from broker.metadata.store import MetadataStore, NodeExistsError, NoNodeError
-from broker.security.sasl import SCRAM_SHA_256, SCRAM_SHA_512
-from broker.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential, make_credential
+from broker.security.sasl import MAX_ITERATIONS, MIN_ITERATIONS, SCRAM_SHA_256, SCRAM_SHA_512
+
+if TYPE_CHECKING:
+    # SCRAM's arithmetic (hashlib, hmac, secrets) loads with the first credential read or made
+    from broker.security.scram import ScramCredential
 
 USERS = "/config/users"
 SCRAM_MECHANISMS = (SCRAM_SHA_256, SCRAM_SHA_512)
@@ -42,6 +46,8 @@ class ScramCredentialStore:
         return data, stat.version
 
     def credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        from broker.security.scram import ScramCredential
+
         text = self._config(user)[0].get("config", {}).get(mechanism)
         try:
             return ScramCredential.from_string(text) if text else None
@@ -50,6 +56,8 @@ class ScramCredentialStore:
 
     def mechanisms(self, user: str) -> dict[str, int]:
         """Mechanism -> iterations of the user's credentials."""
+        from broker.security.scram import ScramCredential
+
         config = self._config(user)[0].get("config", {})
         out = {}
         for mechanism in SCRAM_MECHANISMS:
@@ -106,6 +114,8 @@ class ScramCredentialStore:
             raise ValueError(f"iterations must be {MIN_ITERATIONS}-{MAX_ITERATIONS}")
         if not password:
             raise ValueError("the password must not be empty")
+        from broker.security.scram import make_credential
+
         credential = await asyncio.to_thread(make_credential, mechanism, password, iterations)
         self.set(user, mechanism, credential)
         return self.describe(user)[0]
