@@ -7,13 +7,17 @@ the CPU time the process had used at its first answer (which other load on the m
 less than the wall-clock figures).
 Bytecode is cached (in a temporary PYTHONPYCACHEPREFIX, filled by one untimed start), as for
 anyone's second `make run`; `--cold` compiles the sources at every start instead.
-`--runs N` (default 10).
+`--runs N` (default 10). `--instructions` counts instead, under valgrind when it is installed,
+the instructions `kafka-sim run` executes until its brokers serve: unlike times on a shared
+machine it repeats to 0.1 %, so compare changes with it.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
 import signal
 import socket
 import statistics
@@ -156,6 +160,34 @@ def _wait_listening(proc: subprocess.Popen, port: int, started: float) -> None:
     raise RuntimeError(f"port {port} not listening after {DEADLINE_S} s")
 
 
+# `kafka-sim run` until the cluster's brokers serve, then an immediate exit (no shutdown counted).
+_START_AND_EXIT = (
+    "import os, sys\n"
+    "from broker.server import cluster\n"
+    "start = cluster.Cluster.start\n"
+    "async def start_and_exit(self, *args, **kwargs):\n"
+    "    await start(self, *args, **kwargs)\n"
+    "    os._exit(0)\n"
+    "cluster.Cluster.start = start_and_exit\n"
+    "from broker.server.cli import main\n"
+    "sys.exit(main())\n")
+
+
+def start_instructions(env: dict[str, str]) -> int:
+    """Instructions (valgrind's Ir) of one `kafka-sim run` from exec until its brokers serve."""
+    with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
+        base = free_consecutive_ports(BROKERS)
+        cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+               "-c", _START_AND_EXIT, "run", "--brokers", str(BROKERS),
+               "--listeners", f"PLAINTEXT://127.0.0.1:{base}", "--log-dirs", tmp,
+               "-o", "control.listener="]
+        done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise RuntimeError(f"valgrind run failed: {done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
 def p90(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
@@ -166,7 +198,23 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--cold", action="store_true",
                         help="no bytecode cache: every start compiles the sources")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count the instructions to start under valgrind (repeatable)")
     args = parser.parse_args()
+    if args.instructions:
+        if shutil.which("valgrind") is None:
+            print("start-up instructions: valgrind is not installed (apt-get install valgrind)")
+            return
+        with tempfile.TemporaryDirectory(prefix="bench-startup-pycache-") as pycache:
+            env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONPYCACHEPREFIX": pycache,
+                   "PYTHONHASHSEED": "0"}
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            one_start(Path(pycache) / "warm-up", env)  # writes the bytecode, as a second start has
+            counts = [start_instructions(env) for _ in range(2)]
+        print(f"start-up of `kafka-sim run` ({BROKERS} brokers) until its brokers serve: "
+              f"{min(counts) / 1e6:.1f} M instructions (valgrind; {counts[0] / 1e6:.1f} M and "
+              f"{counts[1] / 1e6:.1f} M in two runs)")
+        return
     firsts, cpus, everys, rsss = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="bench-startup-pycache-") as pycache:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
