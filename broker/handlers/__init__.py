@@ -1,7 +1,8 @@
 """The API handlers (Kafka's KafkaApis): one module per Kafka API, each registering the versions it
 serves; a handler decodes nothing itself (the connection did), calls a subsystem, builds the reply.
 
-ApiVersions is answered from this registry, so the broker advertises exactly what it implements.
+ApiVersions is answered from this registry's table, so the broker advertises exactly what it
+implements; a handler module is imported by the first request of its API.
 Handlers reach the broker's subsystems only through `BrokerServices` (services.py), never the server.
 May import: broker.admin, broker.authorizer, broker.coordinator, broker.controller (the controller's requests),
 broker.replication, broker.metadata, broker.config, broker.security (SCRAM credentials),
@@ -66,86 +67,101 @@ class RequestContext:
 Handle = Callable[[RequestContext, Any], Awaitable["dict | None"]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ApiHandler:
-    """A registered API: its key, name, versions served and handler."""
+    """A served API: its key, name, versions and handler module. The module is imported by the
+    first request of the API (start-up loads none); its `@register` binds the coroutine."""
     api_key: int
     name: str
     min_version: int
     max_version: int
-    handle: Handle
+    module: str
+    registered: Handle | None = None
+
+    @property
+    def handle(self) -> Handle:
+        if self.registered is None:
+            importlib.import_module(f"broker.handlers.{self.module}")
+            if self.registered is None:
+                raise RuntimeError(f"broker.handlers.{self.module} registers no {self.name} handler")
+        return self.registered
 
 
-HANDLERS: dict[int, ApiHandler] = {}
+# API key -> (handler module, Kafka's name of the API, lowest and highest version served), in API
+# key order: what ApiVersions advertises and what the connection checks a request's version with.
+_APIS: dict[int, tuple[str, str, int, int]] = {
+    0: ("produce", "Produce", 3, 11),
+    1: ("fetch", "Fetch", 4, 17),
+    2: ("list_offsets", "ListOffsets", 1, 9),
+    3: ("metadata", "Metadata", 0, 12),
+    4: ("leader_and_isr", "LeaderAndIsr", 0, 7),
+    5: ("stop_replica", "StopReplica", 0, 4),
+    6: ("update_metadata", "UpdateMetadata", 0, 8),
+    7: ("controlled_shutdown", "ControlledShutdown", 0, 3),
+    8: ("offset_commit", "OffsetCommit", 2, 9),
+    9: ("offset_fetch", "OffsetFetch", 1, 9),
+    10: ("find_coordinator", "FindCoordinator", 0, 6),
+    11: ("join_group", "JoinGroup", 0, 9),
+    12: ("heartbeat", "Heartbeat", 0, 4),
+    13: ("leave_group", "LeaveGroup", 0, 5),
+    14: ("sync_group", "SyncGroup", 0, 5),
+    15: ("describe_groups", "DescribeGroups", 0, 5),
+    16: ("list_groups", "ListGroups", 0, 5),
+    17: ("sasl_handshake", "SaslHandshake", 0, 1),
+    18: ("api_versions", "ApiVersions", 0, 4),
+    19: ("create_topics", "CreateTopics", 0, 7),
+    20: ("delete_topics", "DeleteTopics", 0, 6),
+    21: ("delete_records", "DeleteRecords", 0, 2),
+    22: ("init_producer_id", "InitProducerId", 0, 5),
+    23: ("offset_for_leader_epoch", "OffsetForLeaderEpoch", 2, 4),
+    24: ("add_partitions_to_txn", "AddPartitionsToTxn", 0, 5),
+    25: ("add_offsets_to_txn", "AddOffsetsToTxn", 0, 4),
+    26: ("end_txn", "EndTxn", 0, 4),
+    27: ("write_txn_markers", "WriteTxnMarkers", 0, 1),
+    28: ("txn_offset_commit", "TxnOffsetCommit", 0, 4),
+    29: ("describe_acls", "DescribeAcls", 0, 3),
+    30: ("create_acls", "CreateAcls", 0, 3),
+    31: ("delete_acls", "DeleteAcls", 0, 3),
+    32: ("describe_configs", "DescribeConfigs", 0, 4),
+    33: ("alter_configs", "AlterConfigs", 0, 2),
+    34: ("alter_replica_log_dirs", "AlterReplicaLogDirs", 0, 2),
+    35: ("describe_log_dirs", "DescribeLogDirs", 0, 4),
+    36: ("sasl_authenticate", "SaslAuthenticate", 0, 2),
+    37: ("create_partitions", "CreatePartitions", 0, 3),
+    38: ("create_delegation_token", "CreateDelegationToken", 0, 3),
+    39: ("renew_delegation_token", "RenewDelegationToken", 0, 2),
+    40: ("expire_delegation_token", "ExpireDelegationToken", 0, 2),
+    41: ("describe_delegation_token", "DescribeDelegationToken", 0, 3),
+    42: ("delete_groups", "DeleteGroups", 0, 2),
+    43: ("elect_leaders", "ElectLeaders", 0, 2),
+    44: ("incremental_alter_configs", "IncrementalAlterConfigs", 0, 1),
+    45: ("alter_partition_reassignments", "AlterPartitionReassignments", 0, 0),
+    46: ("list_partition_reassignments", "ListPartitionReassignments", 0, 0),
+    47: ("offset_delete", "OffsetDelete", 0, 0),
+    48: ("describe_client_quotas", "DescribeClientQuotas", 0, 1),
+    49: ("alter_client_quotas", "AlterClientQuotas", 0, 1),
+    50: ("describe_user_scram_credentials", "DescribeUserScramCredentials", 0, 0),
+    51: ("alter_user_scram_credentials", "AlterUserScramCredentials", 0, 0),
+    60: ("describe_cluster", "DescribeCluster", 0, 1),
+    61: ("describe_producers", "DescribeProducers", 0, 0),
+    65: ("describe_transactions", "DescribeTransactions", 0, 0),
+    66: ("list_transactions", "ListTransactions", 0, 1),
+    68: ("consumer_group_heartbeat", "ConsumerGroupHeartbeat", 0, 0),
+    69: ("consumer_group_describe", "ConsumerGroupDescribe", 0, 0),
+}
 
-# Handler modules, in API key order; importing one registers it.
-_MODULES = (
-    "produce",
-    "describe_producers",
-    "fetch",
-    "list_offsets",
-    "metadata",
-    "leader_and_isr",
-    "stop_replica",
-    "update_metadata",
-    "controlled_shutdown",
-    "offset_commit",
-    "offset_fetch",
-    "find_coordinator",
-    "join_group",
-    "heartbeat",
-    "leave_group",
-    "sync_group",
-    "describe_groups",
-    "list_groups",
-    "api_versions",
-    "create_topics",
-    "delete_topics",
-    "delete_records",
-    "create_partitions",
-    "init_producer_id",
-    "add_partitions_to_txn",
-    "add_offsets_to_txn",
-    "end_txn",
-    "write_txn_markers",
-    "txn_offset_commit",
-    "describe_acls",
-    "create_acls",
-    "delete_acls",
-    "offset_for_leader_epoch",
-    "describe_configs",
-    "alter_configs",
-    "alter_replica_log_dirs",
-    "describe_log_dirs",
-    "create_delegation_token",
-    "renew_delegation_token",
-    "expire_delegation_token",
-    "describe_delegation_token",
-    "delete_groups",
-    "elect_leaders",
-    "incremental_alter_configs",
-    "alter_partition_reassignments",
-    "list_partition_reassignments",
-    "offset_delete",
-    "describe_client_quotas",
-    "alter_client_quotas",
-    "describe_transactions",
-    "list_transactions",
-    "consumer_group_heartbeat",
-    "consumer_group_describe",
-    "sasl_handshake",
-    "sasl_authenticate",
-    "describe_user_scram_credentials",
-    "alter_user_scram_credentials",
-    "describe_cluster",
-)
+HANDLERS: dict[int, ApiHandler] = {
+    key: ApiHandler(key, name, min_version, max_version, module)
+    for key, (module, name, min_version, max_version) in _APIS.items()}
 
 
-def register(api_key: int, name: str, min_version: int, max_version: int) -> Callable[[Handle], Handle]:
+def register(api_key: int) -> Callable[[Handle], Handle]:
+    """Bind the decorated coroutine as the handler of `api_key` (its entry in the table above)."""
     def wrap(handle: Handle) -> Handle:
-        if api_key in HANDLERS:
+        entry = HANDLERS[api_key]
+        if entry.registered is not None:
             raise RuntimeError(f"API {api_key} registered twice")
-        HANDLERS[api_key] = ApiHandler(api_key, name, min_version, max_version, handle)
+        entry.registered = handle
         return handle
 
     return wrap
@@ -163,6 +179,8 @@ def refuse_repeated(repeated: set[str], name: str) -> None:
 
 
 def load_handlers() -> dict[int, ApiHandler]:
-    for module in _MODULES:
-        importlib.import_module(f"broker.handlers.{module}")
+    """Every handler module imported (for tests walking them all; a broker imports each one with
+    the first request of its API)."""
+    for handler in HANDLERS.values():
+        handler.handle  # noqa: B018 - the property imports the module
     return HANDLERS

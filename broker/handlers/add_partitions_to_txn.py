@@ -50,7 +50,7 @@ async def _one(ctx: RequestContext, transactional_id: str, producer_id: int, epo
     return [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]
 
 
-@register(24, "AddPartitionsToTxn", 0, 5)
+@register(24)
 async def handle(ctx: RequestContext, request) -> dict:
     if ctx.api_version <= 3:
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": await _one(

@@ -21,7 +21,7 @@ from protocol.errors import ErrorCode, KafkaError
 YIELD_EVERY = 50
 
 
-@register(49, "AlterClientQuotas", 0, 1)
+@register(49)
 async def handle(ctx: RequestContext, request) -> dict:
     # Loaded at the first quota request, not at start-up (which every `kafka-sim run` pays)
     from broker.admin.client_quotas import alter, java_map_order

@@ -58,7 +58,7 @@ async def answer_durably(ctx: RequestContext, responses: list[dict]) -> dict:
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-@register(33, "AlterConfigs", 0, 2)
+@register(33)
 async def handle(ctx: RequestContext, request) -> dict:
     responses = [
         alter_resource(ctx, resource,

@@ -12,7 +12,7 @@ from broker.handlers.authorization import AclOperation, require_cluster
 from protocol.errors import ErrorCode, KafkaError
 
 
-@register(45, "AlterPartitionReassignments", 0, 0)
+@register(45)
 async def handle(ctx: RequestContext, request) -> dict:
     # A partition listed twice: the last listing wins (Kafka builds a map of the request).
     wanted = {(t.name, p.partition_index): None if p.replicas is None else list(p.replicas)

@@ -15,7 +15,7 @@ from broker.handlers.authorization import AclOperation, authorize_cluster
 from protocol.errors import ErrorCode
 
 
-@register(34, "AlterReplicaLogDirs", 0, 2)
+@register(34)
 async def handle(ctx: RequestContext, request) -> dict:
     allowed = authorize_cluster(ctx, AclOperation.ALTER)
     movers = ctx.services.replica_manager.alter_log_dirs

@@ -35,7 +35,7 @@ def _problem(name: str, mechanism: int, iterations: int | None = None) -> tuple[
     return None
 
 
-@register(51, "AlterUserScramCredentials", 0, 0)
+@register(51)
 async def handle(ctx: RequestContext, request) -> dict:
     store = ctx.services.scram_credentials
     assert store is not None

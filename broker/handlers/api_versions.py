@@ -14,7 +14,7 @@ from broker.handlers import HANDLERS, RequestContext, register
 from protocol.errors import ErrorCode
 
 API_KEY = 18
-MIN_VERSION, MAX_VERSION = 0, 4
+MIN_VERSION, MAX_VERSION = HANDLERS[API_KEY].min_version, HANDLERS[API_KEY].max_version
 _SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
@@ -33,7 +33,7 @@ def api_versions_fallback() -> dict:
     }
 
 
-@register(API_KEY, "ApiVersions", MIN_VERSION, MAX_VERSION)
+@register(API_KEY)
 async def handle(ctx: RequestContext, request) -> dict:
     if ctx.api_version >= 3 and not (
         _SOFTWARE_PATTERN.fullmatch(request.client_software_name or "")

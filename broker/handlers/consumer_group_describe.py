@@ -7,7 +7,7 @@ from broker.handlers import RequestContext, register
 from protocol.errors import ErrorCode
 
 
-@register(69, "ConsumerGroupDescribe", 0, 0)
+@register(69)
 async def handle(ctx: RequestContext, request) -> dict:
     return {"throttle_time_ms": 0, "groups": [
         {"error_code": ErrorCode.UNSUPPORTED_VERSION, "error_message": None, "group_id": group,

@@ -8,7 +8,7 @@ from broker.handlers import RequestContext, register
 from protocol.errors import ErrorCode
 
 
-@register(68, "ConsumerGroupHeartbeat", 0, 0)
+@register(68)
 async def handle(ctx: RequestContext, request) -> dict:
     return {"throttle_time_ms": 0, "error_code": ErrorCode.UNSUPPORTED_VERSION,
             "error_message": None, "member_id": None, "member_epoch": 0,

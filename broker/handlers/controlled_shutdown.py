@@ -11,7 +11,7 @@ from broker.handlers.authorization import AclOperation, require_cluster
 from protocol.errors import ErrorCode, KafkaError
 
 
-@register(7, "ControlledShutdown", 0, 3)
+@register(7)
 async def handle(ctx: RequestContext, request) -> dict:
     try:
         require_cluster(ctx, AclOperation.CLUSTER_ACTION)

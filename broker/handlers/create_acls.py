@@ -19,7 +19,7 @@ def _all(request, code: ErrorCode, message: str | None = None) -> dict:
                                                for _ in request.creations]}
 
 
-@register(30, "CreateAcls", 0, 3)
+@register(30)
 async def handle(ctx: RequestContext, request) -> dict:
     authorizer = ctx.services.authorizer
     if authorizer is None:

@@ -15,7 +15,7 @@ from broker.handlers.delegation_tokens import first_error, requests_allowed, spl
 from protocol.errors import ErrorCode
 
 
-@register(38, "CreateDelegationToken", 0, 3)
+@register(38)
 async def handle(ctx: RequestContext, request) -> dict:
     requester = split_principal(ctx.principal)
     owner_name, owner_type = request.get("owner_principal_name"), request.get("owner_principal_type")

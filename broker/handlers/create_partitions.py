@@ -17,7 +17,7 @@ from broker.handlers.authorization import AclOperation, ResourceType, authorize
 from protocol.errors import ErrorCode, KafkaError
 
 
-@register(37, "CreatePartitions", 0, 3)
+@register(37)
 async def handle(ctx: RequestContext, request) -> dict:
     repeated = repeated_topics(t.name for t in request.topics)
     results = []

@@ -60,7 +60,7 @@ async def _create(ctx: RequestContext, request, topic, budget: int, configs_show
     }
 
 
-@register(19, "CreateTopics", 0, 7)
+@register(19)
 async def handle(ctx: RequestContext, request) -> dict:
     repeated = repeated_topics(t.name for t in request.topics)
     results = []

@@ -18,7 +18,7 @@ def _all(request, code: ErrorCode, message: str | None = None) -> dict:
         {"error_code": code, "error_message": message, "matching_acls": []} for _ in request.filters]}
 
 
-@register(31, "DeleteAcls", 0, 3)
+@register(31)
 async def handle(ctx: RequestContext, request) -> dict:
     authorizer = ctx.services.authorizer
     if authorizer is None:

@@ -11,7 +11,7 @@ from broker.handlers.authorization import AclOperation, ResourceType, authorize
 from protocol.errors import ErrorCode
 
 
-@register(42, "DeleteGroups", 0, 2)
+@register(42)
 async def handle(ctx: RequestContext, request) -> dict:
     names = list(dict.fromkeys(request.groups_names))
     allowed = [n for n in names if authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, n)]

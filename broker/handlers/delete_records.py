@@ -17,7 +17,7 @@ from broker.replication.delayed_delete_records import DeleteRecordsPartitionStat
 from protocol.errors import ErrorCode
 
 
-@register(21, "DeleteRecords", 0, 2)
+@register(21)
 async def handle(ctx: RequestContext, request) -> dict:
     cache = ctx.services.metadata_cache
     offsets: dict[tuple[str, int], int] = {}

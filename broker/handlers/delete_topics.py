@@ -17,7 +17,7 @@ from broker.handlers.metadata import ZERO_UUID
 from protocol.errors import ErrorCode, KafkaError
 
 
-@register(20, "DeleteTopics", 0, 6)
+@register(20)
 async def handle(ctx: RequestContext, request) -> dict:
     cache = ctx.services.metadata_cache
     if ctx.api_version >= 6:

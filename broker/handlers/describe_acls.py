@@ -16,7 +16,7 @@ def _error(code: ErrorCode, message: str | None = None) -> dict:
     return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "resources": []}
 
 
-@register(29, "DescribeAcls", 0, 3)
+@register(29)
 async def handle(ctx: RequestContext, request) -> dict:
     authorizer = ctx.services.authorizer
     if authorizer is None:

@@ -23,7 +23,7 @@ def _error(code: int, message: str | None) -> dict:
             "entries": None}
 
 
-@register(48, "DescribeClientQuotas", 0, 1)
+@register(48)
 async def handle(ctx: RequestContext, request) -> dict:
     # Loaded at the first quota request, not at start-up (which every `kafka-sim run` pays)
     from broker.admin.client_quotas import FilterComponent, describe

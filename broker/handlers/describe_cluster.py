@@ -41,7 +41,7 @@ def _endpoint_error(ctx: RequestContext, endpoint_type: int) -> dict | None:
             "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
-@register(60, "DescribeCluster", 0, 1)
+@register(60)
 async def handle(ctx: RequestContext, request) -> dict:
     endpoint_type = request.get("endpoint_type", BROKERS)
     refused = _endpoint_error(ctx, endpoint_type)

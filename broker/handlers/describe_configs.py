@@ -48,7 +48,7 @@ def _entries(ctx: RequestContext, resource) -> list[ConfigEntry]:
                      f"unsupported resource type {resource.resource_type}")
 
 
-@register(32, "DescribeConfigs", 0, 4)
+@register(32)
 async def handle(ctx: RequestContext, request) -> dict:
     results = []
     for resource in request.resources:

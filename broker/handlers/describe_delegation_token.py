@@ -7,6 +7,6 @@ from broker.handlers import RequestContext, register
 from broker.handlers.delegation_tokens import first_error
 
 
-@register(41, "DescribeDelegationToken", 0, 3)
+@register(41)
 async def handle(ctx: RequestContext, request) -> dict:
     return {"error_code": first_error(ctx), "tokens": [], "throttle_time_ms": 0}

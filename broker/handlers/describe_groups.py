@@ -45,7 +45,7 @@ def describe(ctx: RequestContext, group_id: str, operations: bool = False) -> di
             } for m in group.members.values()]}
 
 
-@register(15, "DescribeGroups", 0, 5)
+@register(15)
 async def handle(ctx: RequestContext, request) -> dict:
     operations = request.get("include_authorized_operations", False)
     return {"throttle_time_ms": 0, "groups": [describe(ctx, g, operations) for g in request.groups]}

@@ -17,7 +17,7 @@ from broker.handlers.authorization import AclOperation, authorize_cluster
 from protocol.errors import ErrorCode
 
 
-@register(35, "DescribeLogDirs", 0, 4)
+@register(35)
 async def handle(ctx: RequestContext, request) -> dict:
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,

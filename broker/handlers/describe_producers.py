@@ -13,7 +13,7 @@ from broker.handlers.authorization import AclOperation, ResourceType, filter_aut
 from protocol.errors import ErrorCode, KafkaError
 
 
-@register(61, "DescribeProducers", 0, 0)
+@register(61)
 async def handle(ctx: RequestContext, request) -> dict:
     rm = ctx.services.replica_manager
     topics = []

@@ -30,7 +30,7 @@ def _describe(ctx: RequestContext, transactional_id: str) -> dict:
                        if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t)]}
 
 
-@register(65, "DescribeTransactions", 0, 0)
+@register(65)
 async def handle(ctx: RequestContext, request) -> dict:
     return {"throttle_time_ms": 0, "transaction_states": [
         _describe(ctx, tid) for tid in request.transactional_ids]}

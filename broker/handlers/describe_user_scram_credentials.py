@@ -17,7 +17,7 @@ from protocol.errors import ErrorCode
 MECHANISM_IDS = {SCRAM_SHA_256: 1, SCRAM_SHA_512: 2}  # Kafka's ScramMechanism types
 
 
-@register(50, "DescribeUserScramCredentials", 0, 0)
+@register(50)
 async def handle(ctx: RequestContext, request) -> dict:
     store = ctx.services.scram_credentials
     assert store is not None

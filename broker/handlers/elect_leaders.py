@@ -17,7 +17,7 @@ from protocol.errors import ErrorCode, KafkaError
 PREFERRED, UNCLEAN = 0, 1
 
 
-@register(43, "ElectLeaders", 0, 2)
+@register(43)
 async def handle(ctx: RequestContext, request) -> dict:
     listed = request.topic_partitions
     keys = [] if listed is None else list(dict.fromkeys(

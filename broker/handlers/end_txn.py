@@ -11,7 +11,7 @@ from broker.handlers.txn_errors import for_version
 from protocol.errors import ErrorCode
 
 
-@register(26, "EndTxn", 0, 4)
+@register(26)
 async def handle(ctx: RequestContext, request) -> dict:
     if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}

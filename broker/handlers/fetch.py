@@ -79,7 +79,7 @@ def _replica_id(request, version: int) -> int:
 LEADER_HINT_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 
 
-@register(API_KEY, "Fetch", 4, 17)
+@register(API_KEY)
 async def handle(ctx: RequestContext, request) -> dict:
     version = ctx.api_version
     services = ctx.services

@@ -49,7 +49,7 @@ def find_coordinator(ctx: RequestContext, key: str, key_type: int) -> dict:
     return {"error_code": ErrorCode.NONE, "error_message": None, "node_id": state.leader,
             "host": host, "port": port}
 
-@register(10, "FindCoordinator", 0, 6)
+@register(10)
 async def handle(ctx: RequestContext, request) -> dict:
     key_type = request.get("key_type", KEY_TYPE_GROUP)
     if ctx.api_version >= 4:

@@ -11,7 +11,7 @@ from broker.handlers.authorization import AclOperation, ResourceType, authorize
 from protocol.errors import ErrorCode
 
 
-@register(12, "Heartbeat", 0, 4)
+@register(12)
 async def handle(ctx: RequestContext, request) -> dict:
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}

@@ -89,7 +89,7 @@ def _refused(resource, exc: KafkaError) -> dict:
             "resource_type": resource.resource_type, "resource_name": resource.resource_name}
 
 
-@register(44, "IncrementalAlterConfigs", 0, 1)
+@register(44)
 async def handle(ctx: RequestContext, request) -> dict:
     named = Counter((r.resource_type, r.resource_name) for r in request.resources)
     responses = []

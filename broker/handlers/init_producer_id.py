@@ -43,7 +43,7 @@ def _answer(error: ErrorCode, producer_id: int = NO_PRODUCER_ID,
             "producer_epoch": producer_epoch}
 
 
-@register(22, "InitProducerId", 0, 5)
+@register(22)
 async def handle(ctx: RequestContext, request) -> dict:
     producer_id = getattr(request, "producer_id", NO_PRODUCER_ID)
     epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)

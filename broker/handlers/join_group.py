@@ -13,7 +13,7 @@ from broker.handlers.authorization import AclOperation, ResourceType, authorize
 from protocol.errors import ErrorCode
 
 
-@register(11, "JoinGroup", 0, 9)
+@register(11)
 async def handle(ctx: RequestContext, request) -> dict:
     version = ctx.api_version
     coordinator = ctx.services.group_coordinator

@@ -15,7 +15,7 @@ from broker.handlers.authorization import AclOperation, require_cluster
 from protocol.errors import ErrorCode, KafkaError
 
 
-@register(4, "LeaderAndIsr", 0, 7)
+@register(4)
 async def handle(ctx: RequestContext, request) -> dict:
     version = ctx.api_version
     target = ctx.services.controller_requests

@@ -12,7 +12,7 @@ from broker.handlers.authorization import AclOperation, ResourceType, authorize
 from protocol.errors import ErrorCode
 
 
-@register(13, "LeaveGroup", 0, 5)
+@register(13)
 async def handle(ctx: RequestContext, request) -> dict:
     coordinator = ctx.services.group_coordinator
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):

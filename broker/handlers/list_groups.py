@@ -12,7 +12,7 @@ from broker.handlers.authorization import AclOperation, ResourceType, authorize,
 GROUP_TYPE = "classic"
 
 
-@register(16, "ListGroups", 0, 5)
+@register(16)
 async def handle(ctx: RequestContext, request) -> dict:
     types = {t.lower() for t in request.get("types_filter", ())}
     error, groups = ctx.services.group_coordinator.handle_list_groups(

@@ -29,7 +29,7 @@ def _refused(index: int, error: ErrorCode) -> dict:
             "leader_epoch": -1}
 
 
-@register(2, "ListOffsets", 1, 9)
+@register(2)
 async def handle(ctx: RequestContext, request) -> dict:
     rm = ctx.services.replica_manager
     isolation = request.isolation_level if ctx.api_version >= 2 else 0

@@ -9,7 +9,7 @@ from broker.handlers.authorization import AclOperation, require_cluster
 from protocol.errors import ErrorCode, KafkaError
 
 
-@register(46, "ListPartitionReassignments", 0, 0)
+@register(46)
 async def handle(ctx: RequestContext, request) -> dict:
     keys = None if request.topics is None else [
         (t.name, p) for t in request.topics for p in t.partition_indexes]

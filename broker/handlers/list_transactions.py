@@ -8,7 +8,7 @@ from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, ResourceType, authorize
 
 
-@register(66, "ListTransactions", 0, 1)
+@register(66)
 async def handle(ctx: RequestContext, request) -> dict:
     error, found, unknown = ctx.services.transaction_coordinator.list_transactions(
         set(request.state_filters), set(request.producer_id_filters),

@@ -105,7 +105,7 @@ def live_brokers(ctx: RequestContext) -> dict[int, tuple[str, int]]:
         services.broker_id: services.advertised_address(ctx.listener)}
 
 
-@register(3, "Metadata", 0, 12)
+@register(3)
 async def handle(ctx: RequestContext, request) -> dict:
     services = ctx.services
     cache = services.metadata_cache

@@ -16,7 +16,7 @@ from broker.handlers.authorization import AclOperation, ResourceType, authorize,
 from protocol.errors import ErrorCode
 
 
-@register(8, "OffsetCommit", 2, 9)
+@register(8)
 async def handle(ctx: RequestContext, request) -> dict:
     coordinator = ctx.services.group_coordinator
     # Imported here: the group coordinator's modules load with it, on first use.

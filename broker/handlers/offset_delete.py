@@ -12,7 +12,7 @@ from broker.handlers.authorization import AclOperation, ResourceType, authorize,
 from protocol.errors import ErrorCode
 
 
-@register(47, "OffsetDelete", 0, 0)
+@register(47)
 async def handle(ctx: RequestContext, request) -> dict:
     cache = ctx.services.metadata_cache
     if not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, request.group_id):

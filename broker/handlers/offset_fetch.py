@@ -59,7 +59,7 @@ def _by_topic(entries) -> list[dict]:
     return [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
-@register(9, "OffsetFetch", 1, 9)
+@register(9)
 async def handle(ctx: RequestContext, request) -> dict:
     if ctx.api_version >= 8:
         groups = []

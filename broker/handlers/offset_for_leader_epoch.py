@@ -21,7 +21,7 @@ from broker.handlers.authorization import (
 from protocol.errors import ErrorCode
 
 
-@register(23, "OffsetForLeaderEpoch", 2, 4)
+@register(23)
 async def handle(ctx: RequestContext, request) -> dict:
     rm = ctx.services.replica_manager
     topics = []

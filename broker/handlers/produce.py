@@ -108,7 +108,7 @@ def _is_internal(ctx: RequestContext, topic: str) -> bool:
     return info is not None and info.internal
 
 
-@register(0, "Produce", 3, 11)
+@register(0)
 async def handle(ctx: RequestContext, request) -> dict | None:
     entries = {(t.name, p.index): p.records for t in request.topic_data for p in t.partition_data}
     results: dict = {}

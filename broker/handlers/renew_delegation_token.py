@@ -7,6 +7,6 @@ from broker.handlers import RequestContext, register
 from broker.handlers.delegation_tokens import first_error
 
 
-@register(39, "RenewDelegationToken", 0, 2)
+@register(39)
 async def handle(ctx: RequestContext, request) -> dict:
     return {"error_code": first_error(ctx), "expiry_timestamp_ms": -1, "throttle_time_ms": 0}

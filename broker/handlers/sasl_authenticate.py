@@ -8,7 +8,7 @@ from broker.handlers import RequestContext, register
 from protocol.errors import ErrorCode
 
 
-@register(36, "SaslAuthenticate", 0, 2)
+@register(36)
 async def handle(ctx: RequestContext, request) -> dict:
     return {"error_code": ErrorCode.ILLEGAL_SASL_STATE,
             "error_message": "SaslAuthenticate request received after successful authentication",

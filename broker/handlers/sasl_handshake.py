@@ -8,6 +8,6 @@ from broker.handlers import RequestContext, register
 from protocol.errors import ErrorCode
 
 
-@register(17, "SaslHandshake", 0, 1)
+@register(17)
 async def handle(ctx: RequestContext, request) -> dict:
     return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}

@@ -12,7 +12,7 @@ from broker.handlers.authorization import AclOperation, require_cluster
 from protocol.errors import ErrorCode, KafkaError
 
 
-@register(5, "StopReplica", 0, 4)
+@register(5)
 async def handle(ctx: RequestContext, request) -> dict:
     keys, delete = stop_replica_partitions(request, ctx.api_version)
     try:

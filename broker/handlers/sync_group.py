@@ -11,7 +11,7 @@ from broker.handlers.authorization import AclOperation, ResourceType, authorize
 from protocol.errors import ErrorCode
 
 
-@register(14, "SyncGroup", 0, 5)
+@register(14)
 async def handle(ctx: RequestContext, request) -> dict:
     coordinator = ctx.services.group_coordinator
     # Imported here: the group coordinator's modules load with it, on first use.

@@ -14,7 +14,7 @@ from broker.handlers.authorization import AclOperation, ResourceType, authorize,
 from protocol.errors import ErrorCode
 
 
-@register(28, "TxnOffsetCommit", 0, 4)
+@register(28)
 async def handle(ctx: RequestContext, request) -> dict:
     coordinator = ctx.services.group_coordinator
     # Imported here: the group coordinator's modules load with it, on first use.

@@ -14,7 +14,7 @@ from broker.handlers.authorization import AclOperation, require_cluster
 from protocol.errors import ErrorCode, KafkaError
 
 
-@register(6, "UpdateMetadata", 0, 8)
+@register(6)
 async def handle(ctx: RequestContext, request) -> dict:
     target = ctx.services.controller_requests
     try:

@@ -56,7 +56,7 @@ async def write_txn_markers(services: BrokerServices, markers) -> list[dict]:
     return answers
 
 
-@register(27, "WriteTxnMarkers", 0, 1)
+@register(27)
 async def handle(ctx: RequestContext, request) -> dict:
     if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
         return {"markers": [{"producer_id": m.producer_id, "topics": [

@@ -15,10 +15,6 @@ from typing import TYPE_CHECKING
 
 from broker.control.faults import Fault, FaultAction, error_response
 from broker.handlers import HANDLERS, RequestContext
-from broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
-from broker.handlers.api_versions import api_versions_fallback
-from broker.handlers.fetch import API_KEY as FETCH_KEY
-from broker.handlers.fetch import session_partitions
 from broker.logs import get_logger
 from broker.network.close_connection import CloseConnection
 from broker.network.handler_time import HandlerTime
@@ -44,7 +40,7 @@ if TYPE_CHECKING:
 
 log = get_logger("kafka_sim.connection")
 READ_CHUNK = 256 * 1024
-PRODUCE_KEY, METADATA_KEY = 0, 3
+PRODUCE_KEY, FETCH_KEY, METADATA_KEY, API_VERSIONS_KEY = 0, 1, 3, 18
 # Never throttled by the request quota: the inter-broker (cluster action) APIs, answered without
 # a throttle as Kafka's sendResponseExemptThrottle (LeaderAndIsr, StopReplica, UpdateMetadata,
 # ControlledShutdown, WriteTxnMarkers)
@@ -244,12 +240,14 @@ class Connection:
                     f"unsupported version {version} of {handler.name} "
                     f"(supported {handler.min_version}-{handler.max_version})"
                 )
+            from broker.handlers.api_versions import api_versions_fallback
+
             body = encode_response(API_VERSIONS_KEY, 0, api_versions_fallback())
             return encode_frame(encode_response_header(header.correlation_id, 0) + body)
         request = decode_request(header.api_key, version, frame, body_offset, explain=False)
         fault = self.faults.match(
             self.services.broker_id, header.api_key, request,
-            also_touches=(lambda: session_partitions(self.services, request))
+            also_touches=(lambda: _session_partitions(self.services, request))
             if header.api_key == FETCH_KEY else None)
         ctx = RequestContext(header, self.services, self.client_host, self.listener,
                              self.principal, request_size=len(frame))
@@ -291,3 +289,10 @@ class Connection:
             )
             + encode_response(header.api_key, version, response)
         )
+
+
+def _session_partitions(services: BrokerServices, request) -> list[tuple[str, int]]:
+    """broker.handlers.fetch's session_partitions, the Fetch handler's module loaded on first use."""
+    from broker.handlers.fetch import session_partitions
+
+    return session_partitions(services, request)

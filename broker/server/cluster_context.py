@@ -14,7 +14,6 @@ from broker.config import BrokerConfig
 from broker.control.faults import FaultAction, FaultInjector
 from broker.controller.controller_channel import PartitionErrors
 from broker.handlers.services import BrokerServices
-from broker.handlers.write_txn_markers import write_txn_markers
 from broker.metadata import zk_paths as paths
 from broker.metadata.store import MetadataStore, NodeExistsError
 from storage.disk_faults import DiskFaults
@@ -177,6 +176,7 @@ class InProcessMarkerTransport:
                 await asyncio.sleep((fault.delay_ms or 0) / 1000)
         # Loaded by the transaction coordinator already, which is built on first use.
         from broker.coordinator.transaction.transaction_marker_channel import marker_results
+        from broker.handlers.write_txn_markers import write_txn_markers
 
         results = marker_results(await write_txn_markers(leader.services, request["markers"]))
         if fault is not None and fault.action is FaultAction.DROP_RESPONSE:

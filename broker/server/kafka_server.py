@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig, Listener
 from broker.controller.controller import Controller
-from broker.handlers import load_handlers
 from broker.handlers.services import BrokerServices
 from broker.logs import get_logger
 from broker.metadata import zk_paths as paths
@@ -97,7 +96,6 @@ def authorizer_from_config(config: BrokerConfig, store: MetadataStore) -> AclAut
 
 class KafkaServer:
     def __init__(self, config: BrokerConfig, context: ClusterContext) -> None:
-        load_handlers()
         self.config = config
         self.context = context
         self.broker_id = config.broker_id

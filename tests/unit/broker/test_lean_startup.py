@@ -26,7 +26,16 @@ OURS_NOT_AT_STARTUP = ("storage.log_cleaner", "broker.admin.client_quotas",
                        "broker.coordinator.transaction.transaction_coordinator",
                        "broker.admin.admin_manager", "broker.admin.auto_topic_creation",
                        "broker.authorizer.acl_authorizer",
-                       "broker.authorizer.acl", "broker.coordinator.transaction.transaction_marker_channel")
+                       "broker.authorizer.acl", "broker.coordinator.transaction.transaction_marker_channel",
+                       # the data path: the first partition's (a broker with none starts without it)
+                       "storage.log", "storage.segment", "storage.producer_state", "protocol.records",
+                       "broker.replication.partition", "broker.replication.fetch_session",
+                       "broker.replication.delayed_fetch", "broker.replication.delayed_produce",
+                       "broker.replication.replica_fetcher", "broker.replication.leader_endpoint",
+                       "broker.replication.replica_alter_log_dirs",
+                       "broker.security.scram")  # SCRAM: the first credential read or made
+# The API handlers wait for their API's first request, ApiVersions' aside (start-up's first).
+HANDLERS_AT_STARTUP = {"broker.handlers", "broker.handlers.services", "broker.handlers.api_versions"}
 
 # As `kafka-sim run` does: log lines held until the brokers serve (structlog loads then), the
 # control server built before the brokers start (it refuses a non-loopback address first), started
@@ -75,6 +84,7 @@ def test_an_embedded_cluster_serves_without_the_optional_packages(tmp_path):
     assert loaded_top_level(loaded["serving"]) & {"structlog", *NOT_AT_STARTUP} == set()
     assert "importlib.metadata" not in loaded["serving"]
     assert set(loaded["serving"]) & set(OURS_NOT_AT_STARTUP) == set()
+    assert {m for m in loaded["serving"] if m.startswith("broker.handlers")} == HANDLERS_AT_STARTUP
     # The control API brings aiohttp once it starts, and the release of the held lines structlog
     # (what the check above would have caught).
     assert {"aiohttp", "structlog"} <= loaded_top_level(loaded["with_control"])
