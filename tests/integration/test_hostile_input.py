@@ -420,11 +420,11 @@ async def test_compressed_batch_for_a_compacted_topic_is_decoded_off_the_event_l
     so another connection is served meanwhile; the append then does not decode them again."""
     import threading
 
-    import broker.replication.replica_manager as replica_manager
+    import storage.log  # the replica manager imports the check from it when a produce runs
     from protocol.records import ZSTD
 
     threads: list[threading.Thread] = []
-    check = replica_manager.check_compacted_records
+    check = storage.log.check_compacted_records
     loop = asyncio.get_running_loop()
     started = asyncio.Event()
 
@@ -433,7 +433,7 @@ async def test_compressed_batch_for_a_compacted_topic_is_decoded_off_the_event_l
         loop.call_soon_threadsafe(started.set)
         return check(*args)
 
-    monkeypatch.setattr(replica_manager, "check_compacted_records", recording_check)
+    monkeypatch.setattr(storage.log, "check_compacted_records", recording_check)
     client = await RawClient.connect(async_broker.port)
     await create_topic(client, "busy", 1, {"cleanup.policy": "compact"})
     many = encode_batch([(b"k%d" % (i % 10), b"", [], 1000) for i in range(400_000)],
@@ -460,11 +460,11 @@ async def test_list_offsets_by_timestamp_decodes_compressed_batches_off_the_even
     worker thread: another connection is served meanwhile, and the answer is right."""
     import threading
 
-    import broker.replication.replica_manager as replica_manager
+    import storage.segment  # the replica manager imports the lookup from it when it runs
     from protocol.records import ZSTD
 
     threads: list[threading.Thread] = []
-    find = replica_manager.first_record_at_or_after
+    find = storage.segment.first_record_at_or_after
     loop = asyncio.get_running_loop()
     started = asyncio.Event()
 
@@ -473,7 +473,7 @@ async def test_list_offsets_by_timestamp_decodes_compressed_batches_off_the_even
         loop.call_soon_threadsafe(started.set)
         return find(*args)
 
-    monkeypatch.setattr(replica_manager, "first_record_at_or_after", recording_find)
+    monkeypatch.setattr(storage.segment, "first_record_at_or_after", recording_find)
     client = await RawClient.connect(async_broker.port)
     await create_topic(client, "stamps")
     count = 400_000
