@@ -181,8 +181,7 @@ def _quota_throttle(ctx: RequestContext, params: FetchParams):
     if quotas is None:
         return None
     ctx.request_quota_recorded = True
-    if params.is_from_follower or not (quotas.fetch.quotas_enabled
-                                       or quotas.request.quotas_enabled):
+    if params.is_from_follower or not quotas.enabled("fetch", "request"):
         return None
     user, client_id = ctx.quota_user, ctx.client_id
     window_bytes = quotas.fetch.max_value_in_quota_window(user, client_id)

@@ -146,7 +146,7 @@ def _record_quotas(ctx: RequestContext, acks: int) -> None:
     if quotas is None:
         return
     ctx.request_quota_recorded = True
-    if not (quotas.produce.quotas_enabled or quotas.request.quotas_enabled):
+    if not quotas.enabled("produce", "request"):
         return
     user, client_id = ctx.quota_user, ctx.client_id
     ctx.throttle("produce", quotas.produce.record(user, client_id, ctx.request_size))

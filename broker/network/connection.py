@@ -252,7 +252,7 @@ class Connection:
         ctx = RequestContext(header, self.services, self.client_host, self.listener,
                              self.principal, request_size=len(frame))
         quotas = self.services.quotas
-        if (quotas is not None and quotas.request.quotas_enabled
+        if (quotas is not None and quotas.enabled("request")
                 and header.api_key not in REQUEST_QUOTA_EXEMPT and not self._before_login):
             # request_percentage: the broker's time on the request, recorded after it unless
             # the handler did (Kafka's sendResponseMaybeThrottle)

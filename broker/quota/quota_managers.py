@@ -3,7 +3,9 @@ to them (Kafka's QuotaConfigHandler): at start every entity node, then each noti
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig
 from broker.logs import get_logger
@@ -15,14 +17,17 @@ from broker.metadata.client_quota_configs import (
 )
 from broker.metadata.sanitizer import desanitize
 from broker.metadata.store import MetadataStoreError
-from broker.quota.client_quota_manager import (
-    ClientQuotaManager,
-    ClientRequestQuotaManager,
-    QuotaEntity,
-    entity,
-)
 from broker.quota.throttled_channels import ThrottledChannels
-from timer import SystemTimer
+
+if TYPE_CHECKING:
+    # The managers' modules load with the first quota applied or request recorded against one:
+    # a broker without client quotas never needs them (start-up).
+    from broker.quota.client_quota_manager import (
+        ClientQuotaManager,
+        ClientRequestQuotaManager,
+        QuotaEntity,
+    )
+    from timer import SystemTimer
 
 log = get_logger("kafka_sim.quotas")
 
@@ -35,6 +40,8 @@ CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
 def quota_entity(key: EntityKey) -> QuotaEntity:
     """The managers' entity of a stored one: the user stays sanitized, the client id is the
     client's own (Kafka's ClientIdEntity), `<default>` nodes are the default entities."""
+    from broker.quota.client_quota_manager import entity
+
     user, client = key
     return entity(None if user in (None, DEFAULT) else user,
                   None if client in (None, DEFAULT) else desanitize(client),
@@ -46,13 +53,35 @@ class QuotaManagers:
 
     def __init__(self, config: BrokerConfig, timer: SystemTimer,
                  now_ms: Callable[[], int]) -> None:
-        samples, window = config["quota.window.num"], config["quota.window.size.seconds"]
-        self.produce = ClientQuotaManager("produce", samples, window, now_ms)
-        self.fetch = ClientQuotaManager("fetch", samples, window, now_ms)
-        self.request = ClientRequestQuotaManager("request", samples, window, now_ms)
+        self._samples, self._window = config["quota.window.num"], config["quota.window.size.seconds"]
+        self._now_ms = now_ms
         self.throttled = ThrottledChannels(timer)
         # Entities notified while a load reads the store: its older read must not undo them
         self._notified_while_loading: set[EntityKey] | None = None
+
+    @functools.cached_property
+    def produce(self) -> ClientQuotaManager:
+        from broker.quota.client_quota_manager import ClientQuotaManager
+
+        return ClientQuotaManager("produce", self._samples, self._window, self._now_ms)
+
+    @functools.cached_property
+    def fetch(self) -> ClientQuotaManager:
+        from broker.quota.client_quota_manager import ClientQuotaManager
+
+        return ClientQuotaManager("fetch", self._samples, self._window, self._now_ms)
+
+    @functools.cached_property
+    def request(self) -> ClientRequestQuotaManager:
+        from broker.quota.client_quota_manager import ClientRequestQuotaManager
+
+        return ClientRequestQuotaManager("request", self._samples, self._window, self._now_ms)
+
+    def enabled(self, *quota_types: str) -> bool:
+        """Whether any of these managers ("produce", "fetch", "request") has a quota: one never
+        made has none (and is not made by asking)."""
+        made = vars(self)
+        return any(kind in made and made[kind].quotas_enabled for kind in quota_types)
 
     def apply(self, key: EntityKey, config: dict[str, str]) -> None:
         """An entity's stored config is now `config`: each manager takes its key's bound, or
