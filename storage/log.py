@@ -38,6 +38,7 @@ from protocol.records import (
     set_log_append_time,
     validate_produce_records,
 )
+from storage.append_origin import AppendOrigin
 from storage.checkpoint import fsync_path
 from storage.disk_faults import DiskFaults, file_kind
 from storage.file_handles import FileHandleCache
@@ -45,7 +46,7 @@ from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS, INT_MAX, LONG_MAX, LogConfig
 from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel
 from storage.log_flusher import Job, LogFlusher
-from storage.log_info import AppendOrigin, FetchDataInfo, LogAppendInfo
+from storage.log_info import FetchDataInfo, LogAppendInfo
 from storage.log_loader import load_segments, new_segment
 from storage.naming import log_file
 from storage.producer_state import (

@@ -1,18 +1,8 @@
-"""What a log append or read reports back (Kafka's LogAppendInfo and FetchDataInfo), and who appends."""
+"""What a log append or read reports back (Kafka's LogAppendInfo and FetchDataInfo)."""
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
-
-
-class AppendOrigin(enum.Enum):
-    """Who appends (Kafka's AppendOrigin): a client's Produce is validated in full; the transaction
-    coordinator may also write control batches (markers); replication appends as they are."""
-
-    CLIENT = "client"
-    COORDINATOR = "coordinator"
-    REPLICATION = "replication"
 
 
 @dataclass(slots=True)

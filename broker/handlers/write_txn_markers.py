@@ -17,7 +17,7 @@ from broker.handlers.services import BrokerServices
 from broker.metadata.topic_names import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
 from protocol.transaction_records import ControlType, marker_batch
-from storage.log_info import AppendOrigin
+from storage.append_origin import AppendOrigin
 
 MARKER_TIMEOUT_MS = 30000  # Kafka's request.timeout.ms for the marker's replication
 

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.metadata.partition_state import LeaderAndIsr
+from storage.append_origin import AppendOrigin
 from storage.log import Log
-from storage.log_info import AppendOrigin, LogAppendInfo
+from storage.log_info import LogAppendInfo
 
 
 @dataclass(slots=True)

@@ -21,8 +21,8 @@ from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.topic_names import is_valid_topic_name
 from broker.replication.purgatory import DelayedOperationPurgatory
 from protocol.errors import ErrorCode, KafkaError, RecordValidationError
+from storage.append_origin import AppendOrigin
 from storage.log_dir_failure_channel import KafkaStorageError
-from storage.log_info import AppendOrigin
 from storage.partition_metadata import read_partition_metadata
 
 if TYPE_CHECKING:

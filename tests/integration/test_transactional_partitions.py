@@ -14,7 +14,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from protocol.errors import ErrorCode
 from protocol.records import encode_batch
 from protocol.transaction_records import ControlType, marker_batch
-from storage.log_info import AppendOrigin
+from storage.append_origin import AppendOrigin
 from tests.integration.raw_client import RawClient
 from tests.integration.test_protocol_edges import produce_body
 

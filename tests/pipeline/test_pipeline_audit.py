@@ -13,10 +13,10 @@ from pipeline import cli
 from pipeline.audit import run_audit
 from protocol.records import RECORDS_OFFSET, assign_offsets, encode_batch, iter_batches
 from protocol.transaction_records import ControlType, marker_batch
+from storage.append_origin import AppendOrigin
 from storage.checkpoint import OffsetCheckpointFile
 from storage.log import Log
 from storage.log_config import LogConfig
-from storage.log_info import AppendOrigin
 from storage.naming import CLEANER_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT
 
 

@@ -25,7 +25,7 @@ from protocol import group_records as gr
 from protocol.errors import ErrorCode
 from protocol.records import decode_batch, encode_batch, iter_batches
 from protocol.transaction_records import ControlType, read_control_type
-from storage.log_info import AppendOrigin
+from storage.append_origin import AppendOrigin
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig

@@ -11,9 +11,9 @@ import pytest
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import encode_batch
 from protocol.transaction_records import ControlType, marker_batch
+from storage.append_origin import AppendOrigin
 from storage.log import Log
 from storage.log_config import LogConfig
-from storage.log_info import AppendOrigin
 from storage.naming import transaction_index_file
 from storage.transaction_index import AbortedTxn
 from timer import ManualClock
