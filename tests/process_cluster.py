@@ -35,6 +35,11 @@ def wait_until(condition: Callable[[], object], what: str, timeout_s: float = DE
         time.sleep(0.05)
 
 
+# A broker whose first start lost its free ports to another process gets new ones this often.
+PORT_RETRIES = 3
+LOST_PORT = "lost its port"
+
+
 class ProcessCluster:
     def __init__(self, zk_connect: str, root: Path, brokers: int = 3,
                  overrides: dict[str, str] | None = None, listener: str = "PLAINTEXT",
@@ -51,6 +56,7 @@ class ProcessCluster:
         self.ports = {i: free_port() for i in self.ids}
         self.control_ports = {i: free_port() for i in self.ids}
         self.processes: dict[int, subprocess.Popen] = {}
+        self._registered_once: set[int] = set()
 
     @property
     def bootstrap(self) -> str:
@@ -75,12 +81,33 @@ class ProcessCluster:
 
     def start(self, broker_id: int | None = None) -> None:
         for i in self.ids if broker_id is None else [broker_id]:
-            self.root.mkdir(parents=True, exist_ok=True)
-            log = (self.root / f"broker-{i}.log").open("ab")
-            self.processes[i] = subprocess.Popen(self.command(i), cwd=ROOT, stdout=log,
-                                                 stderr=subprocess.STDOUT)
+            self._launch(i)
         for i in self.ids if broker_id is None else [broker_id]:
-            wait_until(lambda i=i: self.registered(i), f"broker {i} to register")
+            for _ in range(PORT_RETRIES):
+                if wait_until(lambda i=i: self._lost_its_port(i) or self.registered(i),
+                              f"broker {i} to register") != LOST_PORT:
+                    break
+                # Its free ports were taken between their choice and its first bind: it never
+                # registered, so no client knows them yet, and it takes new ones.
+                self.ports[i], self.control_ports[i] = free_port(), free_port()
+                self._launch(i)
+            else:
+                raise AssertionError(f"broker {i} found its ports taken {PORT_RETRIES} times")
+            self._registered_once.add(i)
+
+    def _launch(self, broker_id: int) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        log = (self.root / f"broker-{broker_id}.log").open("ab")
+        self.processes[broker_id] = subprocess.Popen(self.command(broker_id), cwd=ROOT, stdout=log,
+                                                     stderr=subprocess.STDOUT)
+
+    def _lost_its_port(self, broker_id: int) -> str | None:
+        """LOST_PORT when a broker that never registered exited at start because a port of its was
+        in use (kafka-sim's one-line `cannot start` error as its log's last line)."""
+        if broker_id in self._registered_once or self.processes[broker_id].poll() is None:
+            return None
+        lines = (self.root / f"broker-{broker_id}.log").read_text(errors="replace").splitlines()
+        return LOST_PORT if lines and "address already in use" in lines[-1] else None
 
     def control(self, broker_id: int, path: str, method: str = "GET", body: dict | None = None):
         data = json.dumps(body).encode() if body is not None else None
