@@ -1,5 +1,5 @@
-"""The API handlers (Kafka's KafkaApis): one module per Kafka API, each registering the versions it
-serves; a handler decodes nothing itself (the connection did), calls a subsystem, builds the reply.
+"""The API handlers (Kafka's KafkaApis): one module per Kafka API, each registering its handler; a
+handler decodes nothing itself (the connection did), calls a subsystem, builds the reply.
 
 ApiVersions is answered from this registry's table, so the broker advertises exactly what it
 implements; a handler module is imported by the first request of its API.
