@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 log = get_logger("kafka_sim.replica_manager")
 # The data path (partitions and their logs, purgatory operations, fetch sessions, replica fetchers)
-# is imported where first used: a broker with no partition yet starts without it (start-up, #15).
+# is imported where first used: a broker with no partition yet starts without it.
 
 # ListOffsets special timestamps.
 LATEST_TIMESTAMP = -1
