@@ -43,25 +43,11 @@ class Logger:
 
     # Properties handing out structlog's own method (or, while held, a recorder of the line):
     # `log.debug("request", ...)` runs per request and, at info level, costs no more than it did.
-    @property
-    def debug(self) -> Callable[..., None]:
-        return self._method("debug")
-
-    @property
-    def info(self) -> Callable[..., None]:
-        return self._method("info")
-
-    @property
-    def warning(self) -> Callable[..., None]:
-        return self._method("warning")
-
-    @property
-    def error(self) -> Callable[..., None]:
-        return self._method("error")
-
-    @property
-    def exception(self) -> Callable[..., None]:
-        return self._method("exception")
+    debug = property(lambda self: self._method("debug"))
+    info = property(lambda self: self._method("info"))
+    warning = property(lambda self: self._method("warning"))
+    error = property(lambda self: self._method("error"))
+    exception = property(lambda self: self._method("exception"))
 
     def _method(self, method: str) -> Callable[..., None]:
         if _hold.lines is None:

@@ -80,10 +80,13 @@ class ApiHandler:
 
     @property
     def handle(self) -> Handle:
+        return self.registered or self.load()
+
+    def load(self) -> Handle:
+        """Import the handler's module (its `@register` binds the coroutine)."""
+        importlib.import_module(f"broker.handlers.{self.module}")
         if self.registered is None:
-            importlib.import_module(f"broker.handlers.{self.module}")
-            if self.registered is None:
-                raise RuntimeError(f"broker.handlers.{self.module} registers no {self.name} handler")
+            raise RuntimeError(f"broker.handlers.{self.module} registers no {self.name} handler")
         return self.registered
 
 
@@ -182,5 +185,5 @@ def load_handlers() -> dict[int, ApiHandler]:
     """Every handler module imported (for tests walking them all; a broker imports each one with
     the first request of its API)."""
     for handler in HANDLERS.values():
-        handler.handle  # noqa: B018 - the property imports the module
+        handler.load()
     return HANDLERS

@@ -29,6 +29,7 @@ from protocol import (
     encode_response_header,
     response_header_version,
 )
+from protocol.api import API_VERSIONS_KEY
 from protocol.errors import ProtocolDecodeError
 from protocol.framing import FrameDecoder
 from protocol.headers import RequestHeader
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
 log = get_logger("kafka_sim.connection")
 READ_CHUNK = 256 * 1024
-PRODUCE_KEY, FETCH_KEY, METADATA_KEY, API_VERSIONS_KEY = 0, 1, 3, 18
+PRODUCE_KEY, FETCH_KEY, METADATA_KEY = 0, 1, 3
 # Never throttled by the request quota: the inter-broker (cluster action) APIs, answered without
 # a throttle as Kafka's sendResponseExemptThrottle (LeaderAndIsr, StopReplica, UpdateMetadata,
 # ControlledShutdown, WriteTxnMarkers)
