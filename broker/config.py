@@ -110,6 +110,10 @@ PROPERTIES: tuple[Property, ...] = (
     Property("delete.topic.enable", _bool, "true", "allow DeleteTopics"),
     Property("message.max.bytes", int, "1048588", "largest record batch a producer may send"),
     Property("socket.request.max.bytes", int, "104857600", "largest request frame accepted"),
+    Property("queued.max.request.bytes", int, "104857600",
+             "bytes of large requests being read or handled at once over all connections; a "
+             "connection with a large request waits to read it while they are spent (one request "
+             "always fits; -1: unbounded, Kafka's default)"),
     Property("connections.max.idle.ms", int, "600000",
              "a connection that completes no request (or reads no response) for this long is closed"),
     Property("max.connections", int, "2147483647",

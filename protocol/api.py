@@ -55,13 +55,15 @@ def response_header_version(api_key: int, api_version: int) -> int:
 
 
 def decode_request(
-    api_key: int, api_version: int, body: Any, offset: int = 0, *, explain: bool = True
+    api_key: int, api_version: int, body: Any, offset: int = 0, *, explain: bool = True,
+    max_elements: int | None = None,
 ) -> Container:
     """Decode a request body (bytes or memoryview, starting at `offset`); trailing bytes are ignored.
 
     On bad input, `explain` parses it a second time with the interpreted parser to say where it
-    failed; the broker passes False so that a peer's unreadable frame costs one parse only."""
-    return _decode(api_key, api_version, "request", body, offset, explain)
+    failed; the broker passes False so that a peer's unreadable frame costs one parse only.
+    `max_elements` bounds the array elements the body may hold (ProtocolDecodeError beyond)."""
+    return _decode(api_key, api_version, "request", body, offset, explain, max_elements)
 
 
 def decode_response(api_key: int, api_version: int, body: Any, offset: int = 0) -> Container:
@@ -95,11 +97,12 @@ def _codec(api_key: int, api_version: int, kind: str, error: type[Exception]) ->
 
 
 def _decode(
-    api_key: int, api_version: int, kind: str, body: Any, offset: int, explain: bool = True
+    api_key: int, api_version: int, kind: str, body: Any, offset: int, explain: bool = True,
+    max_elements: int | None = None,
 ) -> Container:
     c = _codec(api_key, api_version, kind, ProtocolDecodeError)
     try:
-        return c.parse(body, offset)
+        return c.parse(body, offset, max_elements)
     except Exception as fast:
         if not explain:
             raise ProtocolDecodeError(_describe(c, kind, fast)) from fast

@@ -36,6 +36,11 @@ class FrameDecoder:
         """Bytes held for an incomplete frame."""
         return len(self._buf)
 
+    @property
+    def incomplete_size(self) -> int:
+        """The length of the frame being received, once its length prefix is in (else 0)."""
+        return _LEN.unpack_from(self._buf)[0] if len(self._buf) >= 4 else 0
+
     def feed(self, data: bytes) -> list[bytes]:
         buf = self._buf
         buf += data

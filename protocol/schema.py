@@ -402,8 +402,8 @@ class Codec(NamedTuple):
     interpreted: KStruct
     compiled: Any  # construct Compiled
 
-    def parse(self, data: Any, offset: int = 0) -> Container:
-        return self.compiled.parsefunc(Reader(data, offset), None)
+    def parse(self, data: Any, offset: int = 0, max_elements: int | None = None) -> Container:
+        return self.compiled.parsefunc(Reader(data, offset, max_elements), None)
 
     def parse_interpreted(self, data: Any, offset: int = 0) -> Container:
         return self.interpreted._parsereport(Reader(data, offset), Container(), "")

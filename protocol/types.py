@@ -35,13 +35,20 @@ def const(obj: Any) -> int:
 
 
 class Reader(_io.BytesIO):
-    """BytesIO that knows its end, so readers can check lengths before allocating."""
+    """BytesIO that knows its end, so readers can check lengths before allocating, and how many
+    array elements the parse may still make (each costs far more memory than its wire bytes)."""
 
-    def __init__(self, data: bytes | bytearray | memoryview, offset: int = 0) -> None:
+    def __init__(self, data: bytes | bytearray | memoryview, offset: int = 0,
+                 max_elements: int | None = None) -> None:
         super().__init__(data)
         self.end = len(data)
+        self.elements_left = self.end if max_elements is None else max_elements
         if offset:
             self.seek(offset)
+
+
+class TooManyElements(StreamError):
+    """A parse would make more array elements than its budget allows."""
 
 
 def remaining(io: Reader) -> int:
@@ -146,6 +153,9 @@ def _counter(length: Any, what: str) -> Any:
             return _bad_length(n, nullable, what)
         if n > io.end - io.tell():
             raise _short(n, io.end - io.tell(), what)
+        io.elements_left -= n
+        if io.elements_left < 0:
+            raise TooManyElements(f"{what} {n}: more array elements than a request may hold")
         return n
 
     return read

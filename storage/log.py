@@ -250,6 +250,13 @@ class Log:
         """The descriptor cache its segments open files through."""
         return self._files
 
+    def adopt_files(self, files: FileHandleCache) -> None:
+        """Open its segment files through `files` from now on (a log opened in a worker thread,
+        with a cache of its own, joins the cache of the thread that owns the logs)."""
+        for segment in self._segments:
+            segment.move_file_to(files)
+        self._files = files
+
     @property
     def truncations(self) -> int:
         """How many times it was truncated (a copy of it must start again when this moves)."""

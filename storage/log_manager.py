@@ -47,6 +47,10 @@ FUTURE_LOG_OPEN_FILES = 4
 Snapshot = list[tuple[LogDir, OffsetCheckpointFile, dict[TopicPartition, int]]]
 
 
+# Logs whose folders and first segments one worker step makes (each ~1 ms of system calls).
+CREATE_BATCH = 64
+
+
 class LogManager:
     def __init__(
         self,
@@ -229,22 +233,82 @@ class LogManager:
             self._logs[key] = log
         return log
 
+    def create_logs_stepwise(
+        self, wanted: Sequence[tuple[str, int, LogConfig | None, uuid.UUID | None]],
+    ) -> Generator[Callable[[], None], None, None]:
+        """create_log for many partitions, the file system's part of it (a folder and a segment
+        file: ~1 ms of system calls each) in the steps it yields, for a worker thread; each log
+        joins the manager where the generator is advanced. A log that could not be made is left
+        out: create_log meets that failure itself (and takes its dir offline)."""
+        planned: Counter[str] = Counter()  # logs given to each dir by this call, not yet joined
+        plans: list[tuple[TopicPartition, LogDir, uuid.UUID | None]] = []
+        for topic, partition, config, topic_id in wanted:
+            if config is not None:
+                self._topic_configs[topic] = config
+            key = (topic, partition)
+            if key in self._logs or parse_log_dir_name(log_dir_name(topic, partition)) != key:
+                continue
+            preferred = self.dirs.get(self.preferred_log_dirs.get(key, ""))
+            if preferred is not None and not preferred.offline:
+                log_dir = preferred
+            else:
+                online = [name for name, d in self.dirs.items() if not d.offline]
+                if not online:
+                    return
+                log_dir = self.dirs[min(online, key=lambda n: self._dir_counts[n] + planned[n])]
+            planned[log_dir.name] += 1
+            plans.append((key, log_dir, topic_id))
+        for start in range(0, len(plans), CREATE_BATCH):
+            batch = plans[start : start + CREATE_BATCH]
+            opened: dict[TopicPartition, Log] = {}
+
+            def open_batch(batch: list = batch, opened: dict = opened) -> None:
+                for key, log_dir, _ in batch:
+                    with contextlib.suppress(OSError, KafkaStorageError):
+                        opened[key] = self._open_new(log_dir, log_dir_name(*key), key[0],
+                                                     FileHandleCache(1), self.flusher)
+
+            yield open_batch
+            for key, log_dir, topic_id in batch:
+                log = opened.get(key)
+                if log is None:
+                    continue
+                if key in self._logs or log_dir.offline:  # made meanwhile, or its dir failed
+                    log.close()
+                    continue
+                self.preferred_log_dirs.pop(key, None)
+                log.adopt_files(self.files)
+                self._logs[key] = log
+                self._make_durable(log, log_dir, topic_id, self.flusher)
+
     def _create(self, log_dir: LogDir, name: str, topic: str, topic_id: uuid.UUID | None,
                 *, future: bool = False) -> Log:
-        directory = log_dir.path / name
-        self.failure_channel.check_online(log_dir.name, f"creating log {name}")
         io = self._io(future)
+        log = self._open_new(log_dir, name, topic, io["files"], io["flusher"])
+        self._make_durable(log, log_dir, topic_id, io["flusher"])
+        return log
+
+    def _open_new(self, log_dir: LogDir, name: str, topic: str, files: FileHandleCache,
+                  flusher: LogFlusher) -> Log:
+        """A log's folder and first segment, made if new (any thread)."""
         from storage.log import Log
 
+        self.failure_channel.check_online(log_dir.name, f"creating log {name}")
         try:
-            log = Log.open(directory, self.config_for(topic), now_ms=self._now_ms,
-                           producer_id_expiration_ms=self.producer_id_expiration_ms,
-                           disk=log_dir.disk, failure_channel=self.failure_channel, **io)
+            return Log.open(log_dir.path / name, self.config_for(topic), now_ms=self._now_ms,
+                            producer_id_expiration_ms=self.producer_id_expiration_ms,
+                            disk=log_dir.disk, failure_channel=self.failure_channel, files=files,
+                            flusher=flusher)
         except OSError as exc:  # its folder, segment or index files: the dir goes offline
             raise self.failure_channel.storage_error(
                 log_dir.name, f"creating log {name}", exc) from exc
 
-        def make_durable() -> None:  # the new folder and its first segment file
+    def _make_durable(self, log: Log, log_dir: LogDir, topic_id: uuid.UUID | None,
+                      flusher: LogFlusher) -> None:
+        """The new folder and its first segment file fsynced, with the topic id's file."""
+        directory = log.directory
+
+        def make_durable() -> None:
             try:
                 if topic_id is not None:
                     write_partition_metadata(directory, topic_id)
@@ -254,10 +318,9 @@ class LogManager:
                 if log.deleted:  # deleted (its folder removed) before this ran: nothing lost
                     return
                 raise self.failure_channel.storage_error(
-                    log_dir.name, f"creating log {name}", exc) from exc
+                    log_dir.name, f"creating log {directory.name}", exc) from exc
 
-        io["flusher"].submit(make_durable)
-        return log
+        flusher.submit(make_durable)
 
     def create_future_log(self, topic: str, partition: int, log_dir: str,
                           topic_id: uuid.UUID | None = None) -> Log:

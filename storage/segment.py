@@ -400,6 +400,11 @@ class LogSegment:
         """Close the descriptor now (an inactive segment holds none while idle)."""
         self._file.close()
 
+    def move_file_to(self, files: FileHandleCache) -> None:
+        """Open its file through `files` from now on (its descriptor in the old cache closed)."""
+        self._file.close()
+        self._file = files.file(self._file.path, self._file.flags)
+
     def close(self) -> None:
         if not self.closed:
             self.on_become_inactive()

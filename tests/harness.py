@@ -9,6 +9,7 @@ tests that look at the broker's state between steps.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 import time
 from pathlib import Path
@@ -129,21 +130,45 @@ class BrokerThread:
 
 
 async def until(condition, *, steps: int = 100_000, timeout_s: float = 30.0) -> None:
-    """Yield to the event loop until `condition()` holds (the broker runs on this same loop).
+    """Yield to the event loop until `condition()` holds (the broker runs on this same loop);
+    `condition` may be a coroutine function (one that reads the metadata store).
 
     Most conditions hold within a few turns of the loop. One that also waits on a worker thread
     (a store flush, an fsync, a log loaded off the loop) may need wall time on a loaded machine:
     after `steps` turns it is polled every millisecond up to `timeout_s`."""
+
+    async def holds() -> bool:
+        result = condition()
+        return bool(await result if inspect.isawaitable(result) else result)
+
     for _ in range(steps):
-        if condition():
+        if await holds():
             return
         await asyncio.sleep(0)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if condition():
+        if await holds():
             return
         await asyncio.sleep(0.001)  # a worker thread's turn: there is nothing to await
     raise AssertionError("condition never became true")
+
+
+async def watches_settled(timeout_s: float = 30.0) -> None:
+    """Until no watch recipe of this loop (broker/metadata/recipes.py, tasks named "watch <path>")
+    has a read under way: every change the store has told them of has reached their fn. The
+    embedded store fires a watch inside the write, so what a test wrote before awaiting this is
+    seen; a recipe that reads again meanwhile is waited for too."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        current = asyncio.current_task()
+        tasks = [t for t in asyncio.all_tasks()
+                 if t is not current and t.get_name().startswith("watch ") and not t.done()]
+        if not tasks:
+            return
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"watch recipes still reading: {[t.get_name() for t in tasks]}")
+        await asyncio.wait(tasks, timeout=remaining)
 
 
 async def led_here(broker, topic: str, partition: int = 0) -> None:

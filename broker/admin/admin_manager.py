@@ -8,6 +8,7 @@ DelayedCreatePartitions does. Validation follows Kafka's order and error codes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import uuid
 import zlib
 
@@ -15,7 +16,14 @@ from broker.admin.config_describer import ConfigEntry, broker_entries, topic_ent
 from broker.config import BrokerConfig
 from broker.metadata import zk_paths as paths
 from broker.metadata.metadata_cache import MetadataCache, TopicInfo
-from broker.metadata.store import MetadataStore, MetadataStoreError, NodeExistsError, NoNodeError
+from broker.metadata.store import (
+    ConnectionLossError,
+    MetadataStore,
+    MetadataStoreError,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+)
 from broker.metadata.topic_config_cache import notification_body
 from broker.metadata.topic_names import is_valid_topic_name, validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
@@ -101,6 +109,19 @@ def assign_replicas(name: str, brokers: list[int], num_partitions: int, rf: int)
     }
 
 
+def _store_reached(method):
+    """An admin operation that cannot reach the metadata store (ZooKeeper away) is answered
+    REQUEST_TIMED_OUT, retriable: nothing else of the broker waits for it."""
+    @functools.wraps(method)
+    async def answered(*args, **kwargs):
+        try:
+            return await method(*args, **kwargs)
+        except (ConnectionLossError, SessionExpiredError) as exc:
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
+                             f"the metadata store could not be reached: {exc}") from None
+    return answered
+
+
 class AdminManager:
     """Kafka's ZkAdminManager: topic and config changes written to the metadata store."""
 
@@ -117,10 +138,12 @@ class AdminManager:
         except MetadataStoreError as exc:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
 
-    def live_brokers(self) -> list[int]:
-        return [int(b) for b in self.store.get_children(paths.BROKER_IDS)]
+    @_store_reached
+    async def live_brokers(self) -> list[int]:
+        return [int(b) for b in await self.store.get_children(paths.BROKER_IDS)]
 
-    def create_topic_in_store(
+    @_store_reached
+    async def create_topic_in_store(
         self,
         name: str,
         num_partitions: int = -1,
@@ -135,9 +158,9 @@ class AdminManager:
         """Validate and (unless validate_only) write a new topic. `max_partitions` is what is left
         of the request's partition budget (POLICY_VIOLATION beyond it)."""
         validate_topic_name(name)
-        if self.store.exists(paths.topic(name)) is not None:
+        if await self.store.exists(paths.topic(name)) is not None:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        live = self.live_brokers()
+        live = await self.live_brokers()
         if assignment is None:
             if num_partitions == -1:
                 num_partitions = self.config["num.partitions"]
@@ -169,12 +192,12 @@ class AdminManager:
             return topic
         config = {"version": 1, "config": overrides}
         try:
-            self.store.create_json(paths.topic_config(name), config)
+            await self.store.create_json(paths.topic_config(name), config)
         except NodeExistsError:  # left by a racing creator (two brokers auto-creating a topic at
             # once): set it, as Kafka's setOrCreateEntityConfigs; the topic node decides who won
-            self.store.set_json(paths.topic_config(name), config)
+            await self.store.set_json(paths.topic_config(name), config)
         try:
-            self.store.create_json(paths.topic(name), {
+            await self.store.create_json(paths.topic(name), {
                 # Kafka's TopicZNode (version 3); whether a topic is internal goes by its name
                 "version": 3,
                 "topic_id": str(topic.topic_id),
@@ -188,7 +211,7 @@ class AdminManager:
         return topic
 
     async def create_topic(self, name: str, *args, timeout_ms: int = 30_000, **kwargs) -> TopicInfo:
-        topic = self.create_topic_in_store(name, *args, **kwargs)
+        topic = await self.create_topic_in_store(name, *args, **kwargs)
         if not kwargs.get("validate_only"):
             await self.sync_store()
         if (
@@ -204,6 +227,7 @@ class AdminManager:
             await self.sync_store()
         return topic
 
+    @_store_reached
     async def create_partitions(
         self, name: str, count: int, assignments: list[list[int]] | None = None, *,
         validate_only: bool = False, timeout_ms: int = 30_000,
@@ -215,7 +239,7 @@ class AdminManager:
         if not is_valid_topic_name(name):  # "" or "a/b" would be no store path at all
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
-            data, stat = self.store.get_json(paths.topic(name))
+            data, stat = await self.store.get_json(paths.topic(name))
         except NoNodeError:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) from None
         current = {int(p): r for p, r in data["partitions"].items()}
@@ -227,7 +251,7 @@ class AdminManager:
                              f"Topic already has {len(current)} partitions.")
         increment = count - len(current)
         _check_partition_budget(increment, max_partitions)
-        live = self.live_brokers()
+        live = await self.live_brokers()
         rf = len(current[0]) if 0 in current else len(next(iter(current.values())))
         if assignments is None:
             if rf > len(live):
@@ -249,7 +273,7 @@ class AdminManager:
         if validate_only:
             return increment
         data["partitions"] = {str(p): r for p, r in {**current, **added}.items()}
-        self.store.set_json(paths.topic(name), data, version=stat.version)
+        await self.store.set_json(paths.topic(name), data, version=stat.version)
         await self.sync_store()
         if timeout_ms > 0 and not await self.cache.wait_for(
             lambda s: (t := s.topics.get(name)) is not None and t.num_partitions == count
@@ -261,16 +285,17 @@ class AdminManager:
             await self.sync_store()  # as create_topic: the new leaders' LeaderAndIsr waits for it
         return increment
 
+    @_store_reached
     async def delete_topic(self, name: str, timeout_ms: int = 30_000) -> TopicInfo:
         if not self.config["delete.topic.enable"]:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED)
         topic = self.cache.topic(name)
         # A forged UpdateMetadata can put any name in the cache; only legal ones are store paths.
         if (topic is None or not is_valid_topic_name(name)
-                or self.store.exists(paths.topic(name)) is None):
+                or await self.store.exists(paths.topic(name)) is None):
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         with contextlib.suppress(NodeExistsError):  # already being deleted
-            self.store.create(paths.delete_topic(name))
+            await self.store.create(paths.delete_topic(name))
         await self.sync_store()
         if timeout_ms > 0 and not await self.cache.wait_for(
             lambda snapshot: name not in snapshot.topics, timeout_ms
@@ -281,18 +306,21 @@ class AdminManager:
 
     # -- AlterConfigs / IncrementalAlterConfigs ---------------------------------------------
 
-    def topic_config_overrides(self, name: str) -> dict[str, str]:
+    @_store_reached
+    async def topic_config_overrides(self, name: str) -> dict[str, str]:
         """A topic's overrides as the store has them (the truth; metadata caches may lag)."""
         validate_topic_name(name)  # INVALID_TOPIC_EXCEPTION, as Kafka's config validation
-        if self.store.exists(paths.topic(name)) is None:
+        if await self.store.exists(paths.topic(name)) is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
-            data, _ = self.store.get_json(paths.topic_config(name))
+            data, _ = await self.store.get_json(paths.topic_config(name))
         except NoNodeError:
             return {}
         return dict((data or {}).get("config", {}))
 
-    def alter_topic_configs(self, name: str, overrides: dict[str, str], *, validate_only: bool) -> None:
+    @_store_reached
+    async def alter_topic_configs(self, name: str, overrides: dict[str, str], *,
+                                  validate_only: bool) -> None:
         """Replace a topic's overrides, validated as a whole. The controller watches the config node:
         it re-reads it and sends UpdateMetadata, and every broker applies the new LogConfig."""
         try:
@@ -304,11 +332,11 @@ class AdminManager:
             return
         body = {"version": 1, "config": overrides}
         try:
-            self.store.set_json(paths.topic_config(name), body)
+            await self.store.set_json(paths.topic_config(name), body)
         except NoNodeError:
-            self.store.create_json(paths.topic_config(name), body)
+            await self.store.create_json(paths.topic_config(name), body)
         # Kafka's change notification: every broker re-reads the topic's node once.
-        self.store.create_json(f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}",
+        await self.store.create_json(f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}",
                                notification_body(name), sequence=True, makepath=True)
 
     def alter_broker_configs(self, name: str, config_names: list[str]) -> None:

@@ -22,41 +22,41 @@ class AutoTopicCreationManager:
         self.admin = admin
         self.cache = cache
 
-    def create_topic(self, name: str) -> None:
+    async def create_topic(self, name: str) -> None:
         """Write the topic to the metadata store (the controller elects its leaders); raises
         KafkaError, TOPIC_ALREADY_EXISTS included, as AdminManager does (not for the offsets topic,
         whose creation a client only triggers)."""
         if name == OFFSETS_TOPIC:
-            self.ensure_offsets_topic()
+            await self.ensure_offsets_topic()
         elif name == TRANSACTION_STATE_TOPIC:
-            self.ensure_transaction_state_topic()
+            await self.ensure_transaction_state_topic()
         else:
-            self.admin.create_topic_in_store(name)
+            await self.admin.create_topic_in_store(name)
 
-    def ensure_offsets_topic(self) -> None:
+    async def ensure_offsets_topic(self) -> None:
         """Create `__consumer_offsets` (internal, compacted) if it does not exist yet."""
         if self.cache.topic(OFFSETS_TOPIC) is not None:
             return
         try:
-            self._create_offsets_topic()
+            await self._create_offsets_topic()
         except KafkaError as exc:  # TOPIC_ALREADY_EXISTS: someone else was first
             log.debug("offsets topic not created", reason=str(exc))
 
-    def _create_offsets_topic(self) -> None:
+    async def _create_offsets_topic(self) -> None:
         # Capped at the live brokers so a 1-broker cluster works (Kafka would refuse instead).
-        live = len(self.admin.live_brokers())
+        live = len(await self.admin.live_brokers())
         rf = max(1, min(self.config["offsets.topic.replication.factor"], live))
         partitions = self.config["offsets.topic.num.partitions"]
-        self.admin.create_topic_in_store(OFFSETS_TOPIC, partitions, rf, OFFSETS_TOPIC_CONFIGS,
-                                         internal=True)
+        await self.admin.create_topic_in_store(OFFSETS_TOPIC, partitions, rf,
+                                               OFFSETS_TOPIC_CONFIGS, internal=True)
         log.info("created the offsets topic", partitions=partitions, replication_factor=rf)
 
-    def ensure_transaction_state_topic(self) -> None:
+    async def ensure_transaction_state_topic(self) -> None:
         """Create `__transaction_state` (internal, compacted, its own min.insync.replicas) if it
         does not exist yet; capped at the live brokers as the offsets topic is."""
         if self.cache.topic(TRANSACTION_STATE_TOPIC) is not None:
             return
-        live = len(self.admin.live_brokers())
+        live = len(await self.admin.live_brokers())
         rf = max(1, min(self.config["transaction.state.log.replication.factor"], live))
         partitions = self.config["transaction.state.log.num.partitions"]
         configs = {"cleanup.policy": "compact",
@@ -64,8 +64,8 @@ class AutoTopicCreationManager:
                    "min.insync.replicas": str(max(1, min(
                        self.config["transaction.state.log.min.isr"], rf)))}
         try:
-            self.admin.create_topic_in_store(TRANSACTION_STATE_TOPIC, partitions, rf, configs,
-                                             internal=True)
+            await self.admin.create_topic_in_store(TRANSACTION_STATE_TOPIC, partitions, rf,
+                                                   configs, internal=True)
         except KafkaError as exc:  # TOPIC_ALREADY_EXISTS: someone else was first
             log.debug("transaction state topic not created", reason=str(exc))
             return

@@ -134,19 +134,19 @@ async def _describe(configs: ClientQuotaConfigs, components: list[FilterComponen
                       and not (exact_user and exact_client)))
     every = await configs.fetch_all() if wanted_all else {}
 
-    def level(one: EntityKey, exact: bool, everything: bool, shape) -> dict:
+    async def level(one: EntityKey, exact: bool, everything: bool, shape) -> dict:
         if exact:
-            return {one: configs.fetch(one)}
+            return {one: await configs.fetch(one)}
         if not everything:
             return {}
         return {k: v for k, v in every.items() if shape(k)}
 
     found: dict[EntityKey, dict[str, str]] = {}
-    found |= level((sanitize_entity_name(user), None), exact_user and exclude_client,
+    found |= await level((sanitize_entity_name(user), None), exact_user and exclude_client,
                    not exclude_user and not exact_client, lambda k: k[1] is None)
-    found |= level((None, sanitize_entity_name(client)), exclude_user and exact_client,
+    found |= await level((None, sanitize_entity_name(client)), exclude_user and exact_client,
                    not exact_user and not exclude_client, lambda k: k[0] is None)
-    found |= level((sanitize_entity_name(user), sanitize_entity_name(client)),
+    found |= await level((sanitize_entity_name(user), sanitize_entity_name(client)),
                    exact_user and exact_client, not exclude_user and not exclude_client,
                    lambda k: k[0] is not None and k[1] is not None)
     out = []
@@ -195,18 +195,18 @@ def entity_key(entity: Entity) -> tuple[EntityKey, dict[str, str]]:
     return (None, client), CLIENT_KEYS
 
 
-def alter(configs: ClientQuotaConfigs, entity: Entity,
-          ops: list[tuple[str, float, bool]], validate_only: bool) -> None:
+async def alter(configs: ClientQuotaConfigs, entity: Entity,
+                ops: list[tuple[str, float, bool]], validate_only: bool) -> None:
     """Apply (key, value, remove) operations to one entity's node; KafkaError for the first
     problem (the node is then left as it was)."""
     with _store_errors():
-        _alter(configs, entity, ops, validate_only)
+        await _alter(configs, entity, ops, validate_only)
 
 
-def _alter(configs: ClientQuotaConfigs, entity: Entity,
-           ops: list[tuple[str, float, bool]], validate_only: bool) -> None:
+async def _alter(configs: ClientQuotaConfigs, entity: Entity,
+                 ops: list[tuple[str, float, bool]], validate_only: bool) -> None:
     key, allowed = entity_key(entity)
-    config = configs.fetch(key)
+    config = await configs.fetch(key)
     for name, value, remove in ops:
         if remove:
             config.pop(name, None)
@@ -224,7 +224,7 @@ def _alter(configs: ClientQuotaConfigs, entity: Entity,
         else:
             raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Unexpected config type {kind}")
     if not validate_only:
-        configs.change(key, config)
+        await configs.change(key, config)
 
 
 @contextlib.contextmanager

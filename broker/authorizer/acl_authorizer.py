@@ -34,6 +34,7 @@ from broker.authorizer.acl_store import (
 )
 from broker.config import BrokerConfig, ConfigError
 from broker.logs import get_logger
+from broker.metadata.recipes import ChildrenWatch
 from broker.metadata.store import MetadataStore, MetadataStoreError, NoNodeError
 from protocol.errors import ErrorCode, KafkaError
 
@@ -77,47 +78,52 @@ class AclAuthorizer:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    def start(self) -> None:
+    async def start(self) -> None:
         """Watch the change notifications first, then load: no change falls between the two."""
-        self.acl_store.create_paths()
+        await self.acl_store.create_paths()
         for path in (LITERAL_CHANGES, EXTENDED_CHANGES):
-            self._last_change[path] = self._newest_change(path)
-            self._watches.append(self.acl_store.store.ChildrenWatch(
-                path, lambda children, path=path: self._on_changes(path, children)))
-        self._load_all()
+            self._last_change[path] = await self._newest_change(path)
+            self._watches.append(await ChildrenWatch(
+                self.acl_store.store, path,
+                lambda children, path=path: self._on_changes(path, children)).start())
+        await self._load_all()
 
     def close(self) -> None:
         for watch in self._watches:
             watch.cancel()
         self._watches.clear()
 
-    def _newest_change(self, path: str) -> int:
-        return max((sequence_of(c) for c in self.acl_store.store.get_children(path)), default=-1)
+    async def _newest_change(self, path: str) -> int:
+        return max((sequence_of(c) for c in await self.acl_store.store.get_children(path)),
+                   default=-1)
 
-    def _on_changes(self, path: str, children: list[str]) -> None:
+    async def _on_changes(self, path: str, children: list[str]) -> None:
+        """A burst of notifications is one call (one watch read); each names a pattern, re-read.
+        An unreachable store raises out of here: the watch reads again and goes on."""
         last = self._last_change[path]
         numbered = [(sequence_of(c), c) for c in children]
         if numbered and min(numbered)[0] > last + 1:
             # Everything up to our last one was purged: we may have missed changes, reread all.
+            await self._load_all()
             self._last_change[path] = max(numbered)[0]
-            self._load_all()
             return
         for seq, child in sorted(n for n in numbered if n[0] > last):
-            self._last_change[path] = seq
             try:
-                data, _ = self.acl_store.store.get(f"{path}/{child}")
-                self._reload(decode_change(path, data))
+                data, _ = await self.acl_store.store.get(f"{path}/{child}")
+                await self._reload(decode_change(path, data))
             except (NoNodeError, ValueError) as exc:  # purged meanwhile, or not ours to read
                 log.warning("ACL change notification skipped", node=f"{path}/{child}", error=str(exc))
+            self._last_change[path] = seq
 
-    def _load_all(self) -> None:
+    async def _load_all(self) -> None:
+        loaded = await self.acl_store.load_all()
         self._cache = {}
         self._prefix_lengths = {}
-        for pattern, entries in self.acl_store.load_all().items():
+        for pattern, entries in loaded.items():
             self._set(pattern, entries)
 
-    def _reload(self, pattern: ResourcePattern) -> None:
-        self._set(pattern, self.acl_store.read(pattern)[0])
+    async def _reload(self, pattern: ResourcePattern) -> None:
+        self._set(pattern, (await self.acl_store.read(pattern))[0])
 
     def _set(self, pattern: ResourcePattern, entries: frozenset[AccessControlEntry]) -> None:
         """Update the cache and the count of PREFIXED names per length, which `authorize` uses
@@ -209,7 +215,7 @@ class AclAuthorizer:
             if n % YIELD_EVERY == 0:
                 await asyncio.sleep(0)  # a request with thousands of patterns shares the loop
             new = {bindings[i].entry for i in indexes}
-            error = self._update(pattern, lambda current, new=new: current | new)
+            error = await self._update(pattern, lambda current, new=new: current | new)
             for i in indexes:
                 results[i] = error
         return await self._durable(results)
@@ -234,7 +240,7 @@ class AclAuthorizer:
                             break
                 return current - removed.keys()
 
-            if self._update(pattern, remove) is None:
+            if await self._update(pattern, remove) is None:
                 for entry, i in removed.items():
                     deleted[i].append(AclBinding(pattern, entry))
         await self._durable([])
@@ -250,19 +256,19 @@ class AclAuthorizer:
             return [r or KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) for r in results]
         return results
 
-    def _update(self, pattern: ResourcePattern, change) -> KafkaError | None:
+    async def _update(self, pattern: ResourcePattern, change) -> KafkaError | None:
         """Apply `change` to the pattern's stored entries with a conditional write (another broker
         may write the same node), notify every broker, update our own cache at once."""
         try:
             for _ in range(MAX_UPDATE_TRIES):
-                current, version = self.acl_store.read(pattern)
+                current, version = await self.acl_store.read(pattern)
                 new = frozenset(change(current))
                 if new == current:
-                    self._reload(pattern)
+                    await self._reload(pattern)
                     return None
-                if self.acl_store.write(pattern, new, version):
-                    self.acl_store.notify_change(pattern)
-                    self._reload(pattern)
+                if await self.acl_store.write(pattern, new, version):
+                    await self.acl_store.notify_change(pattern)
+                    await self._reload(pattern)
                     return None
         except MetadataStoreError as exc:  # the store unreachable: this pattern fails alone
             return KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Failed to update ACLs: {exc}")

@@ -90,61 +90,65 @@ class AclStore:
         self.store = store
         self.notifications_kept = notifications_kept
 
-    def create_paths(self) -> None:
+    async def create_paths(self) -> None:
         for root in (LITERAL_ROOT, PREFIXED_ROOT):
             for resource_type in STORED_TYPES:
-                self.store.ensure_path(f"{root}/{camel_name(resource_type)}")
+                await self.store.ensure_path(f"{root}/{camel_name(resource_type)}")
         for path in (LITERAL_CHANGES, EXTENDED_CHANGES):
-            self.store.ensure_path(path)
+            await self.store.ensure_path(path)
 
-    def read(self, pattern: ResourcePattern) -> tuple[frozenset[AccessControlEntry], int]:
+    async def read(self, pattern: ResourcePattern) -> tuple[frozenset[AccessControlEntry], int]:
         """The pattern's entries and its node's version (-1: no node)."""
         try:
-            data, stat = self.store.get_json(resource_path(pattern))
+            data, stat = await self.store.get_json(resource_path(pattern))
         except NoNodeError:
             return frozenset(), -1
         return decode_entries(data), stat.version
 
-    def load_all(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
-        out = {}
+    async def load_all(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+        """Every pattern's entries: the names listed per type, their nodes read in one batch."""
+        patterns = []
         for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
             for resource_type in STORED_TYPES:
                 try:
-                    names = self.store.get_children(f"{_root(pattern_type)}/{camel_name(resource_type)}")
+                    names = await self.store.get_children(
+                        f"{_root(pattern_type)}/{camel_name(resource_type)}")
                 except NoNodeError:
                     continue
-                for name in names:
-                    pattern = ResourcePattern(resource_type, name, pattern_type)
-                    entries, _ = self.read(pattern)
-                    if entries:
-                        out[pattern] = entries
+                patterns += [ResourcePattern(resource_type, name, pattern_type) for name in names]
+        out = {}
+        read = await self.store.get_many([resource_path(p) for p in patterns])
+        for pattern, got in zip(patterns, read, strict=True):
+            entries = decode_entries(json.loads(got[0])) if got is not None and got[0] else None
+            if entries:
+                out[pattern] = entries
         return out
 
-    def write(self, pattern: ResourcePattern, entries: frozenset[AccessControlEntry],
-              version: int) -> bool:
+    async def write(self, pattern: ResourcePattern, entries: frozenset[AccessControlEntry],
+                    version: int) -> bool:
         """Replace the pattern's entries if its node is still at `version`; False if it moved."""
         path = resource_path(pattern)
         try:
             if version < 0:
                 if entries:
-                    self.store.create_json(path, encode_entries(entries), makepath=True)
+                    await self.store.create_json(path, encode_entries(entries), makepath=True)
             elif entries:
-                self.store.set_json(path, encode_entries(entries), version=version)
+                await self.store.set_json(path, encode_entries(entries), version=version)
             else:
-                self.store.delete(path, version=version)
+                await self.store.delete(path, version=version)
         except (BadVersionError, NodeExistsError, NoNodeError):
             return False
         return True
 
-    def notify_change(self, pattern: ResourcePattern) -> None:
+    async def notify_change(self, pattern: ResourcePattern) -> None:
         changes = LITERAL_CHANGES if pattern.pattern_type == PatternType.LITERAL else EXTENDED_CHANGES
-        self.store.create(f"{changes}/{CHANGE_PREFIX}", encode_change(pattern), sequence=True,
-                          makepath=True)
-        children = self.store.get_children(changes)
+        await self.store.create(f"{changes}/{CHANGE_PREFIX}", encode_change(pattern),
+                                sequence=True, makepath=True)
+        children = await self.store.get_children(changes)
         if len(children) > self.notifications_kept:
             for child in sorted(children, key=sequence_of)[:-self.notifications_kept]:
                 with contextlib.suppress(NoNodeError):  # another broker purged it first
-                    self.store.delete(f"{changes}/{child}")
+                    await self.store.delete(f"{changes}/{child}")
 
 
 def sequence_of(child: str) -> int:

@@ -34,7 +34,7 @@ class ClusterControl(Protocol):
     @property
     def faults(self) -> FaultInjector: ...
 
-    def brokers_info(self) -> list[dict]:
+    async def brokers_info(self) -> list[dict]:
         """One dict per broker: id, host, port, alive, controller (bool), controller_epoch."""
         ...
 
@@ -55,7 +55,7 @@ class ClusterControl(Protocol):
 
     async def start_broker(self, broker_id: int) -> None: ...
 
-    def partitions(self, topic: str | None) -> list[dict]:
+    async def partitions(self, topic: str | None) -> list[dict]:
         """Per partition: topic, partition, leader, leader_epoch, isr, replicas, replicas_state
         (a list of {broker, log_end_offset, high_watermark, lag}). KeyError for an unknown topic."""
         ...
@@ -86,7 +86,12 @@ class ClusterControl(Protocol):
 
     def metrics(self) -> dict:
         """{"brokers": {id: KafkaServer.metrics() of each running broker}, "timer": the timer's
-        stats} for `GET /metrics`."""
+        stats, "event_loop": event_loop()} for `GET /metrics`."""
+        ...
+
+    def event_loop(self) -> dict:
+        """The process's event loop over the last minute: lag_max_ms, lag_p99_ms (how late a
+        100 ms tick ran), samples, held_warnings (steps that held it over a second)."""
         ...
 
     def groups(self, group: str | None) -> list[dict]:
@@ -254,24 +259,24 @@ async def get_index(request: web.Request) -> web.Response:
 
 
 async def get_brokers(request: web.Request) -> web.Response:
-    return _ok(_control(request).brokers_info())
+    return _ok(await _control(request).brokers_info())
 
 
-def _broker_entry(control: ClusterControl, broker_id: int) -> dict:
-    found = [b for b in control.brokers_info() if b.get("id") == broker_id]
+async def _broker_entry(control: ClusterControl, broker_id: int) -> dict:
+    found = [b for b in await control.brokers_info() if b.get("id") == broker_id]
     return found[0] if found else {"id": broker_id}
 
 
 async def stop_broker(request: web.Request) -> web.Response:
     control, broker_id = _control(request), _broker_id(request)
     await _guarded(lambda: control.stop_broker(broker_id))
-    return _ok(_broker_entry(control, broker_id))
+    return _ok(await _broker_entry(control, broker_id))
 
 
 async def start_broker(request: web.Request) -> web.Response:
     control, broker_id = _control(request), _broker_id(request)
     await _guarded(lambda: control.start_broker(broker_id))
-    return _ok(_broker_entry(control, broker_id))
+    return _ok(await _broker_entry(control, broker_id))
 
 
 async def get_partitions(request: web.Request) -> web.Response:
@@ -291,7 +296,7 @@ async def pause_replication(request: web.Request) -> web.Response:
 async def elect_preferred_leaders(request: web.Request) -> web.Response:
     control = _control(request)
     await _guarded(control.elect_preferred_leaders)
-    return _ok(control.partitions(None))
+    return _ok(await control.partitions(None))
 
 
 async def resume_replication(request: web.Request) -> web.Response:
@@ -368,7 +373,7 @@ async def add_fault(request: web.Request) -> web.Response:
             raise ApiError(400, f"{flag} must be true or false")
     control = _control(request)
     broker_id = _body_broker(body)
-    if broker_id not in {b.get("id") for b in control.brokers_info()}:
+    if broker_id not in {b.get("id") for b in await control.brokers_info()}:
         raise ApiError(404, f"unknown broker {broker_id}")
     try:
         fault = control.faults.add(

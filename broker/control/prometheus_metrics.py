@@ -56,6 +56,23 @@ class _Snapshot:
         yield from self._requests(brokers)
         yield from self._fetch_sessions(brokers)
         yield from self._timer(self.snapshot["timer"])
+        yield from self._event_loop(self.snapshot.get("event_loop"))
+
+    @staticmethod
+    def _event_loop(loop: dict | None) -> Iterator[Metric]:
+        if loop is None:
+            return
+        for key, doc in (("lag_max_ms", "Latest a 100 ms event-loop tick ran, over the last "
+                                        "minute (every client of the process waited as long)"),
+                         ("lag_p99_ms", "99th percentile of the event-loop ticks' lateness "
+                                        "over the last minute")):
+            gauge = GaugeMetricFamily(f"kafka_sim_event_loop_{key}", doc)
+            gauge.add_metric([], loop[key])
+            yield gauge
+        held = CounterMetricFamily("kafka_sim_event_loop_held",
+                                   "Steps that held the event loop over a second")
+        held.add_metric([], loop["held_warnings"])
+        yield held
 
     @staticmethod
     def _purgatories(brokers: dict[str, dict]) -> Iterator[Metric]:

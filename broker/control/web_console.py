@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import time
 from collections.abc import Callable
@@ -33,7 +34,7 @@ class Page:
 
 
 PAGES = (
-    Page("", "cluster", "Cluster", ("faults",)),
+    Page("", "cluster", "Cluster", ("event_loop", "faults")),
     Page("partitions", "partitions", "Topics & partitions", ("partitions",)),
     Page("purgatory", "purgatory", "Purgatories", ("purgatory",)),
     Page("timer", "timer", "Timing wheel", ("purgatory",)),
@@ -47,6 +48,7 @@ PAGES_BY_NAME = {page.name: page for page in PAGES}
 SECTIONS: dict[str, Callable[[ClusterControl, str | None], Any]] = {
     "brokers": lambda control, _: control.brokers_info(),
     "faults": lambda control, _: [fault.to_dict() for fault in control.faults.list()],
+    "event_loop": lambda control, _: control.event_loop(),
     "partitions": lambda control, topic: control.partitions(topic),
     "purgatory": lambda control, _: control.purgatory(),
     "groups": lambda control, _: control.groups(None),
@@ -68,13 +70,15 @@ STOPPING_KEY = web.AppKey("console_stopping", asyncio.Event)
 STATIC_KEY = web.AppKey("console_static", dict)
 
 
-def snapshot(control: ClusterControl, page: Page, topic: str | None = None) -> dict[str, Any]:
+async def snapshot(control: ClusterControl, page: Page, topic: str | None = None
+                   ) -> dict[str, Any]:
     """What one page draws: the brokers and the page's sections; a section that fails carries
     {"error": ...} so that the others still show."""
     out: dict[str, Any] = {"page": page.name, "time_ms": int(time.time() * 1000), "topic": topic}
     for name in ("brokers", *page.sections):
         try:
-            out[name] = SECTIONS[name](control, topic)
+            section = SECTIONS[name](control, topic)
+            out[name] = await section if inspect.isawaitable(section) else section
         except KeyError as exc:
             out[name] = {"error": f"not found: {exc.args[0] if exc.args else ''}"}
         except Exception as exc:  # a cluster between states: show it, keep streaming
@@ -125,7 +129,7 @@ def _page_handler(page: Page):
     async def handler(request: web.Request) -> web.StreamResponse:
         if page.slug == "" and "token" in request.query:
             return _token_landing(request)
-        body = render_page(page, snapshot(request.app[CONTROL_KEY], page, _topic(request)))
+        body = render_page(page, await snapshot(request.app[CONTROL_KEY], page, _topic(request)))
         return web.Response(text=body, content_type="text/html", charset="utf-8",
                             headers=SECURITY_HEADERS)
 
@@ -176,7 +180,7 @@ async def events(request: web.Request) -> web.StreamResponse:
         await response.write(b"retry: 1000\n\n")  # EventSource reconnects after a restart
         while not stopping.is_set():
             started = time.perf_counter()
-            data = _json(snapshot(control, page, topic))
+            data = _json(await snapshot(control, page, topic))
             interval = max(SNAPSHOT_INTERVAL_S, (time.perf_counter() - started) / MAX_LOOP_SHARE)
             await response.write(f"data: {data}\n\n".encode())
             with contextlib.suppress(TimeoutError):

@@ -15,7 +15,7 @@ import contextlib
 import functools
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -27,14 +27,18 @@ from broker.metadata import zk_paths as paths
 from broker.metadata.broker_registration import registered_endpoints
 from broker.metadata.metadata_cache import MetadataSnapshot, TopicInfo
 from broker.metadata.partition_state import LeaderAndIsr
+from broker.metadata.recipes import DataWatch
 from broker.metadata.replica_assignment import ReplicaAssignment
 from broker.metadata.store import (
     BadVersionError,
+    ConnectionLossError,
     MetadataStore,
     MetadataStoreError,
     NodeExistsError,
     NoNodeError,
+    SessionExpiredError,
     Stat,
+    WatchedEvent,
     json_bytes,
 )
 from broker.metadata.topic_names import INTERNAL_TOPICS
@@ -55,6 +59,9 @@ log = get_logger("kafka_sim.controller")
 # does that work on its controller and request handler threads; here it runs on the event loop).
 STORE_BATCH = 200
 LEADER_AND_ISR_CHUNK = 50
+# An event the store could not see through (ZooKeeper unreachable) is handled again after this
+# wait, doubled each time up to the second figure: the loop serves clients meanwhile.
+STORE_RETRY_BACKOFF_S = (0.1, 2.0)
 
 # Events a child watch starts, and the node whose children they are about.
 CHILD_EVENTS = {"broker_change": paths.BROKER_IDS, "topic_change": paths.TOPICS,
@@ -94,18 +101,23 @@ class Controller(PartitionReassignment):
         self.topics: dict[str, TopicInfo] = {}
         self.states: dict[tuple[str, int], LeaderAndIsr] = {}
         self.queue: asyncio.Queue[ControllerEvent] = asyncio.Queue()
+        # Live brokers' registrations (/brokers/ids/N), read when they join: UpdateMetadata and
+        # the controller channel take their endpoints from here.
+        self.registrations: dict[int, dict] = {}
+        # Child events queued and not yet handled: a burst of changes is one event, as the
+        # one-shot watch that fired is armed again only when the event reads the children.
+        self._queued_child_events: set[str] = set()
         self._watches: list = []
         self._task: asyncio.Task | None = None
         self._rebalance_task: FunctionTimerTask | None = None
         self._requests: set[asyncio.Future] = set()  # admin requests not yet answered
+        # Set while an event waits for the metadata store: what admin requests are answered
+        self.store_unreachable: KafkaError | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
         self.queue.put_nowait(ControllerEvent("startup"))
-        self._watches = [
-            self.store.ChildrenWatch(path, self._enqueue(kind)) for kind, path in CHILD_EVENTS.items()
-        ]
         self._task = asyncio.create_task(self._run(), name=f"controller-{self.broker_id}")
         self._schedule_leader_rebalance()
         log.info("controller elected", broker_id=self.broker_id, controller_epoch=self.epoch)
@@ -115,6 +127,8 @@ class Controller(PartitionReassignment):
             self._rebalance_task.cancel()
         for watch in self._watches:
             watch.cancel()
+        for kind, path in CHILD_EVENTS.items():
+            self.store.remove_watch(path, self._child_watchers[kind])
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -124,21 +138,33 @@ class Controller(PartitionReassignment):
                 future.set_exception(KafkaError(ErrorCode.NOT_CONTROLLER,
                                                 f"broker {self.broker_id} is no longer the controller"))
 
-    def _enqueue(self, kind: str):
-        def on_change(children: list[str]) -> None:
-            self.queue.put_nowait(ControllerEvent(kind, list(children)))
+    @functools.cached_property
+    def _child_watchers(self) -> dict[str, Callable[[WatchedEvent], None]]:
+        """One one-shot watcher per child event: it queues the event unless one is queued."""
+        def watcher(kind: str) -> Callable[[WatchedEvent], None]:
+            def on_event(_event: WatchedEvent) -> None:
+                if kind not in self._queued_child_events:
+                    self._queued_child_events.add(kind)
+                    self.queue.put_nowait(ControllerEvent(kind))
+            return on_event
+        return {kind: watcher(kind) for kind in CHILD_EVENTS}
 
-        return on_change
+    async def _children(self, kind: str) -> list[str]:
+        """The children a child event is about, its watch armed again by the read."""
+        self._queued_child_events.discard(kind)
+        return await self.store.get_children(CHILD_EVENTS[kind], self._child_watchers[kind])
 
     async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
         """Kafka's ControlledShutdown: move leadership off a broker about to stop and take it out
         of the ISRs; answers the partitions it still leads (no other ISR member to take over)."""
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
-        self.queue.put_nowait(ControllerEvent("controlled_shutdown", (broker_id, future)))
-        return await future
+        return await self._ask("controlled_shutdown", broker_id)
 
     async def _ask(self, kind: str, payload: object):
-        """Queue an admin request as an event (Kafka's controller event queue) and await its answer."""
+        """Queue an admin request as an event (Kafka's controller event queue) and await its
+        answer. While the store cannot be reached, it is refused at once (REQUEST_TIMED_OUT,
+        retriable) rather than queued behind the event that waits for the store."""
+        if self.store_unreachable is not None:
+            raise self.store_unreachable
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         self._requests.add(future)
         future.add_done_callback(self._requests.discard)
@@ -202,35 +228,60 @@ class Controller(PartitionReassignment):
         while True:
             event = await self.queue.get()
             try:
-                data = event.data
-                if event.kind in CHILD_EVENTS:
-                    # As Kafka's controller: read the children now. What the watch saw may be
-                    # older than what `startup` (or an earlier event) already read.
-                    data = self.store.get_children(CHILD_EVENTS[event.kind])
-                request = data if isinstance(data, ControllerRequest) else None
-                result = handlers[event.kind](request.payload if request else data)
-                if asyncio.iscoroutine(result):
-                    result = await result
-                if request is not None and not request.future.done():
-                    request.future.set_result(result)
-            except Exception as exc:  # one bad event must not stop the controller
-                log.exception("controller event failed", kind=event.kind)
-                if isinstance(event.data, ControllerRequest) and not event.data.future.done():
-                    event.data.future.set_exception(exc)
+                await self._handle(handlers, event)
             finally:
                 self.queue.task_done()
 
+    async def _handle(self, handlers: dict, event: ControllerEvent) -> None:
+        """One event; while the store cannot be reached, the same event again after a backoff
+        (its handler reads what it needs afresh), the loop serving clients meanwhile. An admin
+        request is answered with the error instead: its client retries."""
+        request = event.data if isinstance(event.data, ControllerRequest) else None
+        if request is not None and request.future.done():
+            return  # refused meanwhile (the store was unreachable)
+        backoff = STORE_RETRY_BACKOFF_S[0]
+        while True:
+            try:
+                data = event.data
+                if event.kind in CHILD_EVENTS:
+                    # As Kafka's controller: read the children now (and watch them again).
+                    data = await self._children(event.kind)
+                result = handlers[event.kind](request.payload if request else data)
+                if asyncio.iscoroutine(result):
+                    result = await result
+                self.store_unreachable = None
+                if request is not None and not request.future.done():
+                    request.future.set_result(result)
+                return
+            except (ConnectionLossError, SessionExpiredError) as exc:
+                self.store_unreachable = KafkaError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"the controller cannot reach the metadata store: {exc}")
+                for future in list(self._requests):  # queued ones too: answered now
+                    if not future.done():
+                        future.set_exception(self.store_unreachable)
+                if request is not None:
+                    return
+                log.warning("metadata store unreachable; controller event retried",
+                            kind=event.kind, reason=str(exc), retry_in_s=backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, STORE_RETRY_BACKOFF_S[1])
+            except KafkaError as exc:  # an answer (a forged or stale broker id...), not a fault
+                if request is None:
+                    log.warning("controller event failed", kind=event.kind, error=str(exc))
+                elif not request.future.done():
+                    request.future.set_exception(exc)
+                return
+            except Exception as exc:  # one bad event must not stop the controller
+                log.exception("controller event failed", kind=event.kind)
+                if request is not None and not request.future.done():
+                    request.future.set_exception(exc)
+                return
+
     # -- reading and writing the store ------------------------------------------------------
 
-    def _read_topic(self, name: str) -> TopicInfo | None:
-        try:
-            data, _ = self.store.get_json(paths.topic(name))
-        except NoNodeError:
-            return None
-        configs = {}
-        with contextlib.suppress(NoNodeError):
-            configs = (self.store.get_json(paths.topic_config(name))[0] or {}).get("config", {})
-        return _topic_info(name, data, configs)
+    async def _read_topic(self, name: str) -> TopicInfo | None:
+        return (await self._read_topics([name])).get(name)
 
     async def _read_topics(self, names: list[str]) -> dict[str, TopicInfo]:
         """Topics and their configs, read in batches (a failover reads every topic)."""
@@ -245,9 +296,9 @@ class Controller(PartitionReassignment):
                     out[name] = _topic_info(name, _json(topic[0]), configs)
         return out
 
-    def _read_state(self, topic: str, partition: int) -> LeaderAndIsr | None:
+    async def _read_state(self, topic: str, partition: int) -> LeaderAndIsr | None:
         try:
-            data, stat = self.store.get_json(paths.partition_state(topic, partition))
+            data, stat = await self.store.get_json(paths.partition_state(topic, partition))
         except NoNodeError:
             return None
         return self._state_from(topic, partition, data, stat)
@@ -266,18 +317,19 @@ class Controller(PartitionReassignment):
         return {"leader": state.leader, "leader_epoch": state.leader_epoch, "isr": state.isr,
                 "controller_epoch": self.epoch, "version": 1}
 
-    def _write_state(self, state: LeaderAndIsr) -> LeaderAndIsr:
-        version = self.store.set_json(paths.partition_state(state.topic, state.partition),
-                                      self._state_body(state),
-                                      version=state.partition_version).version
+    async def _write_state(self, state: LeaderAndIsr) -> LeaderAndIsr:
+        version = (await self.store.set_json(
+            paths.partition_state(state.topic, state.partition), self._state_body(state),
+            version=state.partition_version)).version
         return self._written(state, version)
 
-    def _update_state(self, key: tuple[str, int], leader: int, isr: list[int]) -> LeaderAndIsr:
+    async def _update_state(self, key: tuple[str, int], leader: int, isr: list[int]
+                            ) -> LeaderAndIsr:
         """Write a new leader/ISR with a bumped leader epoch, re-reading on a lost race."""
         for _ in range(3):
-            current = self._read_state(*key) or self.states[key]
+            current = await self._read_state(*key) or self.states[key]
             try:
-                return self._write_state(LeaderAndIsr(
+                return await self._write_state(LeaderAndIsr(
                     key[0], key[1], leader, current.leader_epoch + 1, isr, current.replicas,
                     current.partition_version))
             except BadVersionError:
@@ -300,7 +352,7 @@ class Controller(PartitionReassignment):
             if error is None:
                 out.append(self._written(state, 0))
                 continue
-            current = self._read_state(state.topic, state.partition) \
+            current = await self._read_state(state.topic, state.partition) \
                 if isinstance(error, NodeExistsError) else None
             if current is None:
                 raise error
@@ -326,8 +378,8 @@ class Controller(PartitionReassignment):
                   s.partition_version) for s in wanted])
             for state, result in zip(wanted, written, strict=True):
                 if isinstance(result, MetadataStoreError):
-                    out.append(self._update_state((state.topic, state.partition), state.leader,
-                                                  state.isr))
+                    out.append(await self._update_state((state.topic, state.partition),
+                                                        state.leader, state.isr))
                 else:
                     out.append(self._written(state, result.version))
         return out
@@ -406,8 +458,8 @@ class Controller(PartitionReassignment):
         brokers that lead them know it (Kafka sends LeaderAndIsr before UpdateMetadata)."""
         brokers, endpoints = {}, {}
         for broker_id in sorted(self.live_brokers):
-            with contextlib.suppress(NoNodeError):
-                data, _ = self.store.get_json(paths.broker(broker_id))
+            data = self.registrations.get(broker_id)
+            if data is not None:
                 brokers[broker_id] = (data["host"], data["port"])
                 endpoints[broker_id] = registered_endpoints(data)
         states = {k: v for k, v in self.states.items() if k not in pending} if pending \
@@ -441,16 +493,25 @@ class Controller(PartitionReassignment):
                     await serve_others()
         return states
 
+    async def _watch_topic(self, name: str) -> None:
+        """CreatePartitions rewrites the topic node, AlterConfigs the config node (Kafka's
+        /config/changes, as a data watch here): each change is an event (not the first read)."""
+        for path, kind in ((paths.topic(name), "partition_change"),
+                           (paths.topic_config(name), "config_change")):
+            seen = False
+
+            def on_data(data: bytes | None, _stat: Stat | None, kind: str = kind) -> None:
+                nonlocal seen
+                if seen and data is not None:
+                    self.queue.put_nowait(ControllerEvent(kind, name))
+                seen = True
+
+            self._watches.append(await DataWatch(self.store, path, on_data).start())
+
     async def _load_topic_chunks(self, info: TopicInfo) -> AsyncIterator[list[LeaderAndIsr]]:
         name = info.name
-        if name not in self.topics:  # CreatePartitions rewrites the assignment: watch for it
-            self._watches.append(self.store.DataWatch(
-                paths.topic(name), lambda data, _stat: data is not None and self.queue.put_nowait(
-                    ControllerEvent("partition_change", name))))
-            # AlterConfigs rewrites the config node (Kafka's /config/changes, as a data watch)
-            self._watches.append(self.store.DataWatch(
-                paths.topic_config(name), lambda data, _stat: data is not None
-                and self.queue.put_nowait(ControllerEvent("config_change", name))))
+        if name not in self.topics:
+            await self._watch_topic(name)
         self.topics[name] = info
         partitions = sorted(info.assignment.items())
         for start in range(0, len(partitions), STORE_BATCH):
@@ -468,9 +529,23 @@ class Controller(PartitionReassignment):
                 await self._create_states(new)
             yield [self.states[(name, p)] for p, _ in chunk]
 
+    async def _read_registrations(self, broker_ids: set[int]) -> None:
+        """The registrations of brokers that joined; the channel learns where they listen."""
+        ids = sorted(broker_ids)
+        for broker_id, got in zip(ids, await self.store.get_many(
+                [paths.broker(b) for b in ids]), strict=True):
+            if got is not None:
+                self.registrations[broker_id] = _json(got[0])
+        for broker_id in set(self.registrations) - self.live_brokers:
+            del self.registrations[broker_id]
+        self.channel.update_brokers({b: (data["host"], data["port"])
+                                     for b, data in self.registrations.items()})
+
     async def _on_startup(self, _data: object) -> None:
-        self.live_brokers = {int(b) for b in self.store.get_children(paths.BROKER_IDS)}
-        await self._load_topics(self.store.get_children(paths.TOPICS))
+        # Every child watch armed by its first read; later changes come as events.
+        self.live_brokers = {int(b) for b in await self._children("broker_change")}
+        await self._read_registrations(self.live_brokers)
+        await self._load_topics(await self._children("topic_change"))
         offline = [k for k, s in self.states.items() if s.leader not in self.live_brokers]
         await self._elect_for(offline)
         # Brokers that died while there was no controller leave the ISRs of partitions whose
@@ -483,7 +558,9 @@ class Controller(PartitionReassignment):
         self._send_update_metadata()
         await self._send_leader_and_isr(list(self.states.values()))
         self._send_update_metadata()
-        self._on_topic_deletion(self.store.get_children(paths.DELETE_TOPICS))
+        await self._on_topic_deletion(await self._children("topic_deletion"))
+        await self._on_isr_change(await self._children("isr_change"))
+        await self._on_log_dir_event(await self._children("log_dir_event"))
         await self._resume_reassignments(lambda _assignment: True)
         log.info("ready to serve as the new controller", broker_id=self.broker_id,
                  controller_epoch=self.epoch, partitions=len(self.states))
@@ -493,6 +570,7 @@ class Controller(PartitionReassignment):
         new, dead = live - self.live_brokers, self.live_brokers - live
         self.live_brokers = live
         self.shutting_down &= live
+        await self._read_registrations(new)
         for broker_id in new | dead:  # a broker that registers again reads its dirs afresh
             self.offline_replicas.pop(broker_id, None)
         if dead:
@@ -526,7 +604,8 @@ class Controller(PartitionReassignment):
         self._send_update_metadata()
 
     async def _on_topic_change(self, children: object) -> None:
-        created = [n for n in children if n not in self.topics]  # type: ignore[union-attr]
+        # A set difference: a burst of creations is one event, whatever the number of topics.
+        created = sorted(set(children) - self.topics.keys())  # type: ignore[call-overload]
         states = await self._load_topics(created)
         if states:
             self._send_update_metadata(frozenset((st.topic, st.partition) for st in states))
@@ -537,7 +616,7 @@ class Controller(PartitionReassignment):
         """A topic's assignment grew (CreatePartitions): elect leaders for the new partitions."""
         if name not in self.topics:
             return
-        known = {k for k in self.states if k[0] == name}
+        known = {(name, p) for p in self.topics[name].assignment}  # type: ignore[index]
         states = [s for s in await self._load_topics([name])  # type: ignore[list-item]
                   if (s.topic, s.partition) not in known]
         if states:
@@ -545,18 +624,24 @@ class Controller(PartitionReassignment):
             await self._send_leader_and_isr(states)
             self._send_update_metadata()
 
-    def _on_config_change(self, name: object) -> None:
+    async def _on_config_change(self, name: object) -> None:
         """A topic's config overrides changed: every broker learns them through UpdateMetadata
         (and applies them to its logs); DescribeConfigs answers from there."""
         current = self.topics.get(name)  # type: ignore[arg-type]
-        info = self._read_topic(name) if current is not None else None  # type: ignore[arg-type]
+        info = await self._read_topic(name) if current is not None else None  # type: ignore[arg-type]
         if info is not None and info.configs != current.configs:  # type: ignore[union-attr]
             self.topics[info.name] = info
             self._send_update_metadata()
 
-    def _on_topic_deletion(self, children: object) -> None:
-        for name in list(children):  # type: ignore[call-overload]
-            keys = [k for k in self.states if k[0] == name]
+    async def _on_topic_deletion(self, children: object) -> None:
+        if not children:
+            return
+        for n, name in enumerate(children):  # type: ignore[call-overload]
+            if n and n % STORE_BATCH == 0:
+                await serve_others()
+            info = self.topics.get(name)
+            keys = [(name, p) for p in info.assignment if (name, p) in self.states] \
+                if info is not None else []
             for broker_id in self.live_brokers:
                 self.channel.send_stop_replica(broker_id, self.epoch, keys, delete=True)
             for key in keys:
@@ -564,7 +649,7 @@ class Controller(PartitionReassignment):
             self.topics.pop(name, None)
             for path in (paths.topic(name), paths.topic_config(name), paths.delete_topic(name)):
                 with contextlib.suppress(NoNodeError):
-                    self.store.delete(path, recursive=True)
+                    await self.store.delete(path, recursive=True)
             log.info("topic deleted", topic=name)
         self._send_update_metadata()
 
@@ -574,14 +659,14 @@ class Controller(PartitionReassignment):
         changed = set()
         for child in children:  # type: ignore[union-attr]
             with contextlib.suppress(NoNodeError):
-                data, _ = self.store.get_json(f"{paths.ISR_CHANGES}/{child}")
+                data, _ = await self.store.get_json(f"{paths.ISR_CHANGES}/{child}")
                 for topic, partition in data["partitions"]:
                     if topic in self.topics:
-                        state = self._read_state(topic, partition)
+                        state = await self._read_state(topic, partition)
                         if state is not None:
                             self.states[(topic, partition)] = state
                             changed.add((topic, partition))
-                self.store.delete(f"{paths.ISR_CHANGES}/{child}")
+                await self.store.delete(f"{paths.ISR_CHANGES}/{child}")
         self._send_update_metadata()
         # A reassignment completes once its target replicas are all in the ISR (Kafka's
         # PartitionReassignmentIsrChangeHandler, here fed by the ISR change notifications).
@@ -595,9 +680,9 @@ class Controller(PartitionReassignment):
         brokers: set[int] = set()
         for child in children or ():  # type: ignore[union-attr]
             with contextlib.suppress(NoNodeError):
-                data, _ = self.store.get_json(f"{paths.LOG_DIR_EVENTS}/{child}")
+                data, _ = await self.store.get_json(f"{paths.LOG_DIR_EVENTS}/{child}")
                 brokers.add(int(data["broker"]))
-                self.store.delete(f"{paths.LOG_DIR_EVENTS}/{child}")
+                await self.store.delete(f"{paths.LOG_DIR_EVENTS}/{child}")
         for broker_id in sorted(brokers & self.live_brokers):
             log.info("log dir failed on a broker", broker_id=broker_id, controller_epoch=self.epoch)
             await self._send_leader_and_isr(
@@ -628,47 +713,37 @@ class Controller(PartitionReassignment):
         self._send_update_metadata()
         await self._send_leader_and_isr(changed)
 
-    async def _on_controlled_shutdown(self, data: object) -> None:
-        broker_id, future = data  # type: ignore[misc]
-        try:
-            if broker_id not in self.live_brokers:
-                raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not live")
-            self.shutting_down.add(broker_id)
-            log.info("controlled shutdown", broker_id=broker_id, controller_epoch=self.epoch)
-            changes = []
-            for key, state in list(self.states.items()):
-                if broker_id not in state.replicas or len(state.replicas) == 1:
-                    continue
-                if state.leader == broker_id:
-                    leader, isr = self._elect_leader(state)
-                    if leader < 0 or leader == broker_id:
-                        continue  # nobody else can lead it: it stays, and is reported
-                    isr = [r for r in isr if r != broker_id]
-                elif broker_id in state.isr:
-                    leader, isr = state.leader, [r for r in state.isr if r != broker_id]
-                else:
-                    continue
-                changes.append((key, leader, isr))
-            changed = await self._update_states(changes)
-            if changed:
-                self._send_update_metadata()
-                await self._send_leader_and_isr(changed, only=self.live_brokers - {broker_id})
-            remaining = sorted(k for k, s in self.states.items() if s.leader == broker_id)
-            # It stops following too, or its fetches would bring it back into the ISRs.
-            following = [k for k, s in self.states.items()
-                         if broker_id in s.replicas and s.leader != broker_id]
-            if following:
-                self.channel.send_stop_replica(broker_id, self.epoch, following, delete=False)
-        except KafkaError as exc:  # an answer (e.g. a forged or stale broker id), not a fault
-            if not future.done():
-                future.set_exception(exc)
-            return
-        except Exception as exc:
-            if not future.done():
-                future.set_exception(exc)
-            raise
-        if not future.done():
-            future.set_result(remaining)
+    async def _on_controlled_shutdown(self, broker_id: object) -> list[tuple[str, int]]:
+        if broker_id not in self.live_brokers:
+            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not live")
+        self.shutting_down.add(broker_id)  # type: ignore[arg-type]
+        log.info("controlled shutdown", broker_id=broker_id, controller_epoch=self.epoch)
+        changes = []
+        for key, state in list(self.states.items()):
+            if broker_id not in state.replicas or len(state.replicas) == 1:
+                continue
+            if state.leader == broker_id:
+                leader, isr = self._elect_leader(state)
+                if leader < 0 or leader == broker_id:
+                    continue  # nobody else can lead it: it stays, and is reported
+                isr = [r for r in isr if r != broker_id]
+            elif broker_id in state.isr:
+                leader, isr = state.leader, [r for r in state.isr if r != broker_id]
+            else:
+                continue
+            changes.append((key, leader, isr))
+        changed = await self._update_states(changes)
+        if changed:
+            self._send_update_metadata()
+            await self._send_leader_and_isr(changed, only=self.live_brokers - {broker_id})
+        remaining = sorted(k for k, s in self.states.items() if s.leader == broker_id)
+        # It stops following too, or its fetches would bring it back into the ISRs.
+        following = [k for k, s in self.states.items()
+                     if broker_id in s.replicas and s.leader != broker_id]
+        if following:
+            self.channel.send_stop_replica(broker_id, self.epoch, following,  # type: ignore[arg-type]
+                                           delete=False)
+        return remaining
 
     def _can_lead_preferred(self, state: LeaderAndIsr) -> bool:
         preferred = state.replicas[0]

@@ -20,6 +20,10 @@ PartitionErrors = Callable[[dict[tuple[str, int], ErrorCode]], None]
 
 
 class ControllerChannel(Protocol):
+    def update_brokers(self, addresses: dict[int, tuple[str, int]]) -> None:
+        """The live brokers' inter-broker addresses, from their registrations (Kafka's
+        ControllerChannelManager addBroker/removeBroker): requests for any other are dropped."""
+
     def send_leader_and_isr(self, broker_id: int, controller_epoch: int,
                             states: list[LeaderAndIsr], configs: dict[str, LogConfig],
                             on_response: PartitionErrors | None = None) -> None: ...
@@ -35,8 +39,9 @@ class ControllerRequestTarget(Protocol):
     apply_* steps the in-process channel calls, plus reading topic configs, which are not on the
     wire (brokers read them from the metadata store, as Kafka's do)."""
 
-    def apply_leader_and_isr(self, controller_epoch: int, states: list[LeaderAndIsr],
-                             configs: dict[str, LogConfig]) -> dict[tuple[str, int], ErrorCode]: ...
+    async def apply_leader_and_isr(self, controller_epoch: int, states: list[LeaderAndIsr],
+                                   configs: dict[str, LogConfig]
+                                   ) -> dict[tuple[str, int], ErrorCode]: ...
 
     def apply_update_metadata(self, snapshot: MetadataSnapshot) -> None: ...
 

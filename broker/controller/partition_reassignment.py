@@ -69,7 +69,7 @@ class PartitionReassignment:
             if n and n % REQUEST_CHUNK == 0:
                 await serve_others()
             if key[0] not in deleting:
-                deleting[key[0]] = self.store.exists(paths.delete_topic(key[0])) is not None
+                deleting[key[0]] = await self.store.exists(paths.delete_topic(key[0])) is not None
             if deleting[key[0]]:
                 results[key] = unknown
                 continue
@@ -109,10 +109,10 @@ class PartitionReassignment:
     async def _on_partition_reassignment(self, key: Key, assignment: ReplicaAssignment) -> None:
         """Kafka's onPartitionReassignment: phase U (the topic node), then A or B."""
         await self._update_current_reassignment(key, assignment)
-        if not self._reassignment_complete(key, assignment):
+        if not await self._reassignment_complete(key, assignment):
             # A: a new leader epoch, and LeaderAndIsr to every replica of RS: the adding ones
             # create their logs and follow the leader until they join the ISR.
-            current = self._read_state(*key) or self.states[key]
+            current = await self._read_state(*key) or self.states[key]
             changed = await self._update_states([(key, current.leader, current.isr)])
             await self._send_leader_and_isr(changed)
             self._send_update_metadata()
@@ -126,7 +126,7 @@ class PartitionReassignment:
         current = self._assignment(key)
         if current == assignment:
             return
-        self._write_assignment(key, assignment)  # U1, U2: the node first, for a failover
+        await self._write_assignment(key, assignment)  # U1, U2: the node first, for a failover
         # U3: the adding replicas of a reassignment this one replaces (or cancels) go now
         unneeded = [r for r in current.replicas if r not in assignment.replicas]
         if unneeded:
@@ -134,15 +134,15 @@ class PartitionReassignment:
 
     async def _maybe_complete_reassignment(self, key: Key) -> None:
         assignment = self._assignment(key)
-        if self._reassignment_complete(key, assignment):
+        if await self._reassignment_complete(key, assignment):
             log.info("target replicas caught up", topic=key[0], partition=key[1],
                      target=assignment.target_replicas)
             await self._complete_reassignment(key, assignment)
 
-    def _reassignment_complete(self, key: Key, assignment: ReplicaAssignment) -> bool:
+    async def _reassignment_complete(self, key: Key, assignment: ReplicaAssignment) -> bool:
         if not assignment.is_being_reassigned:
             return True
-        state = self._read_state(*key)  # the store's ISR, as Kafka reads it
+        state = await self._read_state(*key)  # the store's ISR, as Kafka reads it
         return state is not None and set(assignment.target_replicas) <= set(state.isr)
 
     async def _complete_reassignment(self, key: Key, assignment: ReplicaAssignment) -> None:
@@ -154,7 +154,7 @@ class PartitionReassignment:
             log.warning("reassignment waits: no target replica can lead", topic=key[0],
                         partition=key[1], target=target.replicas)
             return
-        self._write_assignment(key, target)
+        await self._write_assignment(key, target)
         self._send_update_metadata()
         log.info("partition reassignment completed", topic=key[0], partition=key[1],
                  replicas=target.replicas, controller_epoch=self.epoch)
@@ -163,7 +163,7 @@ class PartitionReassignment:
         """The partition keeps only `replicas`: a leader among them (Kafka's reassign-partition
         election: the first live one in the ISR, if the leader must move), the ISR without the
         `removed`, whose replicas are stopped and deleted. False when no replica can lead."""
-        state = self._read_state(*key) or self.states[key]
+        state = await self._read_state(*key) or self.states[key]
         isr = [r for r in state.isr if r in replicas] or state.isr
         leader = state.leader
         if leader not in replicas or leader not in self.live_brokers:
@@ -222,12 +222,12 @@ class PartitionReassignment:
             adding_replicas=with_entry(info.adding_replicas, assignment.adding),
             removing_replicas=with_entry(info.removing_replicas, assignment.removing))
 
-    def _write_assignment(self, key: Key, assignment: ReplicaAssignment) -> None:
+    async def _write_assignment(self, key: Key, assignment: ReplicaAssignment) -> None:
         """The topic node (Kafka's TopicZNode v3) with this partition's replicas, and its
         adding_replicas/removing_replicas entries only while it is being reassigned."""
         name, partition = key
         for _ in range(3):
-            data, stat = self.store.get_json(paths.topic(name))
+            data, stat = await self.store.get_json(paths.topic(name))
             data["version"] = 3
             data["partitions"][str(partition)] = list(assignment.replicas)
             for field, replicas in (("adding_replicas", assignment.adding),
@@ -237,7 +237,7 @@ class PartitionReassignment:
                     entries[str(partition)] = list(replicas)
                 data[field] = entries
             try:
-                self.store.set_json(paths.topic(name), data, version=stat.version)
+                await self.store.set_json(paths.topic(name), data, version=stat.version)
                 break
             except BadVersionError:  # CreatePartitions wrote it meanwhile: again, on its version
                 continue

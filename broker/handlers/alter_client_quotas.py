@@ -44,7 +44,7 @@ async def handle(ctx: RequestContext, request) -> dict:
             code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         else:
             try:
-                alter(configs, entity, [(op.key, op.value, op.remove) for op in entry.ops],
+                await alter(configs, entity, [(op.key, op.value, op.remove) for op in entry.ops],
                       request.validate_only)
                 wrote = wrote or not request.validate_only
             except KafkaError as exc:

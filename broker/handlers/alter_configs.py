@@ -18,7 +18,7 @@ from broker.handlers.authorization import AclOperation, ResourceType, authorize,
 from protocol.errors import ErrorCode, KafkaError
 
 
-def alter_resource(
+async def alter_resource(
     ctx: RequestContext, resource, change: Callable[[dict[str, str]], dict[str, str]],
     validate_only: bool,
 ) -> dict:
@@ -32,8 +32,8 @@ def alter_resource(
         if resource.resource_type == RESOURCE_TOPIC:
             if not authorize(ctx, AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, name):
                 raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            overrides = admin.topic_config_overrides(name)
-            admin.alter_topic_configs(name, change(overrides), validate_only=validate_only)
+            overrides = await admin.topic_config_overrides(name)
+            await admin.alter_topic_configs(name, change(overrides), validate_only=validate_only)
         elif resource.resource_type == RESOURCE_BROKER:
             require_cluster(ctx, AclOperation.ALTER_CONFIGS)
             admin.alter_broker_configs(name, [c.name for c in resource.configs])
@@ -61,7 +61,7 @@ async def answer_durably(ctx: RequestContext, responses: list[dict]) -> dict:
 @register(33)
 async def handle(ctx: RequestContext, request) -> dict:
     responses = [
-        alter_resource(ctx, resource,
+        await alter_resource(ctx, resource,
                        lambda _current, r=resource: {c.name: c.value for c in r.configs
                                                      if c.value is not None},
                        request.validate_only)

@@ -51,17 +51,17 @@ async def handle(ctx: RequestContext, request) -> dict:
                             "A user credential cannot be altered twice in the same request")
     for d in request.deletions:
         problem = errors.get(d.name) or _problem(d.name, d.mechanism)
-        if problem is None and MECHANISMS[d.mechanism] not in store.mechanisms(d.name):
+        if problem is None and MECHANISMS[d.mechanism] not in await store.mechanisms(d.name):
             problem = (ErrorCode.RESOURCE_NOT_FOUND,
                        "Attempt to delete a user credential that does not exist")
         if problem is None:
-            store.set(d.name, MECHANISMS[d.mechanism], None)
+            await store.set(d.name, MECHANISMS[d.mechanism], None)
         errors.setdefault(d.name, problem or (ErrorCode.NONE, None))
     for u in request.upsertions:
         problem = errors.get(u.name) or _problem(u.name, u.mechanism, u.iterations)
         if problem is None:
             mechanism = MECHANISMS[u.mechanism]
-            store.set(u.name, mechanism, credential_from_salted(
+            await store.set(u.name, mechanism, credential_from_salted(
                 mechanism, bytes(u.salted_password), bytes(u.salt), u.iterations))
         errors.setdefault(u.name, problem or (ErrorCode.NONE, None))
     return {"throttle_time_ms": 0, "results": [

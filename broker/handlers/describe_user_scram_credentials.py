@@ -24,7 +24,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "error_message": None, "results": []}
-    names = [u.name for u in request.users] if request.users else store.users()
+    names = [u.name for u in request.users] if request.users else await store.users()
     counts = Counter(names)
     results = []
     for name in dict.fromkeys(names):
@@ -34,7 +34,7 @@ async def handle(ctx: RequestContext, request) -> dict:
             result.update(error_code=ErrorCode.DUPLICATE_RESOURCE, error_message=(
                 "Cannot describe SCRAM credentials for the same user twice in a single request"))
         else:
-            mechanisms = store.mechanisms(name)
+            mechanisms = await store.mechanisms(name)
             if not mechanisms:
                 if request.users:  # listed by name; among "all users" only those with some count
                     result.update(error_code=ErrorCode.RESOURCE_NOT_FOUND,

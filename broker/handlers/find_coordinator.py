@@ -10,16 +10,18 @@ several keys at once).
 
 from __future__ import annotations
 
+import contextlib
+
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, ResourceType, authorize
 from broker.metadata.topic_names import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 NO_NODE = {"node_id": -1, "host": "", "port": -1}
 
 
-def find_coordinator(ctx: RequestContext, key: str, key_type: int) -> dict:
+async def find_coordinator(ctx: RequestContext, key: str, key_type: int) -> dict:
     services = ctx.services
     if key_type == KEY_TYPE_GROUP and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": None, **NO_NODE}
@@ -39,7 +41,8 @@ def find_coordinator(ctx: RequestContext, key: str, key_type: int) -> dict:
                 **NO_NODE}
     cache = services.metadata_cache
     if cache.topic(topic) is None:
-        ensure()
+        with contextlib.suppress(KafkaError):  # the store unreachable: the client asks again
+            await ensure()
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": None, **NO_NODE}
     state = cache.partition_state(topic, partition_for(key))
     brokers = cache.brokers_for(ctx.listener)
@@ -54,5 +57,6 @@ async def handle(ctx: RequestContext, request) -> dict:
     key_type = request.get("key_type", KEY_TYPE_GROUP)
     if ctx.api_version >= 4:
         return {"throttle_time_ms": 0, "coordinators": [
-            {"key": key, **find_coordinator(ctx, key, key_type)} for key in request.coordinator_keys]}
-    return {"throttle_time_ms": 0, **find_coordinator(ctx, request.key, key_type)}
+            {"key": key, **await find_coordinator(ctx, key, key_type)}
+            for key in request.coordinator_keys]}
+    return {"throttle_time_ms": 0, **await find_coordinator(ctx, request.key, key_type)}

@@ -101,6 +101,6 @@ async def handle(ctx: RequestContext, request) -> dict:
         except KafkaError as exc:
             responses.append(_refused(resource, exc))
             continue
-        responses.append(alter_resource(ctx, resource, _incremental(resource),
-                                        request.validate_only))
+        responses.append(await alter_resource(ctx, resource, _incremental(resource),
+                                              request.validate_only))
     return await answer_durably(ctx, responses)

@@ -29,8 +29,8 @@ from broker.handlers.authorization import (
     authorize_cluster,
 )
 from broker.handlers.txn_errors import for_version
-from broker.metadata.store import MetadataStoreError
-from protocol.errors import ErrorCode
+from broker.metadata.store import ConnectionLossError, MetadataStoreError
+from protocol.errors import ErrorCode, KafkaError
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -62,11 +62,16 @@ async def handle(ctx: RequestContext, request) -> dict:
             or authorize_by_resource_type(ctx, AclOperation.WRITE, ResourceType.TOPIC)):
         return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     ids = ctx.services.producer_ids
-    if producer_id >= 0 and epoch < MAX_EPOCH - 1 and ids.was_issued(producer_id):
-        return _answer(ErrorCode.NONE, producer_id, epoch + 1)
-    producer_id = ids.generate_producer_id()
-    try:  # a new block claimed in the store must be durable before any of its ids is handed out
+    try:
+        if producer_id >= 0 and epoch < MAX_EPOCH - 1 and await ids.was_issued(producer_id):
+            return _answer(ErrorCode.NONE, producer_id, epoch + 1)
+        producer_id = await ids.generate_producer_id()
+        # a new block claimed in the store must be durable before any of its ids is handed out
         await ids.store.flush()
+    except KafkaError as exc:
+        return _answer(exc.code)
+    except ConnectionLossError:
+        return _answer(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     except MetadataStoreError:
         return _answer(ErrorCode.KAFKA_STORAGE_ERROR)
     return _answer(ErrorCode.NONE, producer_id, 0)

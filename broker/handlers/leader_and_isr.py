@@ -24,7 +24,7 @@ async def handle(ctx: RequestContext, request) -> dict:
         require_cluster(ctx, AclOperation.CLUSTER_ACTION)
         overrides = await target.topic_config_overrides(sorted({s.topic for s in states}))
         configs = {t: ctx.services.config.log_config(o) for t, o in overrides.items()}
-        errors = target.apply_leader_and_isr(request.controller_epoch, states, configs)
+        errors = await target.apply_leader_and_isr(request.controller_epoch, states, configs)
     except KafkaError as exc:
         return {"error_code": exc.code, "partition_errors": [], "topics": []}
     entries = [{"topic_name": s.topic, "partition_index": s.partition,

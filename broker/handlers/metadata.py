@@ -3,9 +3,11 @@
 - Answered from this broker's metadata cache (the controller's last UpdateMetadata).
 - Topics: v0 empty list = all topics; v1+ null = all. v10+ may name topics by id.
 - v10/11 may not leave a topic's name null (by id is v12+): the connection is closed.
+- A topic named twice is answered once (Kafka reads the names as a set).
 - Auto-creation when the request allows it (v4+, always before) and `auto.create.topics.enable`:
   the topic is written to the metadata store and answered LEADER_NOT_AVAILABLE until the
-  controller has elected its leaders, as Kafka does; clients retry.
+  controller has elected its leaders, as Kafka does; clients retry. One request creates at most
+  CreateTopics' 10,000 partitions; topics past that get POLICY_VIOLATION and are not created.
 - Partitions without a live leader: LEADER_NOT_AVAILABLE, leader -1; replicas on stopped brokers
   are listed as offline.
 - With an authorizer: all topics means those the principal may DESCRIBE; a listed topic it may
@@ -16,6 +18,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 from broker.handlers import RequestContext, register
@@ -69,7 +72,15 @@ def _error_entry(name: str | None, error: ErrorCode, topic_id: bytes = ZERO_UUID
             "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
-def _lookup(ctx: RequestContext, requested, auto_create: bool, operations: bool) -> dict:
+# Auto-created topics written to the store at once (pipelined on ZooKeeper), the loop served
+# between two such groups.
+CREATE_BATCH = 200
+
+
+def _lookup(ctx: RequestContext, requested, auto_create: bool, operations: bool,
+            to_create: list[str]) -> dict:
+    """The topic's entry; a topic to auto-create is added to `to_create` (and answered
+    LEADER_NOT_AVAILABLE, or its creation's error once tried)."""
     cache = ctx.services.metadata_cache
     name = requested.name
     if name is None:  # v10+: by topic id
@@ -84,17 +95,39 @@ def _lookup(ctx: RequestContext, requested, auto_create: bool, operations: bool)
     topic = cache.topic(name)
     if topic is not None:
         return _topic_entry(ctx, topic, operations)
-    try:
-        if not auto_create:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if not (authorize_cluster(ctx, AclOperation.CREATE)
-                or authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)):
-            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        ctx.services.auto_topic_creation.create_topic(name)
-    except KafkaError as exc:
-        if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:  # already on its way
-            return _error_entry(name, exc.code)
+    if not auto_create:
+        return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not (authorize_cluster(ctx, AclOperation.CREATE)
+            or authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)):
+        return _error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    to_create.append(name)
     return _error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE)
+
+
+async def _auto_create(ctx: RequestContext, names: list[str]) -> dict[str, ErrorCode]:
+    """Create the topics a request named, within CreateTopics' partition budget (each gets
+    `num.partitions`); per topic the error that kept it from being created."""
+    from broker.admin.admin_manager import MAX_PARTITIONS_PER_REQUEST
+    from broker.controller.pacing import serve_others
+
+    creation = ctx.services.auto_topic_creation
+    each = max(1, ctx.services.config["num.partitions"])
+    within = max(0, MAX_PARTITIONS_PER_REQUEST // each)
+    errors = dict.fromkeys(names[within:], ErrorCode.POLICY_VIOLATION)
+
+    async def create(name: str) -> None:
+        try:
+            await creation.create_topic(name)
+        except KafkaError as exc:
+            # already on its way, or the store unreachable (the client asks again): as Kafka
+            if exc.code not in (ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.REQUEST_TIMED_OUT):
+                errors[name] = exc.code
+
+    for start in range(0, min(within, len(names)), CREATE_BATCH):
+        if start:
+            await serve_others()
+        await asyncio.gather(*(create(n) for n in names[start : min(within, start + CREATE_BATCH)]))
+    return errors
 
 
 def live_brokers(ctx: RequestContext) -> dict[int, tuple[str, int]]:
@@ -122,7 +155,16 @@ async def handle(ctx: RequestContext, request) -> dict:
             # Kafka refuses it too (topic ids are for v12+): a v10/11 response has no way to
             # name the topic, so there is no reply to write; the connection is closed.
             raise ProtocolDecodeError(f"Metadata v{version}: topic name can not be null")
-        topics = [_lookup(ctx, requested, auto_create, operations) for requested in request.topics]
+        to_create: list[str] = []
+        # Each topic once: by name or, v10+, by id (a name first seen wins its place)
+        unique = {(t.name if t.name is not None else t.topic_id): t for t in request.topics}
+        topics = [_lookup(ctx, requested, auto_create, operations, to_create)
+                  for requested in unique.values()]
+        if to_create:
+            errors = await _auto_create(ctx, to_create)
+            if errors:
+                topics = [_error_entry(t["name"], errors[t["name"]])
+                          if t["name"] in errors else t for t in topics]
     brokers = live_brokers(ctx)
     return {
         "throttle_time_ms": 0,

@@ -1,15 +1,14 @@
 """A broker's side of Kafka's controlled shutdown: before it stops, ask the controller (found in
-the metadata store) to move its leaderships away, retrying while partitions remain."""
+its metadata cache, as Kafka's broker finds it) to move its leaderships away, retrying while
+partitions remain."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from broker.interbroker.broker_client import BrokerClient, BrokerUnreachable
 from broker.logs import get_logger
-from broker.metadata import zk_paths as paths
-from broker.metadata.broker_registration import registered_address
-from broker.metadata.store import MetadataStore, MetadataStoreError
 from broker.security.client_security import ClientSecurity
 from protocol.errors import ErrorCode
 
@@ -17,19 +16,13 @@ log = get_logger("kafka_sim.controlled_shutdown")
 CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION = 7, 3
 
 
-def _controller_address(store: MetadataStore) -> tuple[str, int] | None:
-    try:
-        return registered_address(store, store.get_json(paths.CONTROLLER)[0]["brokerid"])
-    except MetadataStoreError:
-        return None
-
-
-async def controlled_shutdown(store: MetadataStore, broker_id: int, *, retries: int,
-                              backoff_ms: int, timeout_s: float = 30.0,
+async def controlled_shutdown(controller_address: Callable[[], tuple[str, int] | None],
+                              broker_id: int, *, retries: int, backoff_ms: int,
+                              timeout_s: float = 30.0,
                               security: ClientSecurity | None = None) -> bool:
     """True once the controller moved every leadership it could; False after `retries` tries."""
     for attempt in range(1, retries + 1):
-        address = _controller_address(store)
+        address = controller_address()
         if address is not None:
             client = BrokerClient(*address, client_id=f"broker-{broker_id}-shutdown",
                                   security=security)

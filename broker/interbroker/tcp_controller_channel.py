@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 
 from broker.controller.controller_channel import PartitionErrors
 from broker.controller.wire import (
@@ -25,7 +24,6 @@ from broker.interbroker.broker_client import BrokerClient, BrokerUnreachable
 from broker.logs import get_logger
 from broker.metadata.metadata_cache import MetadataSnapshot
 from broker.metadata.partition_state import LeaderAndIsr
-from broker.metadata.store import MetadataStoreError
 from broker.security.client_security import ClientSecurity
 from protocol.errors import ErrorCode
 from storage.log_config import LogConfig
@@ -39,23 +37,25 @@ Request = tuple[int, int, dict, PartitionErrors | None]  # api key, version, bod
 
 
 class TcpControllerChannel:
-    def __init__(self, controller_id: int,
-                 address: Callable[[int], tuple[str, int] | None],
-                 security: ClientSecurity | None = None) -> None:
+    def __init__(self, controller_id: int, security: ClientSecurity | None = None) -> None:
         self.controller_id = controller_id
         self.security = security
-        self._address = address  # a broker's registered address, or None once it left
+        # The live brokers' registered addresses, as the controller read them
+        self._addresses: dict[int, tuple[str, int]] = {}
         self._queues: dict[int, asyncio.Queue[Request]] = {}
         self._senders: dict[int, asyncio.Task] = {}
         self._metadata_body: tuple[MetadataSnapshot, dict] | None = None
 
     # -- ControllerChannel ------------------------------------------------------------------
 
+    def update_brokers(self, addresses: dict[int, tuple[str, int]]) -> None:
+        self._addresses = dict(addresses)
+
     def send_leader_and_isr(self, broker_id: int, controller_epoch: int,
                             states: list[LeaderAndIsr], configs: dict[str, LogConfig],
                             on_response: PartitionErrors | None = None) -> None:
         leaders = {s.leader for s in states if s.leader >= 0}
-        brokers = {b: a for b in leaders if (a := self._address(b)) is not None}
+        brokers = {b: a for b in leaders if (a := self._addresses.get(b)) is not None}
         self._enqueue(broker_id, (LEADER_AND_ISR, LEADER_AND_ISR_VERSION, leader_and_isr_body(
             self.controller_id, controller_epoch, states, brokers), on_response))
 
@@ -89,8 +89,8 @@ class TcpControllerChannel:
                 backoff = RETRY_BACKOFF_S[0]
                 while True:
                     try:
-                        if client is None:  # the store is read only to (re)connect
-                            address = self._address(broker_id)
+                        if client is None:
+                            address = self._addresses.get(broker_id)
                             if address is None:  # the broker left: what was meant for it is moot
                                 log.info("broker left; dropping controller request",
                                          broker_id=broker_id, api=NAMES[api_key])
@@ -99,7 +99,7 @@ class TcpControllerChannel:
                                                   client_id=f"controller-{self.controller_id}",
                                                   security=self.security)
                         response = await client.request(api_key, version, body)
-                    except (MetadataStoreError, BrokerUnreachable) as exc:
+                    except BrokerUnreachable as exc:
                         log.debug("controller request failed; retrying", broker_id=broker_id,
                                   api=NAMES[api_key], reason=str(exc))
                         if client is not None:  # it may have moved: look it up again

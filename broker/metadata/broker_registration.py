@@ -30,10 +30,10 @@ def registered_endpoints(data: dict[str, Any]) -> dict[str, Address]:
     return {x.name: (x.host, x.port) for x in parse_listeners(",".join(data.get("endpoints", [])))}
 
 
-def registered_address(store: MetadataStore, broker_id: int) -> Address | None:
+async def registered_address(store: MetadataStore, broker_id: int) -> Address | None:
     """Where other brokers reach `broker_id` (its inter-broker listener); None once it left."""
     try:
-        data, _ = store.get_json(paths.broker(broker_id))
+        data, _ = await store.get_json(paths.broker(broker_id))
     except NoNodeError:
         return None
     return data["host"], data["port"]

@@ -77,10 +77,10 @@ class ClientQuotaConfigs:
     def __init__(self, store: MetadataStore) -> None:
         self.store = store
 
-    def fetch(self, key: EntityKey) -> dict[str, str]:
+    async def fetch(self, key: EntityKey) -> dict[str, str]:
         """An entity's whole config ({} when it has no node)."""
         try:
-            data, _ = self.store.get(node_path(key))
+            data, _ = await self.store.get(node_path(key))
         except NoNodeError:
             return {}
         return _config_of(data)
@@ -89,38 +89,38 @@ class ClientQuotaConfigs:
         """Every user, client-id and (user, client-id) entity node (Kafka's
         fetchAllEntityConfigs and fetchAllChildEntityConfigs), read in batches off the loop: a
         user node's child count says whether it has clients to list."""
-        users = self._children(paths.USER_CONFIGS)
-        clients = self._children(paths.CLIENT_CONFIGS)
+        users = await self._children(paths.USER_CONFIGS)
+        clients = await self._children(paths.CLIENT_CONFIGS)
         keys: list[EntityKey] = [(u, None) for u in users] + [(None, c) for c in clients]
         read = await self.store.get_many([node_path(k) for k in keys])
         pairs: list[EntityKey] = [
             (user, client) for (user, _), got in zip(keys, read, strict=True)
             if user is not None and got is not None and got[1].num_children > 0
-            for client in self._children(f"{paths.USER_CONFIGS}/{user}/{CLIENTS}")]
+            for client in await self._children(f"{paths.USER_CONFIGS}/{user}/{CLIENTS}")]
         read += await self.store.get_many([node_path(k) for k in pairs])
         return {key: _config_of(got[0]) for key, got in zip(keys + pairs, read, strict=True)
                 if got is not None}
 
-    def _children(self, path: str) -> list[str]:
+    async def _children(self, path: str) -> list[str]:
         try:
-            children = self.store.get_children(path)
+            children = await self.store.get_children(path)
         except NoNodeError:
             return []
         # a child no entity can have (written to the store by hand) is no entity
         return sorted(c for c in children if c not in (".", ".."))
 
-    def change(self, key: EntityKey, config: dict[str, str]) -> None:
+    async def change(self, key: EntityKey, config: dict[str, str]) -> None:
         """Write the entity's whole config and announce it to every broker."""
         path = node_path(key)
         body = {"version": 1, "config": config}
         try:
-            self.store.set_json(path, body)
+            await self.store.set_json(path, body)
         except NoNodeError:
             try:
-                self.store.create_json(path, body, makepath=True)
+                await self.store.create_json(path, body, makepath=True)
             except NodeExistsError:
-                self.store.set_json(path, body)
-        self.store.create_json(f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}",
+                await self.store.set_json(path, body)
+        await self.store.create_json(f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}",
                                {"version": 2, "entity_path": entity_path(key)},
                                sequence=True, makepath=True)
 

@@ -22,7 +22,6 @@ from typing import Any
 
 from broker.logs import get_logger
 from broker.metadata.journal_writer import MIN_ROLL_BYTES, JournalWriter
-from broker.metadata.recipes import ChildrenWatch, DataWatch
 from broker.metadata.store import (
     BadVersionError,
     MetadataStoreError,
@@ -137,59 +136,66 @@ class EmbeddedMetadataStore:
         self._journal(MetadataTxn(self._zxid, self._last_session))
         return self._last_session
 
-    def close_session(self, session_id: int) -> None:
+    async def close_session(self, session_id: int) -> None:
         """End a session, deleting its ephemeral nodes; closing an unknown session does nothing."""
         paths = self._sessions.pop(session_id, None)
         if paths:
             self._write(*(partial(self._delete_one, path) for path in sorted(paths)))
 
-    # --- reads (with optional one-shot watches) ---
+    # --- reads (with optional one-shot watches): coroutines, as the store's interface asks,
+    # answered at once from the tree ---
 
-    def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, Stat]:
+    async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, Stat]:
         node = self._node(path)
         self._arm(self._data_watches, path, watch)
         return node.data, node.stat()
 
-    def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
+    async def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
         """The node's stat or None; the watch is armed either way (and fires on CREATED too)."""
         node = self._nodes.get(_validate(path))
         self._arm(self._data_watches, path, watch)
         return node.stat() if node is not None else None
 
-    def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
+    async def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
         node = self._node(path)
         self._arm(self._child_watches, path, watch)
         return sorted(node.children)
 
-    def get_json(self, path: str, watch: Watcher | None = None) -> tuple[Any, Stat]:
+    async def get_json(self, path: str, watch: Watcher | None = None) -> tuple[Any, Stat]:
         """The data parsed as JSON (None for empty data) and the stat."""
-        data, stat = self.get(path, watch)
+        data, stat = await self.get(path, watch)
         return (json.loads(data) if data else None), stat
 
     # --- writes ---
 
-    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
-               session: int | None = None, sequence: bool = False, makepath: bool = False) -> str:
+    async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
+                     session: int | None = None, sequence: bool = False,
+                     makepath: bool = False) -> str:
         """Create a node and return its actual path (with the suffix when `sequence`)."""
-        return self._write(partial(self._create, path, data, ephemeral, session, sequence,
-                                   makepath))[0]
+        return self._create_now(path, data, ephemeral=ephemeral, session=session,
+                                sequence=sequence, makepath=makepath)
 
-    def create_json(self, path: str, obj: Any, **kwargs: Any) -> str:
-        return self.create(path, json_bytes(obj), **kwargs)
+    def _create_now(self, path: str, data: bytes = b"", **kwargs: Any) -> str:
+        return self._write(partial(self._create, path, data, kwargs.get("ephemeral", False),
+                                   kwargs.get("session"), kwargs.get("sequence", False),
+                                   kwargs.get("makepath", False)))[0]
 
-    def ensure_path(self, path: str) -> None:
+    async def create_json(self, path: str, obj: Any, **kwargs: Any) -> str:
+        return self._create_now(path, json_bytes(obj), **kwargs)
+
+    async def ensure_path(self, path: str) -> None:
         """Create `path` and its missing ancestors as empty persistent nodes."""
-        if self.exists(path) is None:
-            self.create(path, makepath=True)
+        if self._nodes.get(_validate(path)) is None:
+            self._create_now(path, makepath=True)
 
-    def set(self, path: str, data: bytes, version: int = -1) -> Stat:
+    async def set(self, path: str, data: bytes, version: int = -1) -> Stat:
         """Replace the data; with `version` != -1 only if the node is still at that version."""
         return self._write(partial(self._set, path, data, version))[0]
 
-    def set_json(self, path: str, obj: Any, version: int = -1) -> Stat:
-        return self.set(path, json_bytes(obj), version)
+    async def set_json(self, path: str, obj: Any, version: int = -1) -> Stat:
+        return self._write(partial(self._set, path, json_bytes(obj), version))[0]
 
-    def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
+    async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
         self._write(partial(self._delete, path, version, recursive))
 
     # --- batches: answered at once (the tree is in memory; the journal is written off the loop) ---
@@ -206,7 +212,7 @@ class EmbeddedMetadataStore:
         out: list[MetadataStoreError | None] = []
         for path, data in nodes:
             try:
-                self.create(path, data, makepath=makepath)
+                self._create_now(path, data, makepath=makepath)
                 out.append(None)
             except MetadataStoreError as exc:
                 out.append(exc)
@@ -217,7 +223,7 @@ class EmbeddedMetadataStore:
         out: list[Stat | MetadataStoreError] = []
         for path, data, version in nodes:
             try:
-                out.append(self.set(path, data, version))
+                out.append(self._write(partial(self._set, path, data, version))[0])
             except MetadataStoreError as exc:
                 out.append(exc)
         return out
@@ -253,18 +259,10 @@ class EmbeddedMetadataStore:
             with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
                 loop.call_soon_threadsafe(_resolve, future, error)
 
-    # --- recipes: multi-op transactions, and the persistent watches of broker/metadata/recipes.py ---
+    # --- multi-op transactions ---
 
     def transaction(self) -> Transaction:
         return Transaction(self)
-
-    def DataWatch(self, path: str, fn: Callable[[bytes | None, Stat | None], object]) -> DataWatch:
-        """kazoo's name: fn(data, stat) now and after every change, until cancelled."""
-        return DataWatch(self, path, fn)
-
-    def ChildrenWatch(self, path: str, fn: Callable[[list[str]], object]) -> ChildrenWatch:
-        """kazoo's name: fn(children) now and after every child change, until cancelled."""
-        return ChildrenWatch(self, path, fn)
 
     def add_session_listener(self, listener: Callable[[str], object]) -> None:
         """Embedded sessions end only when closed, never by expiry: nothing to tell."""

@@ -6,8 +6,16 @@ when another broker won the race), so ids are unique across brokers and restarts
 
 from __future__ import annotations
 
+import asyncio
+
 from broker.metadata import zk_paths as paths
-from broker.metadata.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
+from broker.metadata.store import (
+    BadVersionError,
+    MetadataStore,
+    MetadataStoreError,
+    NodeExistsError,
+    NoNodeError,
+)
 from protocol.errors import ErrorCode, KafkaError
 
 BLOCK_SIZE = 1000
@@ -20,28 +28,37 @@ class ProducerIdManager:
         self.broker_id = broker_id
         self._next = 0
         self._block_end = -1  # inclusive; nothing claimed yet
+        self._claiming = asyncio.Lock()  # one claim at a time: concurrent callers share it
 
-    def generate_producer_id(self) -> int:
-        if self._next > self._block_end:
-            self._claim_block()
+    async def generate_producer_id(self) -> int:
+        """The next id; KafkaError COORDINATOR_LOAD_IN_PROGRESS (retriable, as Kafka's answer
+        when no block is at hand) while the store cannot be reached for a new block."""
+        while self._next > self._block_end:
+            async with self._claiming:
+                if self._next > self._block_end:
+                    try:
+                        await self._claim_block()
+                    except MetadataStoreError as exc:
+                        raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                         f"no producer id block at hand: {exc}") from None
         producer_id = self._next
         self._next += 1
         return producer_id
 
-    def was_issued(self, producer_id: int) -> bool:
+    async def was_issued(self, producer_id: int) -> bool:
         """True when `producer_id` lies in a block some broker of this cluster has claimed."""
         if 0 <= producer_id < self._next:
             return True
         try:
-            current, _ = self.store.get_json(paths.PRODUCER_ID_BLOCK)
+            current, _ = await self.store.get_json(paths.PRODUCER_ID_BLOCK)
         except NoNodeError:
             return False
         return 0 <= producer_id <= int(current["block_end"])
 
-    def _claim_block(self) -> None:
+    async def _claim_block(self) -> None:
         for _ in range(MAX_ATTEMPTS):
             try:
-                current, stat = self.store.get_json(paths.PRODUCER_ID_BLOCK)
+                current, stat = await self.store.get_json(paths.PRODUCER_ID_BLOCK)
                 start, version = int(current["block_end"]) + 1, stat.version
             except NoNodeError:
                 start, version = 0, None
@@ -50,9 +67,9 @@ class ProducerIdManager:
                      "block_end": str(start + BLOCK_SIZE - 1)}
             try:
                 if version is None:
-                    self.store.create_json(paths.PRODUCER_ID_BLOCK, block)
+                    await self.store.create_json(paths.PRODUCER_ID_BLOCK, block)
                 else:
-                    self.store.set_json(paths.PRODUCER_ID_BLOCK, block, version=version)
+                    await self.store.set_json(paths.PRODUCER_ID_BLOCK, block, version=version)
             except (BadVersionError, NodeExistsError):
                 continue  # another broker claimed this block first
             self._next, self._block_end = start, start + BLOCK_SIZE - 1

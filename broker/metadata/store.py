@@ -71,48 +71,52 @@ Watcher = Callable[[WatchedEvent], object]
 
 
 class MetadataStore(Protocol):
-    """What the brokers, the controller and the recipes may call (a subset of KazooClient)."""
+    """What the brokers, the controller and the recipes may call (a subset of KazooClient, each
+    node call a coroutine: on ZooKeeper it is a network round trip, which never holds the loop).
+
+    A call that cannot reach the store within its request timeout raises ConnectionLossError;
+    whoever must see it through (the controller, an ISR change, a registration) tries again."""
 
     def create_session(self) -> int: ...
 
-    def close_session(self, session_id: int) -> None: ...
+    async def close_session(self, session_id: int) -> None: ...
 
-    def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, Stat]: ...
+    async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, Stat]: ...
 
-    def exists(self, path: str, watch: Watcher | None = None) -> Stat | None: ...
+    async def exists(self, path: str, watch: Watcher | None = None) -> Stat | None: ...
 
-    def get_children(self, path: str, watch: Watcher | None = None) -> list[str]: ...
+    async def get_children(self, path: str, watch: Watcher | None = None) -> list[str]: ...
 
-    def get_json(self, path: str, watch: Watcher | None = None) -> tuple[Any, Stat]: ...
+    async def get_json(self, path: str, watch: Watcher | None = None) -> tuple[Any, Stat]: ...
 
-    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
-               session: int | None = None, sequence: bool = False,
-               makepath: bool = False) -> str: ...
+    async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
+                     session: int | None = None, sequence: bool = False,
+                     makepath: bool = False) -> str: ...
 
-    def create_json(self, path: str, obj: Any, **kwargs: Any) -> str: ...
+    async def create_json(self, path: str, obj: Any, **kwargs: Any) -> str: ...
 
-    def ensure_path(self, path: str) -> None: ...
+    async def ensure_path(self, path: str) -> None: ...
 
-    def set(self, path: str, data: bytes, version: int = -1) -> Stat: ...
+    async def set(self, path: str, data: bytes, version: int = -1) -> Stat: ...
 
-    def set_json(self, path: str, obj: Any, version: int = -1) -> Stat: ...
+    async def set_json(self, path: str, obj: Any, version: int = -1) -> Stat: ...
 
-    def delete(self, path: str, version: int = -1, recursive: bool = False) -> None: ...
+    async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None: ...
 
     async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
-        """Many reads in one go, off the event loop (pipelined on one ZooKeeper connection, as
-        Kafka's controller reads partition states): each node's data and stat, None where the
-        node does not exist. Other errors raise."""
+        """Many reads in one go (pipelined on one ZooKeeper connection, as Kafka's controller
+        reads partition states): each node's data and stat, None where the node does not exist.
+        Other errors raise."""
 
     async def create_many(self, nodes: Sequence[tuple[str, bytes]], *,
                           makepath: bool = False) -> list[MetadataStoreError | None]:
-        """Many persistent creates in one go, off the event loop (pipelined): per node None when
-        created, else the error (NodeExistsError when another writer was first). Not atomic."""
+        """Many persistent creates in one go (pipelined): per node None when created, else the
+        error (NodeExistsError when another writer was first). Not atomic."""
 
     async def set_many(self, nodes: Sequence[tuple[str, bytes, int]]
                        ) -> list[Stat | MetadataStoreError]:
-        """Many conditional sets (path, data, version) in one go, off the event loop: per node
-        the new stat, or the error (BadVersionError when it changed meanwhile). Not atomic."""
+        """Many conditional sets (path, data, version) in one go: per node the new stat, or the
+        error (BadVersionError when it changed meanwhile). Not atomic."""
 
     async def flush(self) -> None:
         """Return once every write made so far survives a crash. Writes are visible to reads at
@@ -124,10 +128,6 @@ class MetadataStore(Protocol):
     def add_session_listener(self, listener: Callable[[str], object]) -> None:
         """`listener("LOST")` when the session expired (its ephemeral nodes are gone), then
         `listener("CONNECTED")` once a new session is live."""
-
-    def DataWatch(self, path: str, fn: Callable[[bytes | None, Stat | None], object]) -> Any: ...
-
-    def ChildrenWatch(self, path: str, fn: Callable[[list[str]], object]) -> Any: ...
 
 
 def json_bytes(obj: Any) -> bytes:

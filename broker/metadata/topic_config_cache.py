@@ -10,12 +10,20 @@ other entities (client quotas' users/... and clients/...) go to `on_entity_chang
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from broker.logs import get_logger
 from broker.metadata import zk_paths as paths
-from broker.metadata.store import MetadataStore, MetadataStoreError, NoNodeError
+from broker.metadata.recipes import ChildrenWatch
+from broker.metadata.store import (
+    ConnectionLossError,
+    MetadataStore,
+    MetadataStoreError,
+    NoNodeError,
+    SessionExpiredError,
+)
 from broker.metadata.topic_names import is_valid_topic_name
 
 log = get_logger("kafka_sim.topic_config_cache")
@@ -25,7 +33,7 @@ log = get_logger("kafka_sim.topic_config_cache")
 KEEP_NOTIFICATIONS = 100
 
 OnChange = Callable[[str, dict[str, str]], None]
-OnEntityChange = Callable[[str], None]
+OnEntityChange = Callable[[str], Awaitable[None] | None]
 
 
 def notification_body(topic: str) -> dict:
@@ -51,14 +59,15 @@ class TopicConfigCache:
         self._overrides: dict[str, dict[str, str]] = {}
         self._changed: dict[str, int] = {}  # topic -> how many notifications named it
         self._last_seen = -1
-        self._watch = None
+        self._watch: ChildrenWatch | None = None
 
-    def start(self) -> None:
+    async def start(self) -> None:
         """Follow the notifications written from now on (older ones predate every read)."""
-        self._store.ensure_path(paths.CONFIG_CHANGES)
-        children = self._store.get_children(paths.CONFIG_CHANGES)
+        await self._store.ensure_path(paths.CONFIG_CHANGES)
+        children = await self._store.get_children(paths.CONFIG_CHANGES)
         self._last_seen = max((_sequence(c) for c in children), default=-1)
-        self._watch = self._store.ChildrenWatch(paths.CONFIG_CHANGES, self._on_children)
+        self._watch = ChildrenWatch(self._store, paths.CONFIG_CHANGES, self._on_children)
+        await self._watch.start()
 
     def stop(self) -> None:
         if self._watch is not None:
@@ -87,34 +96,38 @@ class TopicConfigCache:
                     self._overrides[topic] = answers[topic]
         return {t: dict(self._overrides.get(t, answers.get(t)) or {}) for t in topics}
 
-    def _on_children(self, children: list[str]) -> None:
-        # Called for every notification written (a request altering thousands of entities
-        # writes thousands, each read by every broker): each child's sequence is parsed once.
+    async def _on_children(self, children: list[str]) -> None:
+        # A burst of notifications is one call (the watch reads once for all of them); each
+        # child's sequence is parsed once.
         numbered = [(_sequence(c), c) for c in children]
-        last_seen = self._last_seen
-        fresh = sorted(n for n in numbered if n[0] > last_seen)
-        if fresh:
-            self._last_seen = fresh[-1][0]
-            for _, child in fresh:
-                self._handle(f"{paths.CONFIG_CHANGES}/{child}")
+        fresh = sorted(n for n in numbered if n[0] > self._last_seen)
+        for sequence, child in fresh:
+            # an unreachable store raises here: the watch reads again and goes on from this one
+            await self._handle(f"{paths.CONFIG_CHANGES}/{child}")
+            self._last_seen = sequence
         if len(numbered) <= KEEP_NOTIFICATIONS:
             return
         for _, child in sorted(numbered)[:-KEEP_NOTIFICATIONS]:
-            with contextlib.suppress(NoNodeError):  # every broker purges: one of them wins
-                self._store.delete(f"{paths.CONFIG_CHANGES}/{child}")
+            # every broker purges: one of them wins; an unreachable store purges next time
+            with contextlib.suppress(NoNodeError, MetadataStoreError):
+                await self._store.delete(f"{paths.CONFIG_CHANGES}/{child}")
 
-    def _handle(self, path: str) -> None:
+    async def _handle(self, path: str) -> None:
         try:
-            data, _ = self._store.get(path)
+            data, _ = await self._store.get(path)
             entity = (json.loads(data) if data else {}).get("entity_path", "")
         except NoNodeError:
             return  # purged: its change is older than what any read since then saw
+        except (ConnectionLossError, SessionExpiredError):
+            raise
         except (MetadataStoreError, ValueError, AttributeError) as exc:
             log.warning("config change notification unreadable", path=path, reason=str(exc))
             return
         kind, _, topic = str(entity).partition("/")
         if kind != "topics" and self._on_entity_change is not None:
-            self._on_entity_change(str(entity))
+            result = self._on_entity_change(str(entity))
+            if inspect.isawaitable(result):
+                await result
             return
         if kind != "topics" or not is_valid_topic_name(topic):
             return
@@ -122,7 +135,7 @@ class TopicConfigCache:
         if topic not in self._overrides:
             return  # never read here: the first request that names it reads it
         try:
-            data, _ = self._store.get(paths.topic_config(topic))
+            data, _ = await self._store.get(paths.topic_config(topic))
             overrides = _parse(data)
         except NoNodeError:
             overrides = {}

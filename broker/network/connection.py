@@ -18,6 +18,7 @@ from broker.handlers import HANDLERS, RequestContext
 from broker.logs import get_logger
 from broker.network.close_connection import CloseConnection
 from broker.network.handler_time import HandlerTime
+from broker.network.memory_pool import RequestMemoryPool
 from broker.network.request_metrics import RequestMetrics
 from broker.network.sasl_server_authenticator import SASL_HANDSHAKE, SaslServerAuthenticator
 from broker.security.principal import ANONYMOUS, ssl_principal
@@ -41,6 +42,14 @@ if TYPE_CHECKING:
 
 log = get_logger("kafka_sim.connection")
 READ_CHUNK = 256 * 1024
+# A frame this large takes its size from the broker's request memory pool before its body is read
+# (smaller ones are bounded by READ_CHUNK per connection), and is decoded in a worker thread: a
+# body of many small elements takes ~5 us of CPU per element to decode, which would hold the loop.
+LARGE_FRAME_BYTES = 64 * 1024
+# Array elements one request may hold (the partitions of a Fetch, the topics of a Metadata...):
+# each costs hundreds of bytes once decoded, so 96 MB of 16-byte entries would be gigabytes.
+# A body with more is refused before its elements are made, and the connection closed.
+MAX_REQUEST_ELEMENTS = 500_000
 PRODUCE_KEY, FETCH_KEY, METADATA_KEY = 0, 1, 3
 # Never throttled by the request quota: the inter-broker (cluster action) APIs, answered without
 # a throttle as Kafka's sendResponseExemptThrottle (LeaderAndIsr, StopReplica, UpdateMetadata,
@@ -56,8 +65,11 @@ class Connection:
         self, services: BrokerServices, faults: FaultInjector,
         reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: str = "PLAINTEXT",
         security: ListenerSecurity | None = None, metrics: RequestMetrics | None = None,
+        memory_pool: RequestMemoryPool | None = None,
     ) -> None:
         self.services = services
+        self.memory_pool = memory_pool or RequestMemoryPool(0)
+        self._reserved = 0  # bytes of the frame being received or handled, from the pool
         self.metrics = metrics
         self.faults = faults
         self.listener = listener
@@ -148,7 +160,12 @@ class Connection:
                 # read until they are answered. (Cutting them in one pass keeps the buffer from
                 # being shifted once per frame, which halved the 10 KB produce rate.)
                 for frame in self.decoder.feed(data):
-                    response = await self.on_frame(frame)
+                    if len(frame) >= LARGE_FRAME_BYTES and not self._reserved:
+                        await self._reserve(len(frame))
+                    try:
+                        response = await self.on_frame(frame)
+                    finally:
+                        self._release()
                     self.requests_handled += 1
                     if response is not None:
                         self.writer.write(response)
@@ -156,6 +173,9 @@ class Connection:
                     if self.throttle is not None:
                         await self._mute(*self.throttle)
                     deadline = loop.time() + self.idle_s
+                incoming = self.decoder.incomplete_size
+                if incoming >= LARGE_FRAME_BYTES and not self._reserved:
+                    await self._reserve(incoming)  # its body is read once the pool has room
         except (ProtocolDecodeError, CloseConnection) as exc:
             log.warning("closing connection", peer=self.peer, reason=str(exc))
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -165,7 +185,17 @@ class Connection:
         except Exception:  # a bug must cost this connection, never the broker
             log.exception("request failed; closing connection", peer=self.peer)
         finally:
+            self._release()
             self.writer.close()
+
+    async def _reserve(self, size: int) -> None:
+        await self.memory_pool.reserve(size)
+        self._reserved = size
+
+    def _release(self) -> None:
+        if self._reserved:
+            self.memory_pool.release(self._reserved)
+            self._reserved = 0
 
     async def _mute(self, quota_type: str, throttle_ms: int) -> None:
         """KIP-219: the response is out; no further request is read from this client until the
@@ -245,7 +275,13 @@ class Connection:
 
             body = encode_response(API_VERSIONS_KEY, 0, api_versions_fallback())
             return encode_frame(encode_response_header(header.correlation_id, 0) + body)
-        request = decode_request(header.api_key, version, frame, body_offset, explain=False)
+        if len(frame) >= LARGE_FRAME_BYTES:
+            request = await asyncio.to_thread(
+                decode_request, header.api_key, version, frame, body_offset, explain=False,
+                max_elements=MAX_REQUEST_ELEMENTS)
+        else:
+            request = decode_request(header.api_key, version, frame, body_offset, explain=False,
+                                     max_elements=MAX_REQUEST_ELEMENTS)
         fault = self.faults.match(
             self.services.broker_id, header.api_key, request,
             also_touches=(lambda: _session_partitions(self.services, request))

@@ -124,7 +124,7 @@ class SaslServerAuthenticator:
 
     async def _authenticate(self, header: RequestHeader, request) -> bytes | None:
         try:
-            challenge = self._evaluate(bytes(request.auth_bytes))
+            challenge = await self._evaluate(bytes(request.auth_bytes))
         except SaslAuthenticationFailed as exc:
             return await self._fail(header, {
                 "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
@@ -146,7 +146,7 @@ class SaslServerAuthenticator:
 
     async def _raw_token(self, token: bytes) -> bytes:
         try:
-            challenge = self._evaluate(token)
+            challenge = await self._evaluate(token)
         except SaslAuthenticationFailed as exc:
             # v0 has no error response: the delayed close is all the client learns
             return await self._fail(None, None, f"SASL authentication failed: {exc}")
@@ -154,8 +154,11 @@ class SaslServerAuthenticator:
             self._complete()
         return encode_frame(challenge)
 
-    def _evaluate(self, token: bytes) -> bytes:
+    async def _evaluate(self, token: bytes) -> bytes:
         assert self.server is not None
+        user = self.server.user_to_look_up(token)
+        if user is not None and self.security.credentials is not None:
+            await self.security.credentials.refresh(user)
         challenge = self.server.evaluate(token)
         if self.server.complete and self.reauthenticating:
             principal = f"User:{self.server.username}"

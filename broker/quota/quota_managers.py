@@ -16,7 +16,7 @@ from broker.metadata.client_quota_configs import (
     parse_entity_path,
 )
 from broker.metadata.sanitizer import desanitize
-from broker.metadata.store import MetadataStoreError
+from broker.metadata.store import ConnectionLossError, MetadataStoreError, SessionExpiredError
 from broker.quota.throttled_channels import ThrottledChannels
 
 if TYPE_CHECKING:
@@ -111,14 +111,16 @@ class QuotaManagers:
             if key not in fresher:
                 self.apply(key, config)
 
-    def on_notification(self, configs: ClientQuotaConfigs, path: str) -> None:
+    async def on_notification(self, configs: ClientQuotaConfigs, path: str) -> None:
         key = parse_entity_path(path)
         if key is None:
             return
         if self._notified_while_loading is not None:
             self._notified_while_loading.add(key)
         try:
-            self.apply(key, configs.fetch(key))
+            self.apply(key, await configs.fetch(key))
+        except (ConnectionLossError, SessionExpiredError):
+            raise  # the notification is read again once the store answers
         except (MetadataStoreError, ValueError) as exc:  # ValueError: a "." or ".." name
             log.warning("client quota config not re-read", entity=path, reason=str(exc))
 

@@ -3,8 +3,10 @@
 As leader it tracks every follower's log end offset (from the fetch offsets followers send) and
 the last time each was caught up; the high watermark is the smallest LEO over the ISR. A follower
 that has not caught up for `replica.lag.time.max.ms` leaves the ISR; one that reaches the high
-watermark comes back. ISR changes go through `alter_isr`, which persists them (conditionally on
-the partition version) and tells the controller, as Kafka's leaders do.
+watermark comes back. ISR changes are requested through `request_isr_change`: the replica manager
+persists them (conditionally on the partition version, one at a time per partition) and applies
+the accepted ISR once written, as Kafka's leaders do with AlterPartition; until then the committed
+ISR stands (for the high watermark too).
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ class ReplicaState:
     last_fetch_time_ms: int = 0
 
 
-# alter_isr(partition, new_isr) -> the accepted state, or None when the write lost a race
-AlterIsr = Callable[["Partition", list[int]], "LeaderAndIsr | None"]
+# request_isr_change(partition, new_isr): ask for an ISR change (a no-op while one is in flight)
+RequestIsrChange = Callable[["Partition", list[int]], None]
 
 
 @dataclass(slots=True)
@@ -41,7 +43,7 @@ class Partition:
     log: Log
     local_broker_id: int
     now_ms: Callable[[], int]
-    alter_isr: AlterIsr
+    request_isr_change: RequestIsrChange
     leader_id: int = -1
     leader_epoch: int = -1
     partition_version: int = 0
@@ -149,7 +151,7 @@ class Partition:
                             if epoch == self.leader_epoch), None)
         if epoch_start is not None and replica.log_end_offset < epoch_start:
             return  # it has not yet reached this leader's epoch
-        self._change_isr(sorted([*self.isr, replica_id]))
+        self.request_isr_change(self, sorted([*self.isr, replica_id]))
 
     def out_of_sync_replicas(self, max_lag_ms: int) -> list[int]:
         """ISR followers that are not caught up (Kafka's isCaughtUp): behind the leader's log end
@@ -174,13 +176,8 @@ class Partition:
         lagging = self.out_of_sync_replicas(max_lag_ms)
         if not lagging:
             return False
-        self._change_isr([r for r in self.isr if r not in lagging])
+        self.request_isr_change(self, [r for r in self.isr if r not in lagging])
         return self.maybe_increment_high_watermark()
-
-    def _change_isr(self, new_isr: list[int]) -> None:
-        accepted = self.alter_isr(self, new_isr)
-        if accepted is not None:
-            self.update_isr(accepted)
 
     @property
     def low_watermark(self) -> int:

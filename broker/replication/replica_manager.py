@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from broker.replication.fetch_session import FetchManager, FetchMetadata
     from broker.replication.fetch_session_handler import FetchSessionResponse
     from broker.replication.leader_endpoint import EpochEndOffset, LeaderEndpoint
-    from broker.replication.partition import AlterIsr, Partition
+    from broker.replication.partition import Partition
     from broker.replication.replica_alter_log_dirs import ReplicaAlterLogDirsManager
     from broker.replication.replica_fetcher import ReplicaFetcher
     from protocol.records import BatchHeader
@@ -52,6 +52,9 @@ if TYPE_CHECKING:
     from timer import Clock, SystemTimer
 
 log = get_logger("kafka_sim.replica_manager")
+# alter_isr(partition, new_isr) -> the accepted state once written, or None when it was not
+# (lost a race, the store unreachable): Kafka's AlterPartitionManager, here a store write.
+AlterIsr = Callable[["Partition", list[int]], Awaitable[LeaderAndIsr | None]]
 # The data path (partitions and their logs, purgatory operations, fetch sessions, replica fetchers)
 # is imported where first used: a broker with no partition yet starts without it.
 
@@ -110,6 +113,7 @@ class ReplicaManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.controller_epoch = 0  # the newest controller heard from; older ones are refused
         self._alter_isr = alter_isr
+        self._isr_changes: dict[tuple[str, int], asyncio.Task] = {}  # one in flight per partition
         # Whether the cluster has the partition (this broker's metadata cache): a partition not
         # hosted here is then NOT_LEADER_OR_FOLLOWER, as Kafka's getPartitionOrError answers.
         self._known_partition = known_partition
@@ -158,7 +162,7 @@ class ReplicaManager:
             if log_ is None:
                 log_ = self.log_manager.create_log(*key, config, topic_id)
             partition = Partition(state.topic, state.partition, log_, self.broker_id,
-                                  self.clock.now_ms, self._alter_isr)
+                                  self.clock.now_ms, self._request_isr_change)
             self.partitions[key] = partition
             self._watch_log(key, log_)
             self.alter_log_dirs.start(key)  # a move found at start-up goes on (if there is one)
@@ -175,6 +179,17 @@ class ReplicaManager:
     def _watch_log(self, key: tuple[str, int], log_: Log) -> None:
         """Fetch sessions learn of the log's changes (ChangedPartitions)."""
         log_.on_change = functools.partial(self.fetch_manager.changes.mark, key)
+
+    def logs_to_create(self, states: list[LeaderAndIsr], configs: dict[str, LogConfig]
+                       ) -> list[tuple[str, int, LogConfig, uuid.UUID | None]]:
+        """The logs become_leader_or_follower would create for `states` (partitions not hosted
+        yet, whose log is not here): made in a worker thread first, so that it finds them."""
+        return [(s.topic, s.partition, configs[s.topic], self.topic_id_of(s.topic))
+                for s in states
+                if (s.topic, s.partition) not in self.partitions
+                and (s.topic, s.partition) not in self.offline_partitions
+                and is_valid_topic_name(s.topic) and s.partition >= 0 and s.leader_epoch >= 0
+                and s.topic in configs and self.log_manager.get_log(s.topic, s.partition) is None]
 
     def become_leader_or_follower(
         self, states: list[LeaderAndIsr], configs: dict[str, LogConfig]
@@ -319,6 +334,34 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
         self.delete_records_purgatory.check_and_complete(key)
+
+    @property
+    def isr_changes_in_flight(self) -> int:
+        """ISR changes written but not yet applied (one per partition at most)."""
+        return len(self._isr_changes)
+
+    def _request_isr_change(self, partition: Partition, new_isr: list[int]) -> None:
+        if partition.key not in self._isr_changes:
+            self._isr_changes[partition.key] = asyncio.ensure_future(
+                self._change_isr(partition, new_isr))
+
+    async def _change_isr(self, partition: Partition, new_isr: list[int]) -> None:
+        """Write the ISR change; once accepted (and the partition still led in that epoch),
+        apply it: the high watermark may move and parked operations complete."""
+        try:
+            accepted = await self._alter_isr(partition, new_isr)
+        finally:
+            del self._isr_changes[partition.key]
+        if (accepted is None or self.partitions.get(partition.key) is not partition
+                or not partition.is_leader or partition.leader_epoch != accepted.leader_epoch):
+            return
+        partition.update_isr(accepted)
+        partition.maybe_increment_high_watermark()
+        self._complete_delayed(partition.key)
+        # Followers that caught up while this change was in flight asked for nothing: ask now.
+        for replica_id in partition.remote_replicas:
+            if replica_id not in partition.isr:
+                partition.maybe_expand_isr(replica_id)
 
     def maybe_shrink_isr(self) -> None:
         """Run every replica.lag.time.max.ms / 2 (Kafka's isr-expiration task)."""

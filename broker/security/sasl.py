@@ -24,3 +24,8 @@ class SaslServer:
 
     def evaluate(self, token: bytes) -> bytes:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def user_to_look_up(self, token: bytes) -> str | None:
+        """The user whose stored credential `evaluate(token)` will need (SCRAM's client-first
+        names it): the caller reads it from the store first, so evaluate stays synchronous."""
+        return None

@@ -5,6 +5,7 @@ broker logs in to another broker with."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import os
@@ -113,6 +114,15 @@ class ScramServer(SaslServer):
         if self._state == "final":
             return self._final(message)
         raise SaslAuthenticationFailed("Unexpected SCRAM message after completion")
+
+    def user_to_look_up(self, token: bytes) -> str | None:
+        if self._state != "first":
+            return None
+        with contextlib.suppress(UnicodeDecodeError, SaslAuthenticationFailed, KeyError):
+            parts = token.decode().split(",", 2)
+            if len(parts) == 3:
+                return _username(_attributes(parts[2])["n"])
+        return None  # unreadable: evaluate refuses it
 
     def _first(self, message: str) -> bytes:
         # gs2-header: "n,," or "n,a=authzid," (no channel binding), then the bare message

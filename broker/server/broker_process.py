@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 
 from broker.config import BrokerConfig
 from broker.control.faults import FaultInjector
@@ -42,12 +43,7 @@ class ZooKeeperContext(ClusterContext):
         super().__init__(config, store, clock)
         # TLS and SASL settings for other brokers' inter-broker listener, read once
         self.client_security = ClientSecurity.inter_broker(config)
-        self.controller_channel = TcpControllerChannel(config.broker_id, self.broker_address,
-                                                       self.client_security)
-
-    def broker_address(self, broker_id: int) -> tuple[str, int] | None:
-        """Where a live broker listens, from its registration; None once it left."""
-        return registered_address(self.store, broker_id)
+        self.controller_channel = TcpControllerChannel(config.broker_id, self.client_security)
 
     def leader_endpoint(self, follower: RunningBroker, leader_id: int) -> LeaderEndpoint:
         return TcpLeaderEndpoint(follower.broker_id, leader_id,
@@ -85,10 +81,10 @@ class BrokerProcess:
         return f"{self.broker.address[0]}:{self.broker.port}"
 
     async def start(self) -> None:
-        self.store.start()
+        await self.store.start()
         self.context = ZooKeeperContext(self.config, self.store, self.clock)
         self.context.on_broker_halt = lambda _: self.halted.set()
-        self.context.reaper.start()
+        await self.context.start()
         await self.start_broker(self.broker_id)
         log.info("broker process started", broker_id=self.broker_id,
                  zookeeper=self.config["zookeeper.connect"], cluster_id=self.context.cluster_id)
@@ -97,23 +93,23 @@ class BrokerProcess:
         """Stop this broker process (SIGTERM, Ctrl-C): a controlled shutdown first, as Kafka's."""
         if self.broker is not None and self.broker.running:
             if self.config["controlled.shutdown.enable"]:
+                cache = self.broker.metadata_cache
                 await controlled_shutdown(
-                    self.store, self.broker_id,
+                    lambda: cache.brokers.get(cache.controller_id), self.broker_id,
                     retries=self.config["controlled.shutdown.max.retries"],
                     backoff_ms=self.config["controlled.shutdown.retry.backoff.ms"],
                     security=self.context.client_security if self.context else None)
             await self.broker.stop()
         if self.context is not None:
             await self.context.controller_channel.close()
-            await self.context.reaper.stop()
-            self.context.timer.shutdown()
-        self.store.close()
+            await self.context.stop()
+        await self.store.close()
 
     # -- ClusterControl: this broker acts, the cluster is shown as ZooKeeper has it ---------------
 
     def _this(self, broker_id: int) -> KafkaServer:
         if broker_id != self.broker_id:
-            if self.context is not None and self.context.broker_address(broker_id) is not None:
+            if self.broker is not None and broker_id in self.broker.metadata_cache.brokers:
                 raise ValueError(f"broker {broker_id} runs in another process: use its control "
                                  "API (kafka-sim ctl --url ...)")
             raise KeyError(f"no broker {broker_id} in this process")
@@ -131,7 +127,7 @@ class BrokerProcess:
             config = config.with_overrides({"listeners": self.broker.listeners})
         write_meta_properties(config.log_dirs, self.context.cluster_id, broker_id)
         if not self.store.session_id:  # stopped: its session went with it
-            self.store.start()
+            await self.store.start()
         self.broker = KafkaServer(config, self.context)
         await self.broker.start()
 
@@ -141,16 +137,16 @@ class BrokerProcess:
             raise ValueError(f"broker {broker_id} is already stopped")
         await broker.stop()
 
-    def brokers_info(self) -> list[dict]:
+    async def brokers_info(self) -> list[dict]:
         controller_id, epoch = -1, 0
         with contextlib.suppress(NoNodeError):
-            controller_id = self.store.get_json(paths.CONTROLLER)[0]["brokerid"]
+            controller_id = (await self.store.get_json(paths.CONTROLLER))[0]["brokerid"]
         with contextlib.suppress(NoNodeError):
-            epoch = int(self.store.get(paths.CONTROLLER_EPOCH)[0])
+            epoch = int((await self.store.get(paths.CONTROLLER_EPOCH))[0])
         out = []
-        for child in self.store.get_children(paths.BROKER_IDS):
+        for child in await self.store.get_children(paths.BROKER_IDS):
             broker_id = int(child)
-            address = self.context.broker_address(broker_id) if self.context else None
+            address = await registered_address(self.store, broker_id)
             if address is None:
                 continue
             out.append({"id": broker_id, "host": address[0], "port": address[1], "alive": True,
@@ -161,24 +157,25 @@ class BrokerProcess:
                         "controller_epoch": epoch})
         return sorted(out, key=lambda b: b["id"])
 
-    def partitions(self, topic: str | None = None) -> list[dict]:
+    async def partitions(self, topic: str | None = None) -> list[dict]:
         """Partition states from ZooKeeper; replica LEO/HW/lag and producers where this broker
         leads (only a leader knows its followers' positions)."""
         broker = self.broker
         out = []
-        names = [topic] if topic is not None else self.store.get_children(paths.TOPICS)
+        names = [topic] if topic is not None else await self.store.get_children(paths.TOPICS)
         for name in sorted(names):
             try:
-                data, _ = self.store.get_json(paths.topic(name))
+                data, _ = await self.store.get_json(paths.topic(name))
             except NoNodeError:
                 if topic is not None:
                     raise KeyError(f"no topic {name!r}") from None
                 continue
-            for index, replicas in sorted((int(p), r) for p, r in data["partitions"].items()):
-                try:
-                    state, _ = self.store.get_json(paths.partition_state(name, index))
-                except NoNodeError:
+            indexed = sorted((int(p), r) for p, r in data["partitions"].items())
+            states = await self.store.get_many([paths.partition_state(name, i) for i, _ in indexed])
+            for (index, replicas), got in zip(indexed, states, strict=True):
+                if got is None:
                     continue
+                state = json.loads(got[0])
                 local = broker.replica_manager.partitions.get((name, index)) \
                     if broker is not None and broker.running else None
                 leads = local is not None and local.is_leader
@@ -255,7 +252,10 @@ class BrokerProcess:
         assert self.context is not None
         running = self.broker is not None and self.broker.running
         return {"brokers": {str(self.broker_id): self.broker.metrics()} if running else {},
-                "timer": self.context.timer.stats()}
+                "timer": self.context.timer.stats(), "event_loop": self.event_loop()}
+
+    def event_loop(self) -> dict:
+        return self._context().event_loop()
 
     def groups(self, group: str | None = None) -> list[dict]:
         broker = self.broker

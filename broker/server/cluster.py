@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from broker.config import BrokerConfig, Listener
 from broker.control.faults import FaultInjector
 from broker.logs import get_logger
-from broker.metadata import zk_paths as paths
 from broker.metadata.embedded_store import EmbeddedMetadataStore
 from broker.security.scram_credentials import ScramCredentialStore
 from broker.server.cluster_context import ClusterContext
@@ -79,7 +78,7 @@ class Cluster:
         return ",".join(f"{b.address[0]}:{b.port}" for b in self.brokers.values() if b.running)
 
     async def start(self) -> None:
-        self.context.reaper.start()
+        await self.context.start()
         for broker_id in self.configs:
             await self.start_broker(broker_id)
         log.info("cluster started", brokers=len(self.configs), cluster_id=self.cluster_id,
@@ -88,8 +87,7 @@ class Cluster:
     async def stop(self) -> None:
         for broker in list(self.brokers.values()):
             await broker.stop()
-        await self.context.reaper.stop()
-        self.context.timer.shutdown()
+        await self.context.stop()
         await asyncio.to_thread(self.store.close)  # writes what the brokers' stops queued
 
     async def __aenter__(self) -> Cluster:
@@ -132,7 +130,7 @@ class Cluster:
             raise ValueError(f"broker {broker_id} is already stopped")
         await broker.stop()
 
-    def brokers_info(self) -> list[dict]:
+    async def brokers_info(self) -> list[dict]:
         epoch = self.controller_epoch()
         return [
             {"id": b.broker_id, "host": b.address[0], "port": b.port, "alive": b.running,
@@ -141,13 +139,13 @@ class Cluster:
         ]
 
     def controller_epoch(self) -> int:
-        try:
-            data, _ = self.store.get(paths.CONTROLLER_EPOCH)
-            return int(data)
-        except Exception:
-            return 0
+        """The active controller's epoch; between two controllers, the newest a broker knows."""
+        controller = self.active_controller()
+        if controller is not None:
+            return controller.epoch
+        return max((b.replica_manager.controller_epoch for b in self.brokers.values()), default=0)
 
-    def partitions(self, topic: str | None = None) -> list[dict]:
+    async def partitions(self, topic: str | None = None) -> list[dict]:
         controller = self.active_controller()
         if controller is None:
             return []
@@ -225,7 +223,10 @@ class Cluster:
     def metrics(self) -> dict:
         return {"brokers": {str(b.broker_id): b.metrics()
                             for b in self.brokers.values() if b.running},
-                "timer": self.context.timer.stats()}
+                "timer": self.context.timer.stats(), "event_loop": self.event_loop()}
+
+    def event_loop(self) -> dict:
+        return self.context.event_loop()
 
     def groups(self, group: str | None = None) -> list[dict]:
         """Consumer groups as their coordinators hold them (KeyError for an unknown group)."""

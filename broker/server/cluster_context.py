@@ -7,15 +7,18 @@ import asyncio
 import base64
 import itertools
 import uuid
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from broker.config import BrokerConfig
 from broker.control.faults import FaultAction, FaultInjector
 from broker.controller.controller_channel import PartitionErrors
 from broker.handlers.services import BrokerServices
+from broker.logs import get_logger
 from broker.metadata import zk_paths as paths
-from broker.metadata.store import MetadataStore, NodeExistsError
+from broker.metadata.store import MetadataStore, NodeExistsError, NoNodeError
+from broker.server.loop_monitor import LoopMonitor
 from storage.disk_faults import DiskFaults
 from timer import Clock, ExpiredOperationReaper, SystemTimer, VirtualClock
 
@@ -27,7 +30,9 @@ if TYPE_CHECKING:
     from broker.replication.replica_manager import ReplicaManager
     from storage.log_config import LogConfig
 
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
+
+log = get_logger("kafka_sim.cluster_context")
 
 
 class RunningBroker(Protocol):
@@ -39,8 +44,16 @@ class RunningBroker(Protocol):
     metadata_cache: MetadataCache
     services: BrokerServices
 
-    def apply_leader_and_isr(self, controller_epoch: int, states: list[LeaderAndIsr],
-                             configs: dict[str, LogConfig]) -> dict[tuple[str, int], ErrorCode]: ...
+    def logs_to_create(self, states: list[LeaderAndIsr], configs: dict[str, LogConfig]
+                       ) -> list: ...
+
+    async def apply_leader_and_isr(self, controller_epoch: int, states: list[LeaderAndIsr],
+                                   configs: dict[str, LogConfig]
+                                   ) -> dict[tuple[str, int], ErrorCode]: ...
+
+    def apply_leader_and_isr_now(self, controller_epoch: int, states: list[LeaderAndIsr],
+                                 configs: dict[str, LogConfig]
+                                 ) -> dict[tuple[str, int], ErrorCode]: ...
 
     def apply_update_metadata(self, snapshot: MetadataSnapshot) -> None: ...
 
@@ -67,22 +80,41 @@ class ClusterContext:
         # Called with a broker's id when it halted on a failed log dir (Kafka's Exit.halt).
         self.on_broker_halt: Callable[[int], None] | None = None
         self.controller_channel = InProcessControllerChannel(self)
-        for root in paths.PERSISTENT_ROOTS:
-            store.ensure_path(root)
-        self.cluster_id = self._cluster_id(config["cluster.id"])
+        self.cluster_id = ""  # read (or made) by start()
+        self.loop_monitor = LoopMonitor()
 
-    def _cluster_id(self, configured: str) -> str:
+    async def start(self) -> None:
+        """Before the first broker starts: the store's persistent roots and the cluster id, the
+        reaper and the event loop's monitor."""
+        for root in paths.PERSISTENT_ROOTS:
+            await self.store.ensure_path(root)
+        self.cluster_id = await self._cluster_id(self.config["cluster.id"])
+        self.reaper.start()
+        self.loop_monitor.start()
+
+    async def stop(self) -> None:
+        """Once every broker has stopped."""
+        await self.reaper.stop()
+        self.timer.shutdown()
+        await self.loop_monitor.stop()
+
+    def event_loop(self) -> dict:
+        """The loop's lag over the last minute (max and p99, ms), for the console and /metrics."""
+        return {**self.loop_monitor.lag().to_dict(),
+                "held_warnings": self.loop_monitor.held_warnings}
+
+    async def _cluster_id(self, configured: str) -> str:
         try:
-            data, _ = self.store.get_json(paths.CLUSTER_ID)
+            data, _ = await self.store.get_json(paths.CLUSTER_ID)
             return data["id"]
-        except Exception:
+        except NoNodeError:
             # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding.
             cluster_id = configured or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             try:
-                self.store.create_json(paths.CLUSTER_ID, {"version": "1", "id": cluster_id},
-                                       makepath=True)
+                await self.store.create_json(paths.CLUSTER_ID, {"version": "1", "id": cluster_id},
+                                             makepath=True)
             except NodeExistsError:
-                return self.store.get_json(paths.CLUSTER_ID)[0]["id"]
+                return (await self.store.get_json(paths.CLUSTER_ID))[0]["id"]
             return cluster_id
 
     def disk_faults_for(self, broker_id: int) -> DiskFaults:
@@ -186,27 +218,78 @@ class InProcessMarkerTransport:
 
 class InProcessControllerChannel:
     """The controller's requests as direct calls on the running brokers (a stopped one is skipped,
-    as a controller skips a broker that left; one refusing a stale epoch raises KafkaError)."""
+    as a controller skips a broker that left; one refusing a stale epoch raises KafkaError).
+
+    A request is applied at once unless it has to wait: a LeaderAndIsr naming partitions whose
+    logs are new has them made in a worker thread first, and what comes for that broker meanwhile
+    is applied after it, in order (as a broker's request queue would)."""
 
     def __init__(self, context: ClusterContext) -> None:
         self._context = context
+        self._pending: dict[int, deque[Callable[[RunningBroker], Awaitable[None] | None]]] = {}
+
+    def update_brokers(self, addresses: dict[int, tuple[str, int]]) -> None:
+        """Brokers of this process are reached by id: nothing to keep."""
+
+    def _deliver(self, broker_id: int,
+                 apply: Callable[[RunningBroker], Awaitable[None] | None]) -> None:
+        pending = self._pending.get(broker_id)
+        if pending is not None:
+            pending.append(apply)
+            return
+        broker = self._context.running(broker_id)
+        if broker is None:
+            return
+        waiting = apply(broker)
+        if waiting is not None:
+            self._pending[broker_id] = deque()
+            asyncio.ensure_future(self._apply_pending(broker_id, waiting))
+
+    async def _apply_pending(self, broker_id: int, waiting: Awaitable[None]) -> None:
+        pending = self._pending[broker_id]
+        try:
+            while True:
+                try:
+                    await waiting
+                except KafkaError as exc:
+                    log.warning("controller request refused", broker_id=broker_id,
+                                error=exc.code.name)
+                waiting = None
+                while waiting is None and pending:
+                    broker = self._context.running(broker_id)
+                    apply = pending.popleft()
+                    if broker is not None:
+                        try:
+                            waiting = apply(broker)
+                        except KafkaError as exc:
+                            log.warning("controller request refused", broker_id=broker_id,
+                                        error=exc.code.name)
+                if waiting is None:
+                    return
+        finally:
+            del self._pending[broker_id]
 
     def send_leader_and_isr(self, broker_id: int, controller_epoch: int,
                             states: list[LeaderAndIsr], configs: dict[str, LogConfig],
                             on_response: PartitionErrors | None = None) -> None:
-        broker = self._context.running(broker_id)
-        if broker is not None:
-            errors = broker.apply_leader_and_isr(controller_epoch, states, configs)
+        def apply(broker: RunningBroker) -> Awaitable[None] | None:
+            if broker.logs_to_create(states, configs):
+                async def with_new_logs() -> None:
+                    errors = await broker.apply_leader_and_isr(controller_epoch, states, configs)
+                    if on_response is not None:
+                        on_response(errors)
+                return with_new_logs()
+            errors = broker.apply_leader_and_isr_now(controller_epoch, states, configs)
             if on_response is not None:
                 on_response(errors)
+            return None
+
+        self._deliver(broker_id, apply)
 
     def send_update_metadata(self, broker_id: int, snapshot: MetadataSnapshot) -> None:
-        broker = self._context.running(broker_id)
-        if broker is not None:
-            broker.apply_update_metadata(snapshot)
+        self._deliver(broker_id, lambda broker: broker.apply_update_metadata(snapshot))
 
     def send_stop_replica(self, broker_id: int, controller_epoch: int,
                           keys: list[tuple[str, int]], *, delete: bool) -> None:
-        broker = self._context.running(broker_id)
-        if broker is not None:
-            broker.apply_stop_replica(controller_epoch, keys, delete=delete)
+        self._deliver(broker_id, lambda broker: broker.apply_stop_replica(
+            controller_epoch, keys, delete=delete))

@@ -40,6 +40,7 @@ from broker.metadata.topic_config_cache import TopicConfigCache
 from broker.metadata.topic_names import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from broker.network.connection import Connection
 from broker.network.connection_quotas import ConnectionQuotas
+from broker.network.memory_pool import RequestMemoryPool
 from broker.network.request_metrics import RequestMetrics
 from broker.quota.quota_managers import QuotaManagers
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
@@ -67,6 +68,9 @@ log = get_logger("kafka_sim.broker")
 SHUTDOWN_GRACE_S = 5.0
 TLS_HANDSHAKE_TIMEOUT_S = 60.0  # asyncio's default; connections.max.idle.ms when shorter
 NEVER_MS = 2**62  # an interval this long (Kafka's Long.MAX defaults) means the job never runs
+# A registration or an election the store could not see through is tried again after this wait,
+# doubled up to the second figure (the broker serves its clients meanwhile).
+STORE_RETRY_BACKOFF_S = (0.1, 2.0)
 
 
 class LogDirFailedAtStart(ValueError):
@@ -156,6 +160,7 @@ class KafkaServer:
         self._servers: list[asyncio.Server] = []
         self._connections: dict[asyncio.Task, Connection] = {}
         self.request_metrics = RequestMetrics()
+        self.request_memory_pool = RequestMemoryPool(config["queued.max.request.bytes"])
         self.connection_quotas = ConnectionQuotas(
             config["max.connections"], config["max.connections.per.ip"],
             config["max.connections.per.ip.overrides"])
@@ -168,6 +173,8 @@ class KafkaServer:
         self.security: dict[str, ListenerSecurity] = {}  # per listener name, made at start
         self.running = False
         self._halt_task: asyncio.Future | None = None
+        self._session_task: asyncio.Future | None = None  # registering again after an expiry
+        self._election: asyncio.Future | None = None  # running for controller after a change
         self._failed_dirs: set[str] = set()  # log dirs whose failure was handled
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -275,11 +282,14 @@ class KafkaServer:
         self.replica_manager.offline_partitions |= self.log_manager.offline_at_load
         for problem in self.log_manager.load_problems:
             log.warning("checkpoint row skipped", broker_id=self.broker_id, problem=problem)
+        hosted = sorted({topic for topic, _ in self.log_manager.all_logs()})
+        known = await self.store.get_many([paths.topic(topic) for topic in hosted])
+        deleted = {topic for topic, got in zip(hosted, known, strict=True) if got is None}
         for topic, partition in list(self.log_manager.all_logs()):
-            if self.store.exists(paths.topic(topic)) is None:  # deleted while we were down
+            if topic in deleted:  # deleted while we were down
                 self.log_manager.delete_log(topic, partition)
         if self.authorizer is not None:
-            self.authorizer.start()  # its cache is loaded before the first request is read
+            await self.authorizer.start()  # its cache is loaded before the first request is read
         for name, (host, port) in list(self.addresses.items()):
             # The TLS handshake runs inside the loop's transport, a few bytes at a time (never
             # blocking it); one that fails or stalls (connections.max.idle.ms, at most 60 s)
@@ -298,9 +308,9 @@ class KafkaServer:
         self.running = True
         self.context.running_brokers[self.broker_id] = self
         self.store.add_session_listener(self._on_session_change)
-        self.topic_configs.start()
+        await self.topic_configs.start()
         await self.quotas.load(self.client_quota_configs)
-        self._register()
+        await self._register()
         for server in self._servers:
             await server.start_serving()
         self._schedule_isr_expiration()
@@ -325,7 +335,7 @@ class KafkaServer:
             self._group_coordinator.schedule_retention()
         if self._transaction_coordinator is not None:
             self._transaction_coordinator.startup()
-        self._run_for_controller()
+        await self._run_for_controller()
         log.info("broker started", broker_id=self.broker_id, host=self.address[0],
                  port=self.address[1], log_dirs=",".join(self.log_manager.dirs))
 
@@ -342,8 +352,11 @@ class KafkaServer:
             await self.controller.stop()
             self.controller = None
         if self.session is not None:
-            self.store.close_session(self.session)  # our nodes vanish; watchers react
-            self.session = None
+            session, self.session = self.session, None
+            await self.store.close_session(session)  # our nodes vanish; watchers react
+        for task in (self._session_task, self._election):
+            if task is not None:
+                task.cancel()
         for task in self._background:
             task.cancel()
         if self._isr_task is not None:
@@ -393,16 +406,16 @@ class KafkaServer:
         if self.log_manager.online_dirs():
             log.error("log dir offline", broker_id=self.broker_id, log_dir=offline.path,
                       reason=offline.reason, partitions=len(partitions))
-            self._propagate_log_dir_event()
+            self._background.append(asyncio.ensure_future(self._propagate_log_dir_event()))
         elif self._halt_task is None:
             # Not among the background tasks: stop() cancels those, and this one calls stop().
             self._halt_task = asyncio.ensure_future(self._halt(offline))
 
-    def _propagate_log_dir_event(self) -> None:
+    async def _propagate_log_dir_event(self) -> None:
         """Tell the controller (Kafka's /log_dir_event_notification sequence node): it asks this
         broker about all its replicas and elects leaders elsewhere for the offline ones."""
         try:
-            self.store.create_json(f"{paths.LOG_DIR_EVENTS}/{paths.LOG_DIR_EVENT_PREFIX}",
+            await self.store.create_json(f"{paths.LOG_DIR_EVENTS}/{paths.LOG_DIR_EVENT_PREFIX}",
                                    {"version": 1, "broker": self.broker_id,
                                     "event": paths.LOG_DIR_FAILURE_EVENT}, sequence=True)
         except MetadataStoreError as exc:
@@ -504,7 +517,8 @@ class KafkaServer:
         try:
             connection = Connection(self.services, self.context.faults, reader, writer, listener,
                                     security if security.protocol != "PLAINTEXT" else None,
-                                    metrics=self.request_metrics)
+                                    metrics=self.request_metrics,
+                                    memory_pool=self.request_memory_pool)
             self._connections[task] = connection
             await connection.serve()
         except asyncio.CancelledError:
@@ -546,12 +560,12 @@ class KafkaServer:
 
     # -- registration and controller election -----------------------------------------------
 
-    def _register(self) -> None:
+    async def _register(self) -> None:
         """This broker's ephemeral /brokers/ids/N, in Kafka's JSON (version 5); host and port are
         the inter-broker listener's."""
         self.session = self.store.create_session()
         try:
-            self.store.create_json(paths.broker(self.broker_id), registration(
+            await self.store.create_json(paths.broker(self.broker_id), registration(
                 self.advertised_endpoints(), self.config.inter_broker_listener_name, wall_clock_ms(),
                 self.config.security_protocols,
             ), ephemeral=True, session=self.session)
@@ -574,45 +588,81 @@ class KafkaServer:
                 controller, self.controller = self.controller, None
                 self._background.append(asyncio.ensure_future(controller.stop()))
             return
-        self._register()
-        self._run_for_controller()
+        if self._session_task is not None:
+            self._session_task.cancel()
+        self._session_task = asyncio.ensure_future(self._rejoin())
 
-    def _run_for_controller(self) -> None:
+    async def _rejoin(self) -> None:
+        """Register and run for controller in the new session, retried while the store cannot be
+        reached (this broker keeps serving its partitions meanwhile)."""
+        backoff = STORE_RETRY_BACKOFF_S[0]
+        while self.running:
+            try:
+                await self._register()
+                await self._run_for_controller()
+                return
+            except NodeExistsError:
+                # the node of our expired session may outlive it for a moment: try again
+                log.warning("broker registration still held by the expired session; retrying",
+                            broker_id=self.broker_id)
+            except MetadataStoreError as exc:
+                log.warning("broker registration failed; retrying", broker_id=self.broker_id,
+                            reason=str(exc))
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, STORE_RETRY_BACKOFF_S[1])
+
+    async def _run_for_controller(self) -> None:
         """Whoever creates the ephemeral /controller node first is the controller."""
         while self.running:
             try:
-                self.store.create_json(paths.CONTROLLER, {
+                await self.store.create_json(paths.CONTROLLER, {
                     "version": 1, "brokerid": self.broker_id, "timestamp": str(wall_clock_ms()),
                 }, ephemeral=True, session=self.session)
             except NodeExistsError:
-                if self.store.exists(paths.CONTROLLER, watch=self._on_controller_change):
+                if await self.store.exists(paths.CONTROLLER, watch=self._on_controller_change):
                     return
                 continue  # it vanished between the two calls: try again
+            epoch = await self._bump_controller_epoch()
+            if not self.running or self.controller is not None:
+                return
             self.controller = Controller(self.context.config, self.store, self.context.timer,
-                                         self.context.controller_channel, self.broker_id,
-                                         self._bump_controller_epoch())
+                                         self.context.controller_channel, self.broker_id, epoch)
             self.controller.start()
             return
 
     def _on_controller_change(self, event: WatchedEvent) -> None:
         # Deleted: run. Anything else (a change, a new session): run too, which re-arms the watch
         # when someone else still holds /controller.
-        if self.running and self.controller is None:
-            self._run_for_controller()
+        if self.running and self.controller is None and (
+                self._election is None or self._election.done()):
+            self._election = asyncio.ensure_future(self._elect())
 
-    def _bump_controller_epoch(self) -> int:
+    async def _elect(self) -> None:
+        backoff = STORE_RETRY_BACKOFF_S[0]
+        while self.running and self.controller is None:
+            try:
+                await self._run_for_controller()
+                return
+            except MetadataStoreError as exc:  # unreachable: the watch is not armed; again
+                log.warning("controller election failed; retrying", broker_id=self.broker_id,
+                            reason=str(exc))
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, STORE_RETRY_BACKOFF_S[1])
+
+    async def _bump_controller_epoch(self) -> int:
         while True:
             try:
-                data, stat = self.store.get(paths.CONTROLLER_EPOCH)
+                data, stat = await self.store.get(paths.CONTROLLER_EPOCH)
             except NoNodeError:
                 try:
-                    self.store.create(paths.CONTROLLER_EPOCH, b"1")
+                    await self.store.create(paths.CONTROLLER_EPOCH, b"1")
                     return 1
                 except NodeExistsError:
                     continue
             epoch = int(data) + 1
             try:
-                self.store.set(paths.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
+                await self.store.set(paths.CONTROLLER_EPOCH, str(epoch).encode(),
+                                     version=stat.version)
                 return epoch
             except BadVersionError:
                 continue
@@ -627,7 +677,22 @@ class KafkaServer:
                              f"{self.replica_manager.controller_epoch}")
         self.replica_manager.controller_epoch = controller_epoch
 
-    def apply_leader_and_isr(
+    def logs_to_create(self, states: list[LeaderAndIsr], configs: dict[str, LogConfig]) -> list:
+        """The logs applying these states would create (made off the loop first)."""
+        return self.replica_manager.logs_to_create(states, configs)
+
+    async def apply_leader_and_isr(
+        self, controller_epoch: int, states: list[LeaderAndIsr], configs: dict[str, LogConfig]
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """LeaderAndIsr: the new partitions' logs are made in a worker thread (a folder and files
+        each: thousands would hold the loop for seconds), then the states applied on the loop."""
+        self._check_controller_epoch(controller_epoch)
+        wanted = self.logs_to_create(states, configs)
+        if wanted:
+            await run_steps_in_worker(self.log_manager.create_logs_stepwise(wanted))
+        return self.apply_leader_and_isr_now(controller_epoch, states, configs)
+
+    def apply_leader_and_isr_now(
         self, controller_epoch: int, states: list[LeaderAndIsr], configs: dict[str, LogConfig]
     ) -> dict[tuple[str, int], ErrorCode]:
         self._check_controller_epoch(controller_epoch)
@@ -706,7 +771,7 @@ class KafkaServer:
     def _leader_endpoint(self, leader_id: int) -> LeaderEndpoint:
         return self.context.leader_endpoint(self, leader_id)
 
-    def _alter_isr(self, partition: Partition, new_isr: list[int]) -> LeaderAndIsr | None:
+    async def _alter_isr(self, partition: Partition, new_isr: list[int]) -> LeaderAndIsr | None:
         """Write a leader's ISR change (conditional on the partition version), tell the controller.
         None when the change did not happen (lost a race, stopping, the store unreachable): the
         leader keeps its ISR and tries again on a later fetch or expiration check."""
@@ -714,26 +779,32 @@ class KafkaServer:
             return None
         path = paths.partition_state(partition.topic, partition.index)
         try:
-            return self._write_isr(partition, path, new_isr)
+            return await self._write_isr(partition, path, new_isr)
         except MetadataStoreError as exc:
             log.warning("ISR change not written", broker_id=self.broker_id, topic=partition.topic,
                         partition=partition.index, reason=str(exc))
             return None
 
-    def _write_isr(self, partition: Partition, path: str, new_isr: list[int]) -> LeaderAndIsr | None:
+    async def _write_isr(self, partition: Partition, path: str, new_isr: list[int]
+                         ) -> LeaderAndIsr | None:
         try:
-            data, stat = self.store.get_json(path)
+            data, stat = await self.store.get_json(path)
         except NoNodeError:
             return None
         if stat.version != partition.partition_version or data["leader_epoch"] != partition.leader_epoch:
             return None  # the controller moved on; its LeaderAndIsr will tell us
         data["isr"] = new_isr
         try:
-            stat = self.store.set_json(path, data, version=stat.version)
+            stat = await self.store.set_json(path, data, version=stat.version)
         except BadVersionError:
             return None
-        self.store.create_json(f"{paths.ISR_CHANGES}/isr_change_",
-                               {"partitions": [[partition.topic, partition.index]]}, sequence=True)
+        try:  # the change is made: a lost notification only delays the controller's view
+            await self.store.create_json(f"{paths.ISR_CHANGES}/isr_change_",
+                                         {"partitions": [[partition.topic, partition.index]]},
+                                         sequence=True)
+        except MetadataStoreError as exc:
+            log.warning("ISR change notification not written", broker_id=self.broker_id,
+                        topic=partition.topic, partition=partition.index, reason=str(exc))
         log.info("ISR changed", broker_id=self.broker_id, topic=partition.topic,
                  partition=partition.index, isr=new_isr, partition_version=stat.version)
         return LeaderAndIsr(partition.topic, partition.index, partition.leader_id,

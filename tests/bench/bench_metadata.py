@@ -113,15 +113,15 @@ async def run(topics: int, partitions: int) -> None:
             await cluster.stop()
 
 
-def write_topic(store: EmbeddedMetadataStore, name: str, partitions: int) -> None:
+async def write_topic(store: EmbeddedMetadataStore, name: str, partitions: int) -> None:
     """The nodes one new topic costs in the store, as admin_manager and the controller write them."""
-    store.create_json(f"/config/topics/{name}", {"version": 1, "config": {}}, makepath=True)
-    store.create_json(f"/brokers/topics/{name}", {
+    await store.create_json(f"/config/topics/{name}", {"version": 1, "config": {}}, makepath=True)
+    await store.create_json(f"/brokers/topics/{name}", {
         "version": 3, "topic_id": "00000000-0000-0000-0000-000000000000",
         "partitions": {str(p): [p % 3, (p + 1) % 3, (p + 2) % 3] for p in range(partitions)},
         "adding_replicas": {}, "removing_replicas": {}}, makepath=True)
     for p in range(partitions):
-        store.create_json(f"/brokers/topics/{name}/partitions/{p}/state", {
+        await store.create_json(f"/brokers/topics/{name}/partitions/{p}/state", {
             "leader": p % 3, "leader_epoch": 0, "isr": [p % 3, (p + 1) % 3, (p + 2) % 3],
             "controller_epoch": 1, "version": 1}, makepath=True)
 
@@ -136,7 +136,7 @@ async def run_store(topics: int, partitions: int) -> None:
             probe.start()
             started = time.perf_counter()
             for i in range(count):
-                write_topic(store, f"{label[0]}-{i}-{width}", width)
+                await write_topic(store, f"{label[0]}-{i}-{width}", width)
                 if flush is not None:
                     await flush()  # what CreateTopics awaits before it answers
                 await asyncio.sleep(0)

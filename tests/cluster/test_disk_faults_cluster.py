@@ -75,7 +75,7 @@ def test_a_leader_whose_disk_fails_halts_and_nothing_acknowledged_is_lost(broker
 
     async def rejoined() -> None:  # runs on the cluster's own loop
         while True:
-            [state] = cluster.cluster.partitions(topic)
+            [state] = await cluster.cluster.partitions(topic)
             leos = {r["log_end_offset"] for r in state["replicas_state"]}
             if len(state["isr"]) == 3 and len(leos) == 1:
                 return

@@ -44,7 +44,7 @@ def test_producers_keep_going_through_a_leader_failover(broker_factory, client):
 
     async def rejoined() -> None:  # runs on the cluster's own loop
         while True:
-            [state] = cluster.cluster.partitions(topic)
+            [state] = await cluster.cluster.partitions(topic)
             leos = {r["log_end_offset"] for r in state["replicas_state"]}
             if len(state["isr"]) == 3 and len(leos) == 1:
                 return

@@ -168,8 +168,8 @@ def test_a_long_lived_producer_survives_a_whole_cluster_restart(broker_factory):
         before["producer_id"], 0, 19)  # accepted in sequence: no reset, no epoch bump
 
     # Replaying the producer's first stored batch is recognised as a duplicate.
-    def first_batch() -> tuple[int, bytes]:
-        [state] = cluster.cluster.partitions(topic)
+    async def first_batch() -> tuple[int, bytes]:
+        [state] = await cluster.cluster.partitions(topic)
         log = cluster.cluster.brokers[state["leader"]].replica_manager.partitions[(topic, 0)].log
         data = log.read(0, 1 << 20).records
         pos, header = next(iter_batches(data))
@@ -191,7 +191,7 @@ def test_a_long_lived_producer_survives_a_whole_cluster_restart(broker_factory):
 
 async def until_leader(cluster, topic: str) -> None:
     for _ in range(600):
-        states = cluster.cluster.partitions(topic)
+        states = await cluster.cluster.partitions(topic)
         if states and states[0]["leader"] >= 0 and len(states[0]["isr"]) == 3:
             return
         await asyncio.sleep(0.05)

@@ -79,8 +79,8 @@ async def listed(cluster: Cluster, topics=None) -> dict[tuple[str, int], tuple]:
             for t in response.topics for p in t.partitions}
 
 
-def topic_node(cluster: Cluster, name: str) -> dict:
-    return cluster.context.store.get_json(paths.topic(name))[0]
+async def topic_node(cluster: Cluster, name: str) -> dict:
+    return (await cluster.context.store.get_json(paths.topic(name)))[0]
 
 
 def log_dir(cluster: Cluster, broker_id: int) -> Path:
@@ -96,7 +96,7 @@ async def test_reassignment_moves_the_partition_once_the_new_replica_is_in_the_i
     cluster.pause_replication(2)  # the new replica cannot catch up yet: the move stays under way
     assert await alter(cluster, {("moving", 0): [1, 2]}) == {("moving", 0): 0}
 
-    node = topic_node(cluster, "moving")
+    node = await topic_node(cluster, "moving")
     assert node["version"] == 3
     assert node["partitions"]["0"] == [1, 2, 0]  # target first, then the rest of the origin
     assert node["adding_replicas"] == {"0": [2]} and node["removing_replicas"] == {"0": [0]}
@@ -105,13 +105,17 @@ async def test_reassignment_moves_the_partition_once_the_new_replica_is_in_the_i
         ("moving", 0): ([1, 2, 0], [2], [0])}
     assert state(cluster, "moving").leader == 0 and state(cluster, "moving").replicas == [1, 2, 0]
     assert ("moving", 0) in cluster.brokers[2].replica_manager.partitions  # following already
-    view = {(p["topic"], p["partition"]): p for p in cluster.partitions("moving")}
+    view = {(p["topic"], p["partition"]): p for p in await cluster.partitions("moving")}
     assert view[("moving", 0)]["adding_replicas"] == [2]
     assert view[("moving", 0)]["removing_replicas"] == [0]
 
     cluster.resume_replication(2)
-    await until(lambda: not topic_node(cluster, "moving")["adding_replicas"])
-    node = topic_node(cluster, "moving")
+
+    async def moved() -> bool:
+        return not (await topic_node(cluster, "moving"))["adding_replicas"]
+
+    await until(moved)
+    node = await topic_node(cluster, "moving")
     assert node["partitions"]["0"] == [1, 2] and node["removing_replicas"] == {}
     final = state(cluster, "moving")
     assert final.leader == 1 and final.replicas == [1, 2] and sorted(final.isr) == [1, 2]
@@ -133,7 +137,7 @@ async def test_a_cancelled_reassignment_returns_to_the_origin_replicas(cluster):
     assert (log_dir(cluster, 2) / "cancelled-0").exists()
 
     assert await alter(cluster, {("cancelled", 0): None}) == {("cancelled", 0): 0}
-    node = topic_node(cluster, "cancelled")
+    node = await topic_node(cluster, "cancelled")
     # ORS is what RS holds besides the adding replicas; its order is not kept (as Kafka warns)
     assert node["partitions"]["0"] == [1, 0]
     assert node["adding_replicas"] == {} and node["removing_replicas"] == {}
@@ -161,7 +165,7 @@ async def test_reassignment_errors_are_kafkas(cluster):
         ("checked", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ("nope", 3): ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
     }
-    assert topic_node(cluster, "checked")["partitions"] == {"0": [0, 1]}
+    assert (await topic_node(cluster, "checked"))["partitions"] == {"0": [0, 1]}
 
     other = next(b for b in cluster.brokers if b != controller_id(cluster))
     response = await request(cluster, other, ALTER_REASSIGNMENTS, 0, {"topics": [
@@ -185,10 +189,14 @@ async def test_a_new_controller_resumes_a_reassignment(cluster):
     await cluster.stop_broker(0)  # the controller, and the partition's leader, leaves
     await until(lambda: (c := cluster.active_controller()) is not None and c.broker_id != 0)
     await cluster.active_controller().queue.join()  # its start-up, the reassignment's resumption
-    assert topic_node(cluster, "resumed")["adding_replicas"] == {"0": [2]}
+    assert (await topic_node(cluster, "resumed"))["adding_replicas"] == {"0": [2]}
     assert await listed(cluster) == {("resumed", 0): ([1, 2, 0], [2], [0])}
     cluster.resume_replication(2)
-    await until(lambda: topic_node(cluster, "resumed")["partitions"]["0"] == [1, 2])
+
+    async def resumed() -> bool:
+        return (await topic_node(cluster, "resumed"))["partitions"]["0"] == [1, 2]
+
+    await until(resumed)
     final = state(cluster, "resumed")
     assert final.leader == 1 and sorted(final.isr) == [1, 2]
     assert await listed(cluster) == {}

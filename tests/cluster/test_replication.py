@@ -73,9 +73,10 @@ async def advance(cluster: Cluster, leader, active: int, total_ms: int, step_ms:
     purgatory = leader.replica_manager.fetch_purgatory
     timer, clock = cluster.timer, cluster.clock
 
-    def settled() -> bool:  # the reaper ran everything due, and the followers re-parked
-        due = timer.next_expiration_ms()
-        return (due is None or due > clock.now_ms()) and purgatory.delayed >= active
+    def settled() -> bool:  # the reaper ran everything due, the followers re-parked, and the
+        due = timer.next_expiration_ms()  # ISR changes it asked for are written and applied
+        return (due is None or due > clock.now_ms()) and purgatory.delayed >= active \
+            and not leader.replica_manager.isr_changes_in_flight
 
     for _ in range(total_ms // step_ms):
         clock.advance(step_ms)
@@ -243,7 +244,7 @@ async def test_controller_failover_bumps_the_epoch(cluster):
             await broker.metadata_cache.wait_for(
                 lambda s: s.controller_id == second.broker_id and len(s.brokers) == 2, 10_000)
     # A decision from the old controller's epoch is refused.
-    for stale in (lambda b: b.apply_leader_and_isr(epoch, [], {}),
+    for stale in (lambda b: b.apply_leader_and_isr_now(epoch, [], {}),
                   lambda b: b.apply_update_metadata(MetadataSnapshot(controller_epoch=epoch))):
         with pytest.raises(KafkaError) as exc:
             stale(cluster.brokers[second.broker_id])

@@ -223,7 +223,7 @@ async def test_v0_acl_requests_mean_literal_patterns(async_broker):
     assert [(r.resource_name, len(r.acls)) for r in response.resources] == [("v0", 1)]
     response = await client.request(DELETE_ACLS, 0, {"filters": [query]})
     assert [m.resource_name for m in response.filter_results[0].matching_acls] == ["v0"]
-    assert async_broker.store.exists("/kafka-acl/Topic/v0") is None
+    assert await async_broker.store.exists("/kafka-acl/Topic/v0") is None
     await client.close()
 
 

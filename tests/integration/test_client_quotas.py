@@ -9,7 +9,7 @@ import pytest
 
 from broker.server.cluster import Cluster
 from protocol.errors import ErrorCode
-from tests.harness import cluster_config
+from tests.harness import cluster_config, watches_settled
 from tests.integration.raw_client import RawClient
 from tests.integration.test_acl_checks import ALL, ALLOW, CLUSTER, DENY, LITERAL, create_acls
 from tests.integration.test_hostile_input import served_promptly
@@ -65,22 +65,25 @@ async def test_alter_writes_zookeepers_layout_and_notifies(async_broker):
     client = await RawClient.connect(async_broker.port)
     await setup_quotas(client)
     store = async_broker.store
-    assert store.get_json("/config/users/alice")[0] == {
+    assert (await store.get_json("/config/users/alice"))[0] == {
         "version": 1, "config": {"producer_byte_rate": "1000"}}
-    assert store.get_json("/config/users/<default>")[0]["config"] == {"consumer_byte_rate": "2000"}
-    assert store.get_json("/config/clients/app")[0]["config"] == {"request_percentage": "12.5"}
-    assert store.get_json("/config/users/alice/clients/app")[0]["config"] == {
+    assert (await store.get_json("/config/users/<default>"))[0]["config"] == {
+        "consumer_byte_rate": "2000"}
+    assert (await store.get_json("/config/clients/app"))[0]["config"] == {
+        "request_percentage": "12.5"}
+    assert (await store.get_json("/config/users/alice/clients/app"))[0]["config"] == {
         "controller_mutation_rate": "7.0"}
-    assert store.get_json("/config/users/<default>/clients/<default>")[0]["config"] == {
+    assert (await store.get_json("/config/users/<default>/clients/<default>"))[0]["config"] == {
         "producer_byte_rate": "4000"}
     # Names are sanitized as Kafka's Sanitizer does
-    assert store.get_json("/config/users/b%2Fob/clients/c%20d")[0]["config"] == {
+    assert (await store.get_json("/config/users/b%2Fob/clients/c%20d"))[0]["config"] == {
         "consumer_byte_rate": "5000"}
-    changes = [store.get_json(f"/config/changes/{c}")[0]
-               for c in sorted(store.get_children("/config/changes"))]
+    changes = [(await store.get_json(f"/config/changes/{c}"))[0]
+               for c in sorted(await store.get_children("/config/changes"))]
     assert {"version": 2, "entity_path": "users/b%2Fob/clients/c%20d"} in changes
     assert {"version": 2, "entity_path": "clients/<default>"} in changes
-    # ... and the broker applied them
+    # ... and the broker applied them (its watch of the notifications reads them)
+    await watches_settled()
     quotas = async_broker.quotas
     assert quotas.produce.quota("alice", "app") == 1000  # user beats <default>/<default>
     assert quotas.produce.quota("zed", "other") == 4000  # <default>/<default>
@@ -89,9 +92,11 @@ async def test_alter_writes_zookeepers_layout_and_notifies(async_broker):
     # Removing keys, and validate_only writing nothing
     assert (await alter(client, [(entity(user="alice"), [op("producer_byte_rate", 5)])],
                         validate_only=True))[0][1] == ErrorCode.NONE
+    await watches_settled()
     assert quotas.produce.quota("alice", "app") == 1000
     await alter(client, [(entity(user="alice"), [op("producer_byte_rate", remove=True)])])
-    assert store.get_json("/config/users/alice")[0]["config"] == {}
+    await watches_settled()
+    assert (await store.get_json("/config/users/alice"))[0]["config"] == {}
     assert quotas.produce.quota("alice", "app") == 4000
     await client.close()
 
@@ -169,13 +174,13 @@ async def test_alter_errors_entity_by_entity(async_broker):
          "entity."),
     ]
     store = async_broker.store
-    assert store.exists("/config/clients/d") is None  # a failed entity writes nothing
-    assert store.get_json("/config/users/ok")[0]["config"] == {"consumer_byte_rate": "10"}
+    assert await store.exists("/config/clients/d") is None  # a failed entity writes nothing
+    assert (await store.get_json("/config/users/ok"))[0]["config"] == {"consumer_byte_rate": "10"}
     # A byte rate within 1e-6 of a whole number is that number; removing never fails
     assert (await alter(client, [(entity(client_id="f"), [
         op("producer_byte_rate", 99.9999999), op("no.such.key", remove=True)])], version=0))[0][1:] \
         == (ErrorCode.NONE, None)
-    assert store.get_json("/config/clients/f")[0]["config"] == {"producer_byte_rate": "100"}
+    assert (await store.get_json("/config/clients/f"))[0]["config"] == {"producer_byte_rate": "100"}
     await client.close()
 
 
@@ -185,12 +190,13 @@ async def test_quotas_keep_scram_credentials_of_the_same_user(async_broker):
               "salted_password": b"p" * 32}
     await client.request(51, 0, {"deletions": [], "upsertions": [upsert]})
     await alter(client, [(entity(user="carol"), [op("producer_byte_rate", 100)])])
-    config = async_broker.store.get_json("/config/users/carol")[0]["config"]
+    config = (await async_broker.store.get_json("/config/users/carol"))[0]["config"]
     assert set(config) == {"SCRAM-SHA-256", "producer_byte_rate"}
     # a user with credentials only is no quota entity
     await alter(client, [(entity(user="carol"), [op("producer_byte_rate", remove=True)])])
     assert await describe(client, [("user", EXACT, "carol")]) == {}
-    assert async_broker.services.scram_credentials.mechanisms("carol") == {"SCRAM-SHA-256": 4096}
+    assert await async_broker.services.scram_credentials.mechanisms("carol") == {
+        "SCRAM-SHA-256": 4096}
     await client.close()
 
 
@@ -225,6 +231,7 @@ def test_kafka_python_protocol_classes_alter_and_describe(kafka_broker):
     finally:
         admin.close()
     server = kafka_broker.cluster.brokers[0]
+    kafka_broker.call(watches_settled)  # the broker's watch of the notifications read them
     assert kafka_broker.call(lambda: server.quotas.fetch.quota("alice", "any")) == 2048
 
 
@@ -277,7 +284,7 @@ async def test_quota_apis_need_the_clusters_config_operations(async_broker):
     assert set(await describe(client, [])) == {(("user", "before"),)}
     await create_acls(client, (CLUSTER, "kafka-cluster", LITERAL, describe_configs, DENY))
     assert await describe(client, []) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
-    assert async_broker.store.exists("/config/users/u") is None
+    assert await async_broker.store.exists("/config/users/u") is None
     await client.close()
 
 
@@ -292,5 +299,6 @@ async def test_thousands_of_entities_in_one_alter_leave_other_clients_served(asy
     assert not answer.done()  # the other client was served while the entities were written
     response = await asyncio.wait_for(answer, 30)
     assert [e.error_code for e in response.entries] == [ErrorCode.NONE] * 4000
+    await watches_settled()
     assert async_broker.quotas.produce.quota("", "c3999") == 1000
     await client.close()

@@ -32,7 +32,7 @@ class FakeCluster:
         self.faults = FaultInjector()
         self.loop_thread: str | None = None  # where stop/start ran: the server's loop
 
-    def brokers_info(self) -> list[dict]:
+    async def brokers_info(self) -> list[dict]:
         return [{"id": b, "host": "127.0.0.1", "port": 9091 + b, "alive": alive,
                  "controller": b == self.controller, "controller_epoch": self.controller_epoch}
                 for b, alive in self.alive.items()]
@@ -58,7 +58,7 @@ class FakeCluster:
             raise ValueError(f"broker {broker_id} is already running")
         self.alive[broker_id] = True
 
-    def partitions(self, topic: str | None) -> list[dict]:
+    async def partitions(self, topic: str | None) -> list[dict]:
         if topic not in (None, "events"):
             raise KeyError(topic)  # a bare key: the API words it
         isr = [b for b, up in self.alive.items() if up and b not in self.paused]

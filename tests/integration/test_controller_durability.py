@@ -32,8 +32,12 @@ async def test_new_partitions_reach_the_broker_only_after_the_journal_fsync(asyn
         answer = asyncio.create_task(client.request(CREATE_TOPICS, 7, {"topics": [{
             "name": "durable", "num_partitions": 3, "replication_factor": 1, "assignments": [],
             "configs": []}], "timeout_ms": 30_000, "validate_only": False}))
-        await until(lambda: all(store.exists(paths.partition_state("durable", p))
-                                for p in range(3)))
+        states = [paths.partition_state("durable", p) for p in range(3)]
+
+        async def written() -> bool:
+            return None not in await store.get_many(states)
+
+        await until(written)
         for _ in range(200):  # the controller is free to go on: it must be waiting for the disk
             await asyncio.sleep(0)
         assert not [k for k in broker.replica_manager.partitions if k[0] == "durable"]

@@ -55,7 +55,7 @@ async def test_a_failed_write_answers_kafka_storage_error_and_halts_the_broker(t
         fetched = await asyncio.wait_for(consumer.receive(FETCH, 12, parked), 5)
         assert fetched.responses[0].partitions[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
         assert await asyncio.wait_for(halted, 10) == 0
-        assert not broker.running and cluster.brokers_info()[0]["alive"] is False
+        assert not broker.running and (await cluster.brokers_info())[0]["alive"] is False
         assert os.path.getsize(segment) == size  # the 20 bytes written were cut off again
         assert not (tmp_path / "data" / "broker-0" / CLEAN_SHUTDOWN_FILE).exists()
         await producer.close()

@@ -195,10 +195,10 @@ async def test_a_topic_config_left_by_a_racing_creator_does_not_fail_the_creatio
     sets it (Kafka's setOrCreateEntityConfigs) instead of failing the request with NodeExists."""
     from broker.metadata import zk_paths as paths
 
-    async_broker.store.create_json(paths.topic_config("raced"), {"version": 1, "config": {}})
+    await async_broker.store.create_json(paths.topic_config("raced"), {"version": 1, "config": {}})
     client = await RawClient.connect(async_broker.port)
     await create_topic(client, "raced", configs={"retention.ms": "1000"})
-    data, _ = async_broker.store.get_json(paths.topic_config("raced"))
+    data, _ = await async_broker.store.get_json(paths.topic_config("raced"))
     assert data["config"] == {"retention.ms": "1000"}
     await served_promptly(async_broker.port)
     await client.close()

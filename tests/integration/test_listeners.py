@@ -37,7 +37,7 @@ async def test_metadata_answers_with_the_endpoints_of_the_listener_asked(tmp_pat
                                                            "allow_auto_topic_creation": False})
             await client.close()
             assert {b.node_id: (b.host, b.port) for b in response.brokers} == expected
-        registration = cluster.store.get_json("/brokers/ids/1")[0]
+        registration = (await cluster.store.get_json("/brokers/ids/1"))[0]
         assert registration["endpoints"] == [
             "PLAINTEXT://outside.example:19092",
             f"INTERNAL://127.0.0.1:{internal[1][1]}"]

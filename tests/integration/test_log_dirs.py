@@ -137,7 +137,7 @@ async def test_a_failed_dir_offlines_only_its_partitions_and_leadership_moves(tm
         controller = cluster.active_controller()
         await until(lambda: all(controller.states[("f", p)].leader == 1
                                 and 0 not in controller.states[("f", p)].isr for p in on_failing))
-        assert cluster.store.get_children(paths.LOG_DIR_EVENTS) == []
+        assert await cluster.store.get_children(paths.LOG_DIR_EVENTS) == []
         assert controller.offline_replicas[0] == {("f", p) for p in on_failing}
         assert b0.running and not halted.done()
         assert all(("f", p) in b0.replica_manager.offline_partitions for p in on_failing)

@@ -43,7 +43,7 @@ def bump_leader_epoch(broker, epoch: int) -> None:
     rm = broker.replica_manager
     me = broker.broker_id
     state = LeaderAndIsr(TOPIC, 0, me, epoch, [me], [me])
-    errors = broker.apply_leader_and_isr(
+    errors = broker.apply_leader_and_isr_now(
         rm.controller_epoch, [state], {TOPIC: broker.log_manager.config_for(TOPIC)}
     )
     assert errors[(TOPIC, 0)] == ErrorCode.NONE

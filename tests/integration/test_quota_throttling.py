@@ -15,7 +15,7 @@ from protocol import encode_request
 from protocol.errors import ErrorCode
 from protocol.headers import encode_request_header
 from protocol.records import encode_batch
-from tests.harness import cluster_config, until
+from tests.harness import cluster_config, until, watches_settled
 from tests.integration.raw_client import RawClient
 from tests.integration.test_client_quotas import alter, entity, op
 from tests.integration.test_hostile_input import served_promptly
@@ -67,6 +67,7 @@ async def test_produce_over_its_byte_rate_answers_throttle_and_mutes(tmp_path):
         admin = await RawClient.connect(broker.port)
         await create_topic(admin, "q")
         await alter(admin, [(entity(client_id="raw-test"), [op("producer_byte_rate", 1000)])])
+        await watches_settled()  # the broker applies it once its watch reads the notification
         client = await RawClient.connect(broker.port)
         body = produce_body({("q", 0): encode_batch([(None, b"x" * 12_000, [], 0)])})
         expected = throttle_ms(frame_size(PRODUCE, 9, body), 1000)
@@ -115,6 +116,7 @@ async def test_fetch_over_its_byte_rate_answers_empty_and_opens_no_session(tmp_p
         batch = encode_batch([(None, b"y" * 3_000, [], 0)])
         await admin.request(PRODUCE, 9, produce_body({("f", 0): batch}))
         await alter(admin, [(entity(user=None), [op("consumer_byte_rate", 200)])])
+        await watches_settled()
         consumer = await RawClient.connect(broker.port)
         response = await consumer.request(FETCH, 12, fetch_body("f"))
         # the response would have carried the batch and the partition's fixed fields
@@ -139,7 +141,8 @@ async def test_request_percentage_throttles_by_handler_time(tmp_path):
     try:
         admin = await RawClient.connect(broker.port)
         await alter(admin, [(entity(user=None, client_id=None), [op("request_percentage", 1e-9)])])
-        assert broker.store.get_json("/config/users/<default>/clients/<default>")[0] == {
+        await watches_settled()
+        assert (await broker.store.get_json("/config/users/<default>/clients/<default>"))[0] == {
             "version": 1, "config": {"request_percentage": "1.0E-9"}}
         client = await RawClient.connect(broker.port)
         # any time at all is far above 1e-9 %: the throttle is capped at one quota window
@@ -175,6 +178,7 @@ def test_kafka_python_producer_is_slowed_to_its_byte_rate(broker_factory):
     async def set_quota() -> None:
         admin = await RawClient.connect(broker.port)
         await alter(admin, [(entity(client_id="slow"), [op("producer_byte_rate", 100_000)])])
+        await watches_settled()
         await admin.close()
 
     broker.call(set_quota)
@@ -213,6 +217,7 @@ async def test_a_throttled_incremental_fetch_keeps_its_session(tmp_path):
         session = opened.session_id
         assert session != 0
         await alter(admin, [(entity(user=None), [op("consumer_byte_rate", 200)])])
+        await watches_settled()
         throttled = await consumer.request(FETCH, 12, at(0, session, 1))  # the batch: too much
         assert throttled.throttle_time_ms > 0
         assert (throttled.error_code, throttled.session_id, throttled.responses) == (0, session, [])
@@ -233,6 +238,7 @@ def test_confluent_kafka_reports_the_brokers_throttle_time(broker_factory):
     async def set_quota() -> None:
         admin = await RawClient.connect(broker.port)
         await alter(admin, [(entity(client_id="ck"), [op("producer_byte_rate", 50_000)])])
+        await watches_settled()
         await admin.close()
 
     broker.call(set_quota)

@@ -53,7 +53,8 @@ def test_confluent_admin_manages_scram_users(broker_factory):
     assert {u: [(i.mechanism, i.iterations) for i in d.scram_credential_infos]
             for u, d in described.items()} == {"carol": [(ScramMechanism.SCRAM_SHA_512, 8192)],
                                                "dave": [(ScramMechanism.SCRAM_SHA_256, 4096)]}
-    stored = broker.cluster.store.get_json("/config/users/carol")[0]  # as Kafka keeps it
+    # as Kafka keeps it
+    stored = broker.call(lambda: broker.cluster.store.get_json("/config/users/carol"))[0]
     assert stored["version"] == 1 and list(stored["config"]) == ["SCRAM-SHA-512"]
     assert stored["config"]["SCRAM-SHA-512"].endswith(",iterations=8192")
     assert can_log_in(broker, "SCRAM-SHA-512", "carol", "carol-secret")
@@ -85,7 +86,8 @@ async def test_bad_alterations_and_descriptions(async_broker):
         "twice": (ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request"),
         "a/b c": (ErrorCode.NONE, None),
         "..": (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username '..' is not allowed")}
-    assert async_broker.store.exists("/config/users/a%2Fb%20c") is not None  # sanitized, as Kafka
+    # sanitized, as Kafka
+    assert await async_broker.store.exists("/config/users/a%2Fb%20c") is not None
     answer = await client.request(DESCRIBE, 0, {"users": [{"name": "erin"}, {"name": "few"},
                                                           {"name": "x"}, {"name": "x"}, {"name": ""},
                                                           {"name": ".."}]})

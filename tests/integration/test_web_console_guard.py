@@ -126,11 +126,12 @@ def test_the_event_stream_pushes_snapshots_and_ends_when_the_server_stops(cluste
         stream.close()
 
 
-def test_the_partitions_page_may_name_a_topic(cluster: FakeCluster):
+async def test_the_partitions_page_may_name_a_topic(cluster: FakeCluster):
     page = PAGES_BY_NAME["partitions"]
-    assert [p["topic"] for p in snapshot(cluster, page, "events")["partitions"]] == ["events"] * 2
-    assert snapshot(cluster, page, "nope")["partitions"] == {"error": "not found: nope"}
-    assert [b["id"] for b in snapshot(cluster, page, "nope")["brokers"]] == [1, 2, 3]
+    assert [p["topic"] for p in (await snapshot(cluster, page, "events"))["partitions"]] == [
+        "events"] * 2
+    assert (await snapshot(cluster, page, "nope"))["partitions"] == {"error": "not found: nope"}
+    assert [b["id"] for b in (await snapshot(cluster, page, "nope"))["brokers"]] == [1, 2, 3]
 
 
 def test_the_log_names_the_console_url(cluster: FakeCluster):

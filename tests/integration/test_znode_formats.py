@@ -22,28 +22,28 @@ async def test_znodes_are_in_kafkas_json(async_broker):
                                                "transaction_timeout_ms": -1})
     await client.close()
 
-    registration = store.get_json("/brokers/ids/0")[0]
+    registration = (await store.get_json("/brokers/ids/0"))[0]
     assert registration["version"] == 5 and registration["jmx_port"] == -1
     assert registration["endpoints"] == [f"PLAINTEXT://{host}:{port}"]
     assert registration["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT"}
     assert (registration["host"], registration["port"]) == (host, port)
     assert registration["timestamp"].isdigit()
 
-    controller = store.get_json("/controller")[0]
+    controller = (await store.get_json("/controller"))[0]
     assert controller["version"] == 1 and controller["brokerid"] == 0
     assert controller["timestamp"].isdigit()
-    assert int(store.get("/controller_epoch")[0]) >= 1
+    assert int((await store.get("/controller_epoch"))[0]) >= 1
 
-    topic = store.get_json("/brokers/topics/formats")[0]
+    topic = (await store.get_json("/brokers/topics/formats"))[0]
     assert topic["version"] == 3 and uuid.UUID(topic["topic_id"])
     assert topic["partitions"] == {"0": [0], "1": [0]}
     assert (topic["adding_replicas"], topic["removing_replicas"]) == ({}, {})
-    state = store.get_json("/brokers/topics/formats/partitions/0/state")[0]
+    state = (await store.get_json("/brokers/topics/formats/partitions/0/state"))[0]
     assert set(state) == {"controller_epoch", "leader", "version", "leader_epoch", "isr"}
     assert (state["version"], state["leader"], state["isr"]) == (1, 0, [0])
 
-    assert store.get_json("/config/topics/formats")[0] == {"version": 1,
-                                                           "config": {"retention.ms": "60000"}}
-    block = store.get_json("/latest_producer_id_block")[0]
+    assert (await store.get_json("/config/topics/formats"))[0] == {
+        "version": 1, "config": {"retention.ms": "60000"}}
+    block = (await store.get_json("/latest_producer_id_block"))[0]
     assert block == {"version": 1, "broker": 0, "block_start": "0", "block_end": "999"}
-    assert store.get_json("/cluster/id")[0]["version"] == "1"
+    assert (await store.get_json("/cluster/id"))[0]["version"] == "1"

@@ -10,6 +10,7 @@ import threading
 import pytest
 from kazoo.client import KazooClient
 
+from broker.metadata.recipes import ChildrenWatch, DataWatch
 from broker.metadata.store import (
     BadVersionError,
     ConnectionLossError,
@@ -25,9 +26,9 @@ from broker.server.zookeeper_runner import free_port
 @pytest.fixture
 async def store(zk_connect):
     s = ZooKeeperMetadataStore(zk_connect, session_timeout_ms=4000)
-    s.start()
+    await s.start()
     yield s
-    s.close()
+    await s.close()
 
 
 async def next_event(queue: asyncio.Queue, timeout: float = 10.0):
@@ -35,38 +36,38 @@ async def next_event(queue: asyncio.Queue, timeout: float = 10.0):
 
 
 async def test_nodes_versions_and_errors(store):
-    assert store.create("/a", b"1") == "/a"
-    data, stat = store.get("/a")
+    assert await store.create("/a", b"1") == "/a"
+    data, stat = await store.get("/a")
     assert (data, stat.version) == (b"1", 0)
-    assert store.set("/a", b"2", version=0).version == 1
+    assert (await store.set("/a", b"2", version=0)).version == 1
     with pytest.raises(BadVersionError):
-        store.set("/a", b"3", version=0)
+        await store.set("/a", b"3", version=0)
     with pytest.raises(NodeExistsError):
-        store.create("/a")
+        await store.create("/a")
     with pytest.raises(NoNodeError):
-        store.get("/missing")
-    store.create("/a/b/c", makepath=True)
+        await store.get("/missing")
+    await store.create("/a/b/c", makepath=True)
     with pytest.raises(NotEmptyError):
-        store.delete("/a")
-    store.delete("/a", recursive=True)
-    assert store.exists("/a") is None
-    first = store.create("/seq/n-", sequence=True, makepath=True)
-    second = store.create("/seq/n-", sequence=True)
+        await store.delete("/a")
+    await store.delete("/a", recursive=True)
+    assert await store.exists("/a") is None
+    first = await store.create("/seq/n-", sequence=True, makepath=True)
+    second = await store.create("/seq/n-", sequence=True)
     assert first < second and first.startswith("/seq/n-")
-    assert store.get_children("/seq") == sorted(p.rsplit("/", 1)[1] for p in (first, second))
+    assert await store.get_children("/seq") == sorted(p.rsplit("/", 1)[1] for p in (first, second))
 
 
 async def test_json_nodes_are_kafkas_compact_json(store):
-    store.create_json("/controller", {"version": 1, "brokerid": 2}, ephemeral=True)
-    assert store.get("/controller")[0] == b'{"version":1,"brokerid":2}'
-    assert store.get_json("/controller")[0] == {"version": 1, "brokerid": 2}
+    await store.create_json("/controller", {"version": 1, "brokerid": 2}, ephemeral=True)
+    assert (await store.get("/controller"))[0] == b'{"version":1,"brokerid":2}'
+    assert (await store.get_json("/controller"))[0] == {"version": 1, "brokerid": 2}
 
 
 async def test_the_chroot_is_created_and_isolates(zookeeper, zk_connect):
     s = ZooKeeperMetadataStore(zk_connect)
-    s.start()
-    s.create("/only-here")
-    s.close()
+    await s.start()
+    await s.create("/only-here")
+    await s.close()
     root = KazooClient(hosts=zookeeper.connect_string)
     root.start()
     try:
@@ -85,13 +86,13 @@ async def test_watches_run_on_the_event_loop_once(store):
     def watch(event: WatchedEvent) -> None:
         events.put_nowait((event, threading.get_ident()))
 
-    assert store.exists("/w", watch=watch) is None
-    store.create("/w", b"x")
+    assert await store.exists("/w", watch=watch) is None
+    await store.create("/w", b"x")
     event, thread = await next_event(events)
     assert (event.type, event.path, thread) == ("CREATED", "/w", loop_thread)
-    store.set("/w", b"y")  # one-shot: no watch is armed any more
-    store.get("/w", watch=watch)
-    store.delete("/w")
+    await store.set("/w", b"y")  # one-shot: no watch is armed any more
+    await store.get("/w", watch=watch)
+    await store.delete("/w")
     event, _ = await next_event(events)
     assert event.type == "DELETED"
     assert events.empty()
@@ -100,20 +101,22 @@ async def test_watches_run_on_the_event_loop_once(store):
 async def test_recipes_follow_children_and_data(store):
     children: asyncio.Queue = asyncio.Queue()
     data: asyncio.Queue = asyncio.Queue()
-    store.ensure_path("/brokers/ids")
-    kids = store.ChildrenWatch("/brokers/ids", lambda c: children.put_nowait(list(c)))
-    node = store.DataWatch("/config", lambda d, _s: data.put_nowait(d))
+    await store.ensure_path("/brokers/ids")
+    kids = await ChildrenWatch(store, "/brokers/ids",
+                               lambda c: children.put_nowait(list(c))).start()
+    node = await DataWatch(store, "/config", lambda d, _s: data.put_nowait(d)).start()
     assert await next_event(children) == []
     assert await next_event(data) is None
-    store.create("/brokers/ids/1", b"{}", ephemeral=True)
-    store.create("/config", b"v1")
+    await store.create("/brokers/ids/1", b"{}", ephemeral=True)
+    await store.create("/config", b"v1")
     assert await next_event(children) == ["1"]
     assert await next_event(data) == b"v1"
     kids.cancel()
     node.cancel()
-    store.create("/brokers/ids/2", b"{}", ephemeral=True)
-    store.set("/config", b"v2")
-    store.get("/config")  # a round trip after the changes: their events would be delivered by now
+    await store.create("/brokers/ids/2", b"{}", ephemeral=True)
+    await store.set("/config", b"v2")
+    # a round trip after the changes: their events would be delivered by now
+    await store.get("/config")
     await asyncio.sleep(0)
     assert children.empty() and data.empty()
 
@@ -121,31 +124,31 @@ async def test_recipes_follow_children_and_data(store):
 async def test_ephemerals_vanish_with_the_session(zk_connect):
     owner = ZooKeeperMetadataStore(zk_connect)
     observer = ZooKeeperMetadataStore(zk_connect)
-    owner.start()
-    observer.start()
+    await owner.start()
+    await observer.start()
     try:
         session = owner.create_session()
-        owner.create("/brokers/ids/7", b"{}", ephemeral=True, session=session, makepath=True)
+        await owner.create("/brokers/ids/7", b"{}", ephemeral=True, session=session, makepath=True)
         gone: asyncio.Queue = asyncio.Queue()
-        observer.exists("/brokers/ids/7", watch=gone.put_nowait)
-        owner.close_session(session)
+        await observer.exists("/brokers/ids/7", watch=gone.put_nowait)
+        await owner.close_session(session)
         assert (await next_event(gone)).type == "DELETED"
-        assert observer.get_children("/brokers/ids") == []
+        assert await observer.get_children("/brokers/ids") == []
     finally:
-        owner.close()
-        observer.close()
+        await owner.close()
+        await observer.close()
 
 
 async def test_an_expired_session_is_reported_and_replaced(zk_connect):
     store = ZooKeeperMetadataStore(zk_connect, session_timeout_ms=4000)
-    store.start()
+    await store.start()
     states: asyncio.Queue = asyncio.Queue()
     store.add_session_listener(states.put_nowait)
     rearmed: asyncio.Queue = asyncio.Queue()
     try:
         old_session = store.create_session()
-        store.create("/brokers/ids/1", b"{}", ephemeral=True, makepath=True)
-        store.exists("/elsewhere", watch=rearmed.put_nowait)
+        await store.create("/brokers/ids/1", b"{}", ephemeral=True, makepath=True)
+        await store.exists("/elsewhere", watch=rearmed.put_nowait)
         # ZooKeeper's way to expire a session on purpose: a second client joins it, then closes.
         client_id = store._client.client_id
         intruder = KazooClient(hosts=zk_connect, client_id=client_id)
@@ -155,18 +158,19 @@ async def test_an_expired_session_is_reported_and_replaced(zk_connect):
         assert await next_event(states, 30) == "LOST"
         assert await next_event(states, 30) == "CONNECTED"
         assert store.create_session() != old_session
-        assert store.exists("/brokers/ids/1") is None  # the ephemeral went with the old session
+        # the ephemeral went with the old session
+        assert await store.exists("/brokers/ids/1") is None
         assert (await next_event(rearmed)).type == "NONE"  # watchers re-read after a new session
         with pytest.raises(Exception, match="no longer"):
-            store.create("/brokers/ids/1", b"{}", ephemeral=True, session=old_session)
+            await store.create("/brokers/ids/1", b"{}", ephemeral=True, session=old_session)
     finally:
-        store.close()
+        await store.close()
 
 
 async def test_an_unreachable_zookeeper_is_one_clear_error():
     store = ZooKeeperMetadataStore(f"127.0.0.1:{free_port()}", connection_timeout_ms=500)
     with pytest.raises(ConnectionLossError, match="cannot reach ZooKeeper"):
-        store.start()
+        await store.start()
 
 
 async def test_batched_calls_pipeline_and_answer_per_node(store):
@@ -182,4 +186,4 @@ async def test_batched_calls_pipeline_and_answer_per_node(store):
                                     ("/batch/missing", b"c", -1)])
     assert written[0].version == 1
     assert [type(w) for w in written[1:]] == [BadVersionError, NoNodeError]
-    assert store.get(nodes[0][0])[0] == b"a" and store.get(nodes[1][0])[0] == b"1"
+    assert (await store.get(nodes[0][0]))[0] == b"a" and (await store.get(nodes[1][0]))[0] == b"1"

@@ -104,11 +104,15 @@
         button("Resume replication", `resume-${b.id}`, `Resume broker ${b.id}'s replica fetchers?`,
           "POST", `/replication/${b.id}/resume`))));
     const faults = snap.faults;
+    const loop = snap.event_loop;
     return [
       h("div", { class: "cards" },
         card("brokers alive", `${alive} / ${brokers.length}`, { card: "alive" }),
         card("controller", controller ? `broker ${controller.id}` : "none", { card: "controller" }),
-        card("controller epoch", epoch, { card: "epoch" })),
+        card("controller epoch", epoch, { card: "epoch" }),
+        card("event-loop lag (1 min)", failed(loop) || !loop ? "?"
+          : `max ${loop.lag_max_ms.toFixed(1)} ms · p99 ${loop.lag_p99_ms.toFixed(1)} ms`,
+          { card: "loop-lag" })),
       h("h2", {}, "Brokers"),
       table(["#", "address", "state", "controller", "actions"], rows),
       h("p", {}, button("Elect preferred leaders", "elect",

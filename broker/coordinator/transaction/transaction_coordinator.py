@@ -46,7 +46,7 @@ COMPLETE_RETRY_S = 0.1
 class TransactionCoordinator:
     def __init__(self, config: BrokerConfig, broker_id: int, timer: SystemTimer,
                  replica_manager: ReplicaManager, cache: MetadataCache,
-                 generate_producer_id: Callable[[], int], channel: TransactionMarkerChannel,
+                 generate_producer_id: Callable[[], Awaitable[int]], channel: TransactionMarkerChannel,
                  time_ms: Callable[[], int],
                  sync_producer_ids: Callable[[], Awaitable[None]] | None = None) -> None:
         self.config = config
@@ -123,7 +123,13 @@ class TransactionCoordinator:
         txn = self._txn(transactional_id)
         now = self.time_ms()
         if txn is None:
-            txn = TransactionMetadata(transactional_id, self.generate_producer_id(), NO_PRODUCER_ID,
+            try:
+                producer_id = await self.generate_producer_id()
+            except KafkaError as exc:
+                return exc.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            txn = self._txn(transactional_id)  # another request may have made it meanwhile
+        if txn is None:
+            txn = TransactionMetadata(transactional_id, producer_id, NO_PRODUCER_ID,
                                       NO_PRODUCER_EPOCH, NO_PRODUCER_EPOCH, txn_timeout_ms, S.EMPTY,
                                       txn_last_update_timestamp=now)
             self.manager.transactions[transactional_id] = txn
@@ -145,8 +151,9 @@ class TransactionCoordinator:
             if txn.state == S.DEAD:
                 raise KafkaError(ErrorCode.CONCURRENT_TRANSACTIONS, "the id is being removed")
             if txn.is_producer_epoch_exhausted():
+                # (the epoch is exhausted once in 32,767 inits: await the next id unguarded)
                 transit = txn.prepare_producer_id_rotation(
-                    self.generate_producer_id(), txn_timeout_ms, now, expected is not None)
+                    await self.generate_producer_id(), txn_timeout_ms, now, expected is not None)
             else:
                 transit = txn.prepare_increment_producer_epoch(
                     txn_timeout_ms, None if expected is None else expected[1], now)

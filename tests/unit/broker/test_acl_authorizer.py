@@ -21,6 +21,7 @@ from broker.authorizer.acl_authorizer import AclAuthorizer, parse_super_users
 from broker.config import ConfigError, build_config
 from broker.metadata.embedded_store import EmbeddedMetadataStore
 from protocol.errors import ErrorCode
+from tests.harness import watches_settled
 
 Op, Perm, RT, PT = AclOperation, AclPermissionType, ResourceType, PatternType
 ALICE, BOB = "User:alice", "User:bob"
@@ -43,14 +44,15 @@ def store():
     return EmbeddedMetadataStore()
 
 
-def started(store, **kw) -> AclAuthorizer:
+async def started(store, **kw) -> AclAuthorizer:
     authorizer = AclAuthorizer(store, **kw)
-    authorizer.start()
+    await authorizer.start()
     return authorizer
 
 
 async def test_no_acl_on_a_resource_follows_allow_everyone_if_no_acl_found(store):
-    closed, open_ = started(store), started(store, allow_everyone_if_no_acl_found=True)
+    closed = await started(store)
+    open_ = await started(store, allow_everyone_if_no_acl_found=True)
     assert not closed.authorize(ALICE, HOST, Op.READ, RT.TOPIC, "t")
     assert open_.authorize(ALICE, HOST, Op.READ, RT.TOPIC, "t")
     # Once the resource has any ACL (even for someone else), only the ACLs decide.
@@ -61,7 +63,8 @@ async def test_no_acl_on_a_resource_follows_allow_everyone_if_no_acl_found(store
 
 
 async def test_super_users_are_always_allowed(store):
-    authorizer = started(store, super_users=parse_super_users(" User:admin ; User:ANONYMOUS;"))
+    authorizer = await started(
+        store, super_users=parse_super_users(" User:admin ; User:ANONYMOUS;"))
     assert authorizer.super_users == {"User:admin", "User:ANONYMOUS"}
     await authorizer.create_acls([binding("t", principal="User:admin", op=Op.ALL, perm=Perm.DENY)])
     assert authorizer.authorize("User:admin", HOST, Op.WRITE, RT.TOPIC, "t")
@@ -70,7 +73,7 @@ async def test_super_users_are_always_allowed(store):
 
 
 async def test_deny_wins_over_allow_and_wildcards_apply(store):
-    authorizer = started(store)
+    authorizer = await started(store)
     await authorizer.create_acls([
         binding("*", principal="User:*", op=Op.ALL),  # everyone may do anything on any topic...
         binding("secret", principal=ALICE, op=Op.READ, perm=Perm.DENY),  # ...but alice not read this
@@ -84,7 +87,7 @@ async def test_deny_wins_over_allow_and_wildcards_apply(store):
 
 
 async def test_implied_operations(store):
-    authorizer = started(store)
+    authorizer = await started(store)
     for op in (Op.READ, Op.WRITE, Op.DELETE, Op.ALTER):
         await authorizer.create_acls([binding(f"t-{op.name}", op=op)])
         assert authorizer.authorize(ALICE, HOST, Op.DESCRIBE, RT.TOPIC, f"t-{op.name}")
@@ -103,7 +106,7 @@ async def test_implied_operations(store):
 
 
 async def test_prefixed_patterns_and_hosts(store):
-    authorizer = started(store)
+    authorizer = await started(store)
     await authorizer.create_acls([
         binding("orders-", op=Op.WRITE, ptype=PT.PREFIXED),
         binding("orders-eu", op=Op.WRITE, ptype=PT.PREFIXED, perm=Perm.DENY),
@@ -118,7 +121,7 @@ async def test_prefixed_patterns_and_hosts(store):
 
 
 async def test_authorize_by_resource_type(store):
-    authorizer = started(store)
+    authorizer = await started(store)
     assert not authorizer.authorize_by_resource_type(ALICE, HOST, Op.WRITE, RT.TOPIC)
     await authorizer.create_acls([binding("a-", op=Op.WRITE, ptype=PT.PREFIXED)])
     assert authorizer.authorize_by_resource_type(ALICE, HOST, Op.WRITE, RT.TOPIC)
@@ -132,39 +135,43 @@ async def test_authorize_by_resource_type(store):
 
 
 async def test_acls_stored_in_zookeepers_layout_and_followed_by_other_brokers(store):
-    first, second = started(store), started(store)
+    first, second = await started(store), await started(store)
     await first.create_acls([binding("t", op=Op.DESCRIBE_CONFIGS, host=HOST),
                              binding("app-", rtype=RT.GROUP, ptype=PT.PREFIXED)])
-    data, _ = store.get_json("/kafka-acl/Topic/t")
+    data, _ = await store.get_json("/kafka-acl/Topic/t")
     assert data == {"version": 1, "acls": [{"principal": ALICE, "permissionType": "Allow",
                                             "operation": "DescribeConfigs", "host": HOST}]}
-    data, _ = store.get_json("/kafka-acl-extended/prefixed/Group/app-")
+    data, _ = await store.get_json("/kafka-acl-extended/prefixed/Group/app-")
     assert data["acls"][0]["operation"] == "Read"
-    literal_changes = store.get_children("/kafka-acl-changes")
-    extended_changes = store.get_children("/kafka-acl-extended-changes")
-    assert [store.get(f"/kafka-acl-changes/{c}")[0] for c in literal_changes] == [b"TOPIC:t"]
-    assert json.loads(store.get(f"/kafka-acl-extended-changes/{extended_changes[0]}")[0]) == {
+    literal_changes = await store.get_children("/kafka-acl-changes")
+    extended_changes = await store.get_children("/kafka-acl-extended-changes")
+    assert [(await store.get(f"/kafka-acl-changes/{c}"))[0]
+            for c in literal_changes] == [b"TOPIC:t"]
+    extended, _ = await store.get(f"/kafka-acl-extended-changes/{extended_changes[0]}")
+    assert json.loads(extended) == {
         "version": 1, "resourceType": "GROUP", "name": "app-", "patternType": "PREFIXED"}
+    await watches_settled()  # the other broker's watch reads the change notifications
     assert second.authorize(ALICE, HOST, Op.DESCRIBE_CONFIGS, RT.TOPIC, "t")
     assert second.authorize(ALICE, HOST, Op.READ, RT.GROUP, "app-1")
     await second.delete_acls([any_filter(resource_type=RT.GROUP)])
+    await watches_settled()
     assert not first.authorize(ALICE, HOST, Op.READ, RT.GROUP, "app-1")
-    assert store.exists("/kafka-acl-extended/prefixed/Group/app-") is None
+    assert await store.exists("/kafka-acl-extended/prefixed/Group/app-") is None
     # A broker starting later loads what is there.
-    third = started(store)
+    third = await started(store)
     assert third.acls(any_filter()) == [binding("t", op=Op.DESCRIBE_CONFIGS, host=HOST)]
 
 
 async def test_acls_survive_a_restart_of_the_store(tmp_path):
     store = EmbeddedMetadataStore(tmp_path / "md")
-    await started(store).create_acls([binding("t")])
+    await (await started(store)).create_acls([binding("t")])
     store.close()
     again = EmbeddedMetadataStore(tmp_path / "md")
-    assert started(again).authorize(ALICE, HOST, Op.READ, RT.TOPIC, "t")
+    assert (await started(again)).authorize(ALICE, HOST, Op.READ, RT.TOPIC, "t")
 
 
 async def test_create_refuses_what_kafka_refuses(store):
-    authorizer = started(store)
+    authorizer = await started(store)
     results = await authorizer.create_acls([
         binding("t", ptype=PT.MATCH), binding("t", ptype=PT.ANY), binding("t", op=Op.ANY),
         binding("t", perm=Perm.ANY), binding("t", rtype=RT.ANY), binding("", op=Op.READ),
@@ -178,7 +185,7 @@ async def test_create_refuses_what_kafka_refuses(store):
 
 
 async def test_filters_any_and_match(store):
-    authorizer = started(store)
+    authorizer = await started(store)
     acls = [binding("orders"), binding("*"), binding("ord", ptype=PT.PREFIXED),
             binding("orders", principal=BOB, op=Op.WRITE), binding("x", rtype=RT.GROUP)]
     await authorizer.create_acls(acls)
@@ -208,7 +215,7 @@ def test_authorizer_class_name_turns_it_on(store):
 
 async def test_a_store_that_fails_fails_the_acl_calls_not_the_broker(tmp_path):
     store = EmbeddedMetadataStore(tmp_path / "md")
-    authorizer = started(store)
+    authorizer = await started(store)
     await authorizer.create_acls([binding("kept")])
     store.close()  # every write from now on raises MetadataStoreError
     results = await authorizer.create_acls([binding("t"), binding("u")])

@@ -135,14 +135,14 @@ async def test_a_load_does_not_undo_a_notification_that_came_while_it_read():
     clock = ManualClock()
     store = EmbeddedMetadataStore()
     configs = ClientQuotaConfigs(store)
-    configs.change((None, "c"), {"producer_byte_rate": "10"})
+    await configs.change((None, "c"), {"producer_byte_rate": "10"})
     managers = QuotaManagers(build_config({}, environ={}), SystemTimer(clock), clock.now_ms)
     real_fetch_all = configs.fetch_all
 
     async def slow_fetch_all():
         read = await real_fetch_all()  # what the load saw: 10
-        configs.change((None, "c"), {"producer_byte_rate": "20"})
-        managers.on_notification(configs, "clients/c")  # arrives before the load applies
+        await configs.change((None, "c"), {"producer_byte_rate": "20"})
+        await managers.on_notification(configs, "clients/c")  # arrives before the load applies
         return read
 
     configs.fetch_all = slow_fetch_all

@@ -59,19 +59,20 @@ def test_valid_topic_names(name):
     validate_topic_name(name)
 
 
-def test_producer_ids_come_in_blocks_that_survive_a_restart(tmp_path):
+async def test_producer_ids_come_in_blocks_that_survive_a_restart(tmp_path):
     store = EmbeddedMetadataStore(tmp_path / "store")
     first, second = ProducerIdManager(store, 0), ProducerIdManager(store, 1)
-    assert [first.generate_producer_id() for _ in range(3)] == [0, 1, 2]
-    assert second.generate_producer_id() == BLOCK_SIZE  # its own block
-    ids = [first.generate_producer_id() for _ in range(BLOCK_SIZE - 3)]
+    assert [await first.generate_producer_id() for _ in range(3)] == [0, 1, 2]
+    assert await second.generate_producer_id() == BLOCK_SIZE  # its own block
+    ids = [await first.generate_producer_id() for _ in range(BLOCK_SIZE - 3)]
     assert ids[-1] == BLOCK_SIZE - 1
-    assert first.generate_producer_id() == 2 * BLOCK_SIZE  # block exhausted: the next free one
+    # block exhausted: the next free one
+    assert await first.generate_producer_id() == 2 * BLOCK_SIZE
     # A restart reads the latest block from disk: ids are never handed out twice.
     store.close()
     store = EmbeddedMetadataStore(tmp_path / "store")
-    assert ProducerIdManager(store, 0).generate_producer_id() == 3 * BLOCK_SIZE
-    assert ProducerIdManager(store, 1).generate_producer_id() == 4 * BLOCK_SIZE
+    assert await ProducerIdManager(store, 0).generate_producer_id() == 3 * BLOCK_SIZE
+    assert await ProducerIdManager(store, 1).generate_producer_id() == 4 * BLOCK_SIZE
 
 
 def test_readme_configuration_table_lists_every_property():

@@ -7,6 +7,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from broker.metadata.embedded_store import EmbeddedMetadataStore as MetadataStore
+from broker.metadata.recipes import ChildrenWatch, DataWatch
 from broker.metadata.store import (
     BadVersionError,
     MetadataStoreError,
@@ -17,6 +18,7 @@ from broker.metadata.store import (
     SessionExpiredError,
     WatchedEvent,
 )
+from tests.harness import watches_settled
 
 
 @pytest.fixture
@@ -38,103 +40,115 @@ class Recorder:
         return [(e.type, e.path) for e in self.events]
 
 
+def now(call):
+    """The result of one of the embedded store's calls, from a plain function: a one-shot watcher
+    is called synchronously inside the write that fires it, and the embedded store answers at
+    once (its coroutines never suspend)."""
+    try:
+        call.send(None)
+    except StopIteration as done:
+        return done.value
+    call.close()
+    raise AssertionError("the embedded store suspended")
+
+
 # --- nodes, versions, conditional writes ---
 
 
-def test_root_exists_and_is_empty(store):
-    assert store.get("/")[0] == b""
-    assert store.get_children("/") == []
+async def test_root_exists_and_is_empty(store):
+    assert (await store.get("/"))[0] == b""
+    assert await store.get_children("/") == []
     with pytest.raises(NodeExistsError):
-        store.create("/")
+        await store.create("/")
     with pytest.raises(ValueError):
-        store.delete("/")
+        await store.delete("/")
 
 
-def test_create_get_and_stat(store):
-    assert store.create("/brokers", b"x") == "/brokers"
-    data, stat = store.get("/brokers")
+async def test_create_get_and_stat(store):
+    assert await store.create("/brokers", b"x") == "/brokers"
+    data, stat = await store.get("/brokers")
     assert data == b"x"
     assert (stat.version, stat.cversion, stat.ephemeral_owner, stat.data_length) == (0, 0, 0, 1)
     assert stat.czxid == stat.mzxid == 1
-    assert store.exists("/brokers") == stat
-    assert store.exists("/nope") is None
+    assert await store.exists("/brokers") == stat
+    assert await store.exists("/nope") is None
 
 
-def test_set_bumps_version_and_mzxid_only(store):
-    store.create("/a", b"1")
-    stat = store.set("/a", b"2")
+async def test_set_bumps_version_and_mzxid_only(store):
+    await store.create("/a", b"1")
+    stat = await store.set("/a", b"2")
     assert (stat.version, stat.czxid, stat.mzxid) == (1, 1, 2)
-    assert store.set("/a", b"3", version=1).version == 2
-    assert store.get("/a")[0] == b"3"
+    assert (await store.set("/a", b"3", version=1)).version == 2
+    assert (await store.get("/a"))[0] == b"3"
 
 
-def test_conditional_set_rejects_a_stale_version(store):
-    store.create("/controller_epoch", b"1")
-    _, stat = store.get("/controller_epoch")
-    store.set("/controller_epoch", b"2", version=stat.version)
+async def test_conditional_set_rejects_a_stale_version(store):
+    await store.create("/controller_epoch", b"1")
+    _, stat = await store.get("/controller_epoch")
+    await store.set("/controller_epoch", b"2", version=stat.version)
     with pytest.raises(BadVersionError):
-        store.set("/controller_epoch", b"3", version=stat.version)
-    assert store.get("/controller_epoch")[0] == b"2"
+        await store.set("/controller_epoch", b"3", version=stat.version)
+    assert (await store.get("/controller_epoch"))[0] == b"2"
 
 
-def test_zxid_is_global_and_monotonic(store):
-    store.create("/a")
-    store.create("/b")
-    store.set("/a", b"x")
-    assert [store.exists(p).mzxid for p in ("/b", "/a")] == [2, 3]
+async def test_zxid_is_global_and_monotonic(store):
+    await store.create("/a")
+    await store.create("/b")
+    await store.set("/a", b"x")
+    assert [(await store.exists(p)).mzxid for p in ("/b", "/a")] == [2, 3]
 
 
-def test_children_sorted_and_cversion_counts_creates_and_deletes(store):
-    store.create("/t")
+async def test_children_sorted_and_cversion_counts_creates_and_deletes(store):
+    await store.create("/t")
     for name in ("c", "a", "b"):
-        store.create(f"/t/{name}")
-    store.delete("/t/b")
-    assert store.get_children("/t") == ["a", "c"]
-    stat = store.exists("/t")
+        await store.create(f"/t/{name}")
+    await store.delete("/t/b")
+    assert await store.get_children("/t") == ["a", "c"]
+    stat = await store.exists("/t")
     assert (stat.cversion, stat.num_children, stat.version) == (4, 2, 0)
     assert stat.pzxid == 5
 
 
-def test_create_errors(store):
-    store.create("/a")
+async def test_create_errors(store):
+    await store.create("/a")
     with pytest.raises(NodeExistsError):
-        store.create("/a")
+        await store.create("/a")
     with pytest.raises(NoNodeError):
-        store.create("/x/y")
+        await store.create("/x/y")
     for bad in ("a", "/a/", "//a", "/a/../b"):
         with pytest.raises(ValueError):
-            store.create(bad)
+            await store.create(bad)
     with pytest.raises(TypeError):
-        store.create("/s", "not bytes")
+        await store.create("/s", "not bytes")
 
 
-def test_makepath_creates_persistent_ancestors(store):
-    assert store.create("/brokers/topics/t1", b"{}", makepath=True) == "/brokers/topics/t1"
-    assert store.get("/brokers/topics")[0] == b""
-    assert store.exists("/brokers").ephemeral_owner == 0
-    store.ensure_path("/admin/delete_topics")
-    store.ensure_path("/admin/delete_topics")
-    assert store.get_children("/admin") == ["delete_topics"]
+async def test_makepath_creates_persistent_ancestors(store):
+    assert await store.create("/brokers/topics/t1", b"{}", makepath=True) == "/brokers/topics/t1"
+    assert (await store.get("/brokers/topics"))[0] == b""
+    assert (await store.exists("/brokers")).ephemeral_owner == 0
+    await store.ensure_path("/admin/delete_topics")
+    await store.ensure_path("/admin/delete_topics")
+    assert await store.get_children("/admin") == ["delete_topics"]
 
 
-def test_delete_version_and_not_empty(store):
-    store.create("/a/b/c", makepath=True)
+async def test_delete_version_and_not_empty(store):
+    await store.create("/a/b/c", makepath=True)
     with pytest.raises(NotEmptyError):
-        store.delete("/a")
+        await store.delete("/a")
     with pytest.raises(BadVersionError):
-        store.delete("/a/b/c", version=3)
+        await store.delete("/a/b/c", version=3)
     with pytest.raises(NoNodeError):
-        store.delete("/zz")
-    store.delete("/a", recursive=True)
-    assert store.get_children("/") == []
+        await store.delete("/zz")
+    await store.delete("/a", recursive=True)
+    assert await store.get_children("/") == []
 
 
-def test_reads_of_missing_nodes_raise(store):
+async def test_reads_of_missing_nodes_raise(store):
     for call in (store.get, store.get_children, store.get_json):
         with pytest.raises(NoNodeError):
-            call("/missing")
+            await call("/missing")
     with pytest.raises(NoNodeError):
-        store.set("/missing", b"")
+        await store.set("/missing", b"")
 
 
 def test_errors_share_a_base():
@@ -146,21 +160,21 @@ def test_errors_share_a_base():
 # --- JSON and the admin dump ---
 
 
-def test_json_helpers(store):
-    store.create_json("/brokers/ids/1", {"host": "h", "port": 9092}, makepath=True)
-    obj, stat = store.get_json("/brokers/ids/1")
+async def test_json_helpers(store):
+    await store.create_json("/brokers/ids/1", {"host": "h", "port": 9092}, makepath=True)
+    obj, stat = await store.get_json("/brokers/ids/1")
     assert obj == {"host": "h", "port": 9092}
-    stat = store.set_json("/brokers/ids/1", {"port": 9093}, version=stat.version)
-    assert store.get_json("/brokers/ids/1")[0] == {"port": 9093}
+    stat = await store.set_json("/brokers/ids/1", {"port": 9093}, version=stat.version)
+    assert (await store.get_json("/brokers/ids/1"))[0] == {"port": 9093}
     assert stat.version == 1
-    assert store.get_json("/brokers")[0] is None
+    assert (await store.get_json("/brokers"))[0] is None
 
 
-def test_dump_decodes_json_text_and_binary(store):
-    store.create_json("/j", {"a": 1})
-    store.create("/t", b"plain text")
-    store.create("/b", b"\xff\x00")
-    store.create("/j/child")
+async def test_dump_decodes_json_text_and_binary(store):
+    await store.create_json("/j", {"a": 1})
+    await store.create("/t", b"plain text")
+    await store.create("/b", b"\xff\x00")
+    await store.create("/j/child")
     tree = store.dump()
     assert tree["children"]["j"]["data"] == {"a": 1}
     assert tree["children"]["j"]["children"]["child"]["data"] is None
@@ -173,233 +187,245 @@ def test_dump_decodes_json_text_and_binary(store):
 # --- sessions and ephemerals ---
 
 
-def test_ephemerals_vanish_with_their_session(store):
-    store.create("/brokers/ids", makepath=True)
+async def test_ephemerals_vanish_with_their_session(store):
+    await store.create("/brokers/ids", makepath=True)
     s1, s2 = store.create_session(), store.create_session()
     assert s1 != s2
-    store.create("/brokers/ids/1", b"b1", ephemeral=True, session=s1)
-    store.create("/brokers/ids/2", b"b2", ephemeral=True, session=s2)
-    assert store.exists("/brokers/ids/1").ephemeral_owner == s1
-    store.close_session(s1)
-    assert store.get_children("/brokers/ids") == ["2"]
-    store.close_session(s1)  # closing twice is harmless
+    await store.create("/brokers/ids/1", b"b1", ephemeral=True, session=s1)
+    await store.create("/brokers/ids/2", b"b2", ephemeral=True, session=s2)
+    assert (await store.exists("/brokers/ids/1")).ephemeral_owner == s1
+    await store.close_session(s1)
+    assert await store.get_children("/brokers/ids") == ["2"]
+    await store.close_session(s1)  # closing twice is harmless
     with pytest.raises(SessionExpiredError):
-        store.create("/brokers/ids/1", ephemeral=True, session=s1)
+        await store.create("/brokers/ids/1", ephemeral=True, session=s1)
 
 
-def test_ephemeral_requires_a_live_session(store):
+async def test_ephemeral_requires_a_live_session(store):
     with pytest.raises(SessionExpiredError):
-        store.create("/e", ephemeral=True, session=42)
+        await store.create("/e", ephemeral=True, session=42)
     with pytest.raises(ValueError):
-        store.create("/e", ephemeral=True)
+        await store.create("/e", ephemeral=True)
     with pytest.raises(ValueError):
-        store.create("/e", session=store.create_session())
+        await store.create("/e", session=store.create_session())
 
 
-def test_ephemerals_cannot_have_children(store):
+async def test_ephemerals_cannot_have_children(store):
     session = store.create_session()
-    store.create("/controller", ephemeral=True, session=session)
+    await store.create("/controller", ephemeral=True, session=session)
     with pytest.raises(NoChildrenForEphemeralsError):
-        store.create("/controller/x")
+        await store.create("/controller/x")
     with pytest.raises(NoChildrenForEphemeralsError):
-        store.create("/controller/x/y", makepath=True)
-    assert store.get_children("/controller") == []
+        await store.create("/controller/x/y", makepath=True)
+    assert await store.get_children("/controller") == []
 
 
-def test_deleting_an_ephemeral_by_hand_then_closing_the_session(store):
+async def test_deleting_an_ephemeral_by_hand_then_closing_the_session(store):
     session = store.create_session()
-    store.create("/e", ephemeral=True, session=session)
-    store.delete("/e")
-    store.close_session(session)
-    assert store.exists("/e") is None
+    await store.create("/e", ephemeral=True, session=session)
+    await store.delete("/e")
+    await store.close_session(session)
+    assert await store.exists("/e") is None
 
 
 # --- sequence nodes ---
 
 
-def test_sequence_suffix_comes_from_the_parent_cversion(store):
-    store.create("/q")
-    assert store.create("/q/n-", sequence=True) == "/q/n-0000000000"
-    store.create("/q/other")
-    store.delete("/q/other")
-    assert store.create("/q/n-", sequence=True) == "/q/n-0000000003"
-    assert store.create("/q/", sequence=True) == "/q/0000000004"
-    assert store.get_children("/q") == ["0000000004", "n-0000000000", "n-0000000003"]
+async def test_sequence_suffix_comes_from_the_parent_cversion(store):
+    await store.create("/q")
+    assert await store.create("/q/n-", sequence=True) == "/q/n-0000000000"
+    await store.create("/q/other")
+    await store.delete("/q/other")
+    assert await store.create("/q/n-", sequence=True) == "/q/n-0000000003"
+    assert await store.create("/q/", sequence=True) == "/q/0000000004"
+    assert await store.get_children("/q") == ["0000000004", "n-0000000000", "n-0000000003"]
 
 
-def test_ephemeral_sequential(store):
-    store.create("/election")
+async def test_ephemeral_sequential(store):
+    await store.create("/election")
     session = store.create_session()
-    path = store.create("/election/c_", ephemeral=True, session=session, sequence=True)
+    path = await store.create("/election/c_", ephemeral=True, session=session, sequence=True)
     assert path == "/election/c_0000000000"
-    store.close_session(session)
-    assert store.create("/election/c_", sequence=True) == "/election/c_0000000002"
+    await store.close_session(session)
+    assert await store.create("/election/c_", sequence=True) == "/election/c_0000000002"
 
 
 # --- one-shot watches ---
 
 
-def test_data_watch_fires_once_on_change(store):
-    store.create("/a")
+async def test_data_watch_fires_once_on_change(store):
+    await store.create("/a")
     w = Recorder()
-    store.get("/a", watch=w)
-    store.set("/a", b"1")
-    store.set("/a", b"2")
+    await store.get("/a", watch=w)
+    await store.set("/a", b"1")
+    await store.set("/a", b"2")
     assert w.seen == [("CHANGED", "/a")]
 
 
-def test_data_watch_fires_on_delete(store):
-    store.create("/a")
+async def test_data_watch_fires_on_delete(store):
+    await store.create("/a")
     w = Recorder()
-    store.get("/a", watch=w)
-    store.delete("/a")
+    await store.get("/a", watch=w)
+    await store.delete("/a")
     assert w.seen == [("DELETED", "/a")]
 
 
-def test_exists_watch_fires_on_create(store):
+async def test_exists_watch_fires_on_create(store):
     w = Recorder()
-    assert store.exists("/later", watch=w) is None
-    store.create("/later")
-    store.delete("/later")
+    assert await store.exists("/later", watch=w) is None
+    await store.create("/later")
+    await store.delete("/later")
     assert w.seen == [("CREATED", "/later")]
 
 
-def test_get_on_a_missing_node_leaves_no_watch(store):
+async def test_get_on_a_missing_node_leaves_no_watch(store):
     w = Recorder()
     with pytest.raises(NoNodeError):
-        store.get("/x", watch=w)
+        await store.get("/x", watch=w)
     with pytest.raises(NoNodeError):
-        store.get_children("/x", watch=w)
-    store.create("/x")
+        await store.get_children("/x", watch=w)
+    await store.create("/x")
     assert w.events == []
 
 
-def test_child_watch_fires_on_child_create_and_delete_not_on_data(store):
-    store.create("/p")
+async def test_child_watch_fires_on_child_create_and_delete_not_on_data(store):
+    await store.create("/p")
     w = Recorder()
-    store.get_children("/p", watch=w)
-    store.set("/p", b"data")
+    await store.get_children("/p", watch=w)
+    await store.set("/p", b"data")
     assert w.events == []
-    store.create("/p/c")
-    store.create("/p/d")
+    await store.create("/p/c")
+    await store.create("/p/d")
     assert w.seen == [("CHILD", "/p")]
-    store.get_children("/p", watch=w)
-    store.delete("/p/c")
+    await store.get_children("/p", watch=w)
+    await store.delete("/p/c")
     assert w.seen == [("CHILD", "/p"), ("CHILD", "/p")]
 
 
-def test_child_watch_fires_deleted_when_the_node_goes(store):
-    store.create("/p")
+async def test_child_watch_fires_deleted_when_the_node_goes(store):
+    await store.create("/p")
     w = Recorder()
-    store.get_children("/p", watch=w)
-    store.get("/p", watch=w)  # the same watcher on both tables fires once
-    store.delete("/p")
+    await store.get_children("/p", watch=w)
+    await store.get("/p", watch=w)  # the same watcher on both tables fires once
+    await store.delete("/p")
     assert w.seen == [("DELETED", "/p")]
 
 
-def test_closing_a_session_fires_watches(store):
-    store.create("/ids")
+async def test_closing_a_session_fires_watches(store):
+    await store.create("/ids")
     session = store.create_session()
-    store.create("/ids/1", ephemeral=True, session=session)
+    await store.create("/ids/1", ephemeral=True, session=session)
     data_w, child_w = Recorder(), Recorder()
-    store.exists("/ids/1", watch=data_w)
-    store.get_children("/ids", watch=child_w)
-    store.close_session(session)
+    await store.exists("/ids/1", watch=data_w)
+    await store.get_children("/ids", watch=child_w)
+    await store.close_session(session)
     assert data_w.seen == [("DELETED", "/ids/1")]
     assert child_w.seen == [("CHILD", "/ids")]
 
 
-def test_watchers_run_in_registration_order_after_the_change(store):
-    store.create("/a")
+async def test_watchers_run_in_registration_order_after_the_change(store):
+    await store.create("/a")
     calls = []
-    store.get("/a", watch=lambda e: calls.append(("first", store.get("/a")[0])))
-    store.exists("/a", watch=lambda e: calls.append(("second", store.get("/a")[0])))
-    store.set("/a", b"new")
+    await store.get("/a", watch=lambda e: calls.append(("first", now(store.get("/a"))[0])))
+    await store.exists("/a", watch=lambda e: calls.append(("second", now(store.get("/a"))[0])))
+    await store.set("/a", b"new")
     assert calls == [("first", b"new"), ("second", b"new")]
 
 
-def test_a_failing_watcher_does_not_break_the_store(store):
-    store.create("/a")
+async def test_a_failing_watcher_does_not_break_the_store(store):
+    await store.create("/a")
     w = Recorder()
 
     def boom(event):
         raise RuntimeError("watcher bug")
 
-    store.get("/a", watch=boom)
-    store.get("/a", watch=w)
+    await store.get("/a", watch=boom)
+    await store.get("/a", watch=w)
     with capture_logs() as logs:
-        assert store.set("/a", b"1").version == 1
+        assert (await store.set("/a", b"1")).version == 1
     assert w.seen == [("CHANGED", "/a")]
     assert [(e["log_level"], e["path"]) for e in logs] == [("error", "/a")]
     assert logs[0]["exc_info"]  # the traceback goes to the log
 
 
-def test_a_watcher_that_writes_sees_a_consistent_store(store):
-    store.create("/a")
-    store.create("/log")
+async def test_a_watcher_that_writes_sees_a_consistent_store(store):
+    await store.create("/a")
+    await store.create("/log")
 
     def append(event):
-        store.create("/log/e-", sequence=True)
-        store.get("/a", watch=append)
+        now(store.create("/log/e-", sequence=True))
+        now(store.get("/a", watch=append))
 
-    store.get("/a", watch=append)
-    store.set("/a", b"1")
-    store.set("/a", b"2")
-    assert store.get_children("/log") == ["e-0000000000", "e-0000000001"]
+    await store.get("/a", watch=append)
+    await store.set("/a", b"1")
+    await store.set("/a", b"2")
+    assert await store.get_children("/log") == ["e-0000000000", "e-0000000001"]
 
 
-def test_remove_watch(store):
-    store.create("/a")
+async def test_remove_watch(store):
+    await store.create("/a")
     w = Recorder()
-    store.get("/a", watch=w)
+    await store.get("/a", watch=w)
     store.remove_watch("/a", w)
-    store.set("/a", b"1")
+    await store.set("/a", b"1")
     assert w.events == []
 
 
 # --- DataWatch and ChildrenWatch ---
+# A recipe reads again in a task of its own: each change is let through (watches_settled) before
+# the next, else a burst of changes would be one call with the latest data (as on ZooKeeper).
 
 
-def test_data_watch_recipe_follows_every_change(store):
+async def test_data_watch_recipe_follows_every_change(store):
     seen = []
-    watch = store.DataWatch("/c", lambda data, stat: seen.append((data, stat and stat.version)))
-    store.create("/c", b"1")
-    store.set("/c", b"2")
-    store.delete("/c")
-    store.create("/c", b"3")
+    watch = await DataWatch(
+        store, "/c", lambda data, stat: seen.append((data, stat and stat.version))).start()
+    await store.create("/c", b"1")
+    await watches_settled()
+    await store.set("/c", b"2")
+    await watches_settled()
+    await store.delete("/c")
+    await watches_settled()
+    await store.create("/c", b"3")
+    await watches_settled()
     watch.cancel()
-    store.set("/c", b"4")
+    await store.set("/c", b"4")
+    await watches_settled()
     assert seen == [(None, None), (b"1", 0), (b"2", 1), (None, None), (b"3", 0)]
 
 
-def test_data_watch_recipe_stops_when_fn_returns_false(store):
-    store.create("/c")
+async def test_data_watch_recipe_stops_when_fn_returns_false(store):
+    await store.create("/c")
     seen = []
 
     def fn(data, stat):
         seen.append(data)
         return data != b"stop"
 
-    watch = store.DataWatch("/c", fn)
-    store.set("/c", b"stop")
-    store.set("/c", b"after")
+    watch = await DataWatch(store, "/c", fn).start()
+    await store.set("/c", b"stop")
+    await watches_settled()
+    await store.set("/c", b"after")
+    await watches_settled()
     assert seen == [b"", b"stop"]
     assert watch.stopped
 
 
-def test_data_watch_recipe_sees_a_transaction_once(store):
-    store.create("/c", b"0")
+async def test_data_watch_recipe_sees_a_transaction_once(store):
+    await store.create("/c", b"0")
     seen = []
-    store.DataWatch("/c", lambda data, stat: seen.append(data))
+    await DataWatch(store, "/c", lambda data, stat: seen.append(data)).start()
     with store.transaction() as t:
         t.set("/c", b"1")
         t.set("/c", b"2")
-    store.set("/c", b"3")
+    await watches_settled()
+    await store.set("/c", b"3")
+    await watches_settled()
     assert seen == [b"0", b"2", b"3"]
 
 
-def test_a_recipe_whose_first_call_fails_is_not_left_armed(store):
-    store.create("/c")
+async def test_a_recipe_whose_first_call_fails_is_not_left_armed(store):
+    await store.create("/c")
     calls = []
 
     def fn(data, stat):
@@ -407,46 +433,54 @@ def test_a_recipe_whose_first_call_fails_is_not_left_armed(store):
         raise RuntimeError
 
     with pytest.raises(RuntimeError):
-        store.DataWatch("/c", fn)
-    store.set("/c", b"1")
+        await DataWatch(store, "/c", fn).start()
+    await store.set("/c", b"1")
+    await watches_settled()
     assert calls == [b""]
 
 
-def test_children_watch_recipe_follows_children(store):
-    store.create("/brokers/ids", makepath=True)
+async def test_children_watch_recipe_follows_children(store):
+    await store.create("/brokers/ids", makepath=True)
     seen = []
-    watch = store.ChildrenWatch("/brokers/ids", seen.append)
+    watch = await ChildrenWatch(store, "/brokers/ids", seen.append).start()
     session = store.create_session()
-    store.create("/brokers/ids/1", ephemeral=True, session=session)
-    store.create("/brokers/ids/2")
-    store.set("/brokers/ids", b"not a child change")
-    store.close_session(session)
+    await store.create("/brokers/ids/1", ephemeral=True, session=session)
+    await watches_settled()
+    await store.create("/brokers/ids/2")
+    await watches_settled()
+    await store.set("/brokers/ids", b"not a child change")
+    await watches_settled()
+    await store.close_session(session)
+    await watches_settled()
     assert seen == [[], ["1"], ["1", "2"], ["2"]]
     watch.cancel()
-    store.delete("/brokers/ids/2")
+    await store.delete("/brokers/ids/2")
+    await watches_settled()
     assert seen[-1] == ["2"]
 
 
-def test_children_watch_recipe_stops_when_the_node_is_deleted(store):
-    store.create("/p")
+async def test_children_watch_recipe_stops_when_the_node_is_deleted(store):
+    await store.create("/p")
     seen = []
-    watch = store.ChildrenWatch("/p", seen.append)
-    store.delete("/p")
-    store.create("/p")
-    store.create("/p/c")
+    watch = await ChildrenWatch(store, "/p", seen.append).start()
+    await store.delete("/p")
+    await watches_settled()
+    await store.create("/p")
+    await store.create("/p/c")
+    await watches_settled()
     assert seen == [[]]
     assert watch.stopped
     with pytest.raises(NoNodeError):
-        store.ChildrenWatch("/missing", seen.append)
+        await ChildrenWatch(store, "/missing", seen.append).start()
 
 
 # --- transactions ---
 
 
-def test_transaction_applies_all_with_one_zxid(store):
-    store.create("/epoch", b"1")
+async def test_transaction_applies_all_with_one_zxid(store):
+    await store.create("/epoch", b"1")
     w = Recorder()
-    store.get("/epoch", watch=w)
+    await store.get("/epoch", watch=w)
     with store.transaction() as t:
         t.check("/epoch", 0)
         t.set("/epoch", b"2")
@@ -454,16 +488,16 @@ def test_transaction_applies_all_with_one_zxid(store):
     assert t.results[0] is True
     assert t.results[1].version == 1
     assert t.results[2] == "/state/p0"
-    assert store.exists("/epoch").mzxid == store.exists("/state/p0").czxid == 2
+    assert (await store.exists("/epoch")).mzxid == (await store.exists("/state/p0")).czxid == 2
     assert w.seen == [("CHANGED", "/epoch")]
 
 
-def test_transaction_is_all_or_nothing(store):
-    store.create("/epoch", b"1")
-    store.create("/gone")
+async def test_transaction_is_all_or_nothing(store):
+    await store.create("/epoch", b"1")
+    await store.create("/gone")
     session = store.create_session()
     w = Recorder()
-    store.get("/epoch", watch=w)
+    await store.get("/epoch", watch=w)
     t = store.transaction()
     t.set("/epoch", b"2")
     t.delete("/gone")
@@ -472,60 +506,62 @@ def test_transaction_is_all_or_nothing(store):
     t.check("/epoch", 0)  # now at version 1: fails after four ops applied
     with pytest.raises(BadVersionError):
         t.commit()
-    assert store.get("/epoch") == (b"1", store.exists("/epoch"))
-    assert store.exists("/epoch").version == 0
-    assert store.exists("/gone") is not None
-    assert store.exists("/new") is None
-    assert store.get_children("/") == ["epoch", "gone"]
+    assert await store.get("/epoch") == (b"1", await store.exists("/epoch"))
+    assert (await store.exists("/epoch")).version == 0
+    assert await store.exists("/gone") is not None
+    assert await store.exists("/new") is None
+    assert await store.get_children("/") == ["epoch", "gone"]
     assert w.events == []
-    store.close_session(session)  # the rolled-back ephemeral is not tracked
-    assert store.create("/z") == "/z"
-    assert store.exists("/z").czxid == 3  # the failed transaction consumed no zxid
+    await store.close_session(session)  # the rolled-back ephemeral is not tracked
+    assert await store.create("/z") == "/z"
+    assert (await store.exists("/z")).czxid == 3  # the failed transaction consumed no zxid
 
 
-def test_transaction_not_committed_when_the_block_raises(store):
+async def test_transaction_not_committed_when_the_block_raises(store):
     with pytest.raises(RuntimeError), store.transaction() as t:
         t.create("/a")
         raise RuntimeError
-    assert store.exists("/a") is None
+    assert await store.exists("/a") is None
 
 
 # --- persistence ---
 
 
-def test_persistence_round_trip(tmp_path):
+async def test_persistence_round_trip(tmp_path):
     path = tmp_path / "metadata"
     store = MetadataStore(path)
-    store.create_json("/brokers/topics/t", {"partitions": {"0": [1, 2]}}, makepath=True)
-    store.set_json("/brokers/topics/t", {"partitions": {"0": [2, 1]}})
-    store.create("/bin", b"\x00\xff")
+    await store.create_json("/brokers/topics/t", {"partitions": {"0": [1, 2]}}, makepath=True)
+    await store.set_json("/brokers/topics/t", {"partitions": {"0": [2, 1]}})
+    await store.create("/bin", b"\x00\xff")
     session = store.create_session()
-    store.create("/brokers/ids", makepath=True)
-    store.create("/brokers/ids/1", ephemeral=True, session=session)
-    store.create("/seq/n-", sequence=True, makepath=True)
-    stat_before = store.exists("/brokers/topics/t")
+    await store.create("/brokers/ids", makepath=True)
+    await store.create("/brokers/ids/1", ephemeral=True, session=session)
+    await store.create("/seq/n-", sequence=True, makepath=True)
+    stat_before = await store.exists("/brokers/topics/t")
     store.close()
 
     reopened = MetadataStore(path)
-    assert reopened.get_json("/brokers/topics/t") == ({"partitions": {"0": [2, 1]}}, stat_before)
-    assert reopened.get("/bin")[0] == b"\x00\xff"
-    assert reopened.exists("/brokers/ids/1") is None
-    assert reopened.get_children("/brokers/ids") == []
+    assert await reopened.get_json("/brokers/topics/t") == (
+        {"partitions": {"0": [2, 1]}}, stat_before)
+    assert (await reopened.get("/bin"))[0] == b"\x00\xff"
+    assert await reopened.exists("/brokers/ids/1") is None
+    assert await reopened.get_children("/brokers/ids") == []
     assert reopened.create_session() > session
-    reopened.create("/x")
-    assert reopened.exists("/x").czxid == store.exists("/seq/n-0000000000").czxid + 1
-    assert reopened.create("/seq/n-", sequence=True) == "/seq/n-0000000001"
+    await reopened.create("/x")
+    last_before = (await store.exists("/seq/n-0000000000")).czxid
+    assert (await reopened.exists("/x")).czxid == last_before + 1
+    assert await reopened.create("/seq/n-", sequence=True) == "/seq/n-0000000001"
     with pytest.raises(SessionExpiredError):
-        reopened.create("/e", ephemeral=True, session=session)
+        await reopened.create("/e", ephemeral=True, session=session)
     reopened.close()
 
 
-def test_ephemerals_are_never_written(tmp_path):
+async def test_ephemerals_are_never_written(tmp_path):
     path = tmp_path / "metadata"
     store = MetadataStore(path)
     session = store.create_session()
-    store.create("/controller", b"secret-ephemeral", ephemeral=True, session=session)
-    store.create("/persistent", b"kept")
+    await store.create("/controller", b"secret-ephemeral", ephemeral=True, session=session)
+    await store.create("/persistent", b"kept")
     store.close()
     written = (path / "journal").read_bytes()
     assert b"kept" not in written  # base64 in the records
@@ -533,39 +569,39 @@ def test_ephemerals_are_never_written(tmp_path):
     assert MetadataStore(path)._last_session == session
 
 
-def test_a_temp_file_left_by_a_crash_is_ignored(tmp_path):
+async def test_a_temp_file_left_by_a_crash_is_ignored(tmp_path):
     path = tmp_path / "metadata"
     store = MetadataStore(path, min_roll_bytes=0)  # every write also rolls a snapshot
-    store.create("/kept", b"ok")
+    await store.create("/kept", b"ok")
     store.close()
     (path / "snapshot.tmp").write_bytes(b"\x00\x00\x10\x00half a wri")
     store = MetadataStore(path)
-    assert store.get("/kept")[0] == b"ok"
-    store.create("/next")
+    assert (await store.get("/kept"))[0] == b"ok"
+    await store.create("/next")
     store.close()
-    assert MetadataStore(path).get_children("/") == ["kept", "next"]
+    assert await MetadataStore(path).get_children("/") == ["kept", "next"]
 
 
 async def test_a_failed_journal_write_fails_every_flush_after_it(tmp_path, monkeypatch):
     path = tmp_path / "metadata"
     store = MetadataStore(path)
-    store.create("/a", b"1")
+    await store.create("/a", b"1")
     await store.flush()
 
     def crash(fd):
         raise OSError("disk gone")
 
     monkeypatch.setattr(os, "fsync", crash)
-    store.set("/a", b"2")
-    assert store.get("/a")[0] == b"2"  # the loop's view is unaffected
+    await store.set("/a", b"2")
+    assert (await store.get("/a"))[0] == b"2"  # the loop's view is unaffected
     with pytest.raises(MetadataStoreError, match="disk gone"):
         await store.flush()
     monkeypatch.undo()
-    store.set("/a", b"3")  # nothing is appended after a record that may be torn
+    await store.set("/a", b"3")  # nothing is appended after a record that may be torn
     with pytest.raises(MetadataStoreError):
         await store.flush()
     store.close()
-    assert MetadataStore(path).get("/a")[0] in (b"1", b"2")
+    assert (await MetadataStore(path).get("/a"))[0] in (b"1", b"2")
 
 
 def test_a_corrupt_snapshot_is_reported(tmp_path):
@@ -576,10 +612,10 @@ def test_a_corrupt_snapshot_is_reported(tmp_path):
         MetadataStore(path)
 
 
-def test_in_memory_store_writes_nothing(tmp_path, monkeypatch):
+async def test_in_memory_store_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     store = MetadataStore(None)
-    store.create("/a")
+    await store.create("/a")
     store.create_session()
     assert list(tmp_path.iterdir()) == []
 

@@ -20,19 +20,19 @@ from storage.txn_log import parse_frames
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def fill(store: EmbeddedMetadataStore, n: int, prefix: str = "/t") -> None:
-    store.ensure_path(prefix)
+async def fill(store: EmbeddedMetadataStore, n: int, prefix: str = "/t") -> None:
+    await store.ensure_path(prefix)
     for i in range(n):
-        store.create_json(f"{prefix}/n{i}", {"i": i, "pad": "x" * 50})
+        await store.create_json(f"{prefix}/n{i}", {"i": i, "pad": "x" * 50})
         if i % 3 == 0:
-            store.set_json(f"{prefix}/n{i}", {"i": i, "set": True})
+            await store.set_json(f"{prefix}/n{i}", {"i": i, "set": True})
         if i % 7 == 0:
-            store.delete(f"{prefix}/n{i}")
+            await store.delete(f"{prefix}/n{i}")
 
 
-def test_the_journal_replays_to_the_same_tree(tmp_path):
+async def test_the_journal_replays_to_the_same_tree(tmp_path):
     store = EmbeddedMetadataStore(tmp_path / "md")
-    fill(store, 200)
+    await fill(store, 200)
     with store.transaction() as t:
         t.create("/multi")
         t.set("/t/n1", b"raw")
@@ -43,7 +43,7 @@ def test_the_journal_replays_to_the_same_tree(tmp_path):
 
 async def test_a_failed_multi_op_writes_nothing(tmp_path):
     store = EmbeddedMetadataStore(tmp_path / "md")
-    store.create("/a")
+    await store.create("/a")
     await store.flush()
     size = (tmp_path / "md" / JOURNAL).stat().st_size
     with pytest.raises(MetadataStoreError), store.transaction() as t:
@@ -52,14 +52,14 @@ async def test_a_failed_multi_op_writes_nothing(tmp_path):
     await store.flush()
     assert (tmp_path / "md" / JOURNAL).stat().st_size == size
     store.close()
-    assert EmbeddedMetadataStore(tmp_path / "md").get_children("/") == ["a"]
+    assert await EmbeddedMetadataStore(tmp_path / "md").get_children("/") == ["a"]
 
 
-def test_a_torn_tail_is_cut_with_a_warning_and_appends_continue_after_it(tmp_path):
+async def test_a_torn_tail_is_cut_with_a_warning_and_appends_continue_after_it(tmp_path):
     path = tmp_path / "md"
     store = EmbeddedMetadataStore(path)
-    store.create("/kept", b"1")
-    store.create("/torn", b"2")
+    await store.create("/kept", b"1")
+    await store.create("/torn", b"2")
     store.close()
     journal = path / JOURNAL
     records = parse_frames(journal.read_bytes())
@@ -69,18 +69,18 @@ def test_a_torn_tail_is_cut_with_a_warning_and_appends_continue_after_it(tmp_pat
         reopened = EmbeddedMetadataStore(path)
     assert [e["event"] for e in logs if e["log_level"] == "warning"] == [
         "metadata journal had a torn tail (a crash during a write): dropped it"]
-    assert reopened.get_children("/") == ["kept"]
+    assert await reopened.get_children("/") == ["kept"]
     assert journal.stat().st_size == first
-    reopened.create("/after")
+    await reopened.create("/after")
     reopened.close()
-    assert EmbeddedMetadataStore(path).get_children("/") == ["after", "kept"]
+    assert await EmbeddedMetadataStore(path).get_children("/") == ["after", "kept"]
 
 
 async def test_the_snapshot_rolls_when_the_journal_outgrows_it(tmp_path):
     path = tmp_path / "md"
     store = EmbeddedMetadataStore(path, min_roll_bytes=4096)
     for batch in range(10):
-        fill(store, 50, prefix=f"/t{batch}")
+        await fill(store, 50, prefix=f"/t{batch}")
         await store.flush()
     store.close()
     writer = store._writer
@@ -91,7 +91,7 @@ async def test_the_snapshot_rolls_when_the_journal_outgrows_it(tmp_path):
     assert EmbeddedMetadataStore(path).dump() == store.dump()
 
 
-def test_the_format_1_file_is_converted_once(tmp_path):
+async def test_the_format_1_file_is_converted_once(tmp_path):
     legacy = tmp_path / "metadata-store.json"
     doc = {"format": 1, "zxid": 5, "last_session": 9, "nodes": {
         "/": {"data": "", "czxid": 0, "mzxid": 0, "pzxid": 4, "version": 0, "cversion": 2},
@@ -105,10 +105,10 @@ def test_the_format_1_file_is_converted_once(tmp_path):
     legacy.write_text(json.dumps(doc))
     store = EmbeddedMetadataStore(tmp_path / "md", legacy_file=legacy)
     assert not legacy.exists() and (tmp_path / "md" / SNAPSHOT).exists()
-    data, stat = store.get_json("/brokers/topics/t")
+    data, stat = await store.get_json("/brokers/topics/t")
     assert data == {"partitions": {}} and (stat.czxid, stat.mzxid, stat.version) == (3, 5, 2)
     assert store.create_session() == 10
-    assert store.create("/next") == "/next" and store.exists("/next").czxid == 6
+    assert await store.create("/next") == "/next" and (await store.exists("/next")).czxid == 6
     store.close()
     assert EmbeddedMetadataStore(tmp_path / "md").dump() == store.dump()
 
@@ -132,7 +132,7 @@ async def test_many_writes_share_few_fsyncs(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "fsync", counting)
     store = EmbeddedMetadataStore(tmp_path / "md")
-    fill(store, 1000)
+    await fill(store, 1000)
     await store.flush()
     writes = len(parse_frames((tmp_path / "md" / JOURNAL).read_bytes()).payloads)
     assert writes > 1000 and 1 <= len(journal_syncs) < writes / 10
@@ -141,13 +141,13 @@ async def test_many_writes_share_few_fsyncs(tmp_path, monkeypatch):
 
 async def test_flush_returns_at_once_without_a_path_or_pending_writes(tmp_path):
     memory = EmbeddedMetadataStore(None)
-    memory.create("/a")
+    await memory.create("/a")
     await memory.flush()
     store = EmbeddedMetadataStore(tmp_path / "md")
     await store.flush()
     store.close()
     with pytest.raises(MetadataStoreError, match="closed"):
-        store.create("/late")
+        await store.create("/late")
 
 
 CRASHING_WRITER = textwrap.dedent("""
@@ -157,31 +157,31 @@ CRASHING_WRITER = textwrap.dedent("""
     async def main():
         store = EmbeddedMetadataStore(sys.argv[1])
         for i in range(300):
-            store.create(f"/n{i:04d}", b"x" * 100)
+            await store.create(f"/n{i:04d}", b"x" * 100)
             if i % 50 == 49:
                 await store.flush()
         print("flushed", flush=True)
-        for i in range(300, 2000):  # never awaited: may or may not reach the disk
-            store.create(f"/n{i:04d}", b"x" * 100)
+        for i in range(300, 2000):  # never flushed: may or may not reach the disk
+            await store.create(f"/n{i:04d}", b"x" * 100)
         os.kill(os.getpid(), signal.SIGKILL)
 
     asyncio.run(main())
 """)
 
 
-def test_everything_flushed_survives_a_kill(tmp_path):
+async def test_everything_flushed_survives_a_kill(tmp_path):
     path = tmp_path / "md"
     run = subprocess.run([sys.executable, "-c", CRASHING_WRITER, str(path)], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == -9 and run.stdout == "flushed\n", run.stderr
     store = EmbeddedMetadataStore(path)
-    children = store.get_children("/")
+    children = await store.get_children("/")
     assert len(children) >= 300
     assert children == [f"n{i:04d}" for i in range(len(children))]  # a prefix, in order
     store.close()
 
 
-def test_the_pipeline_reads_topic_configs_from_either_format(tmp_path):
+async def test_the_pipeline_reads_topic_configs_from_either_format(tmp_path):
     from pipeline.layout import compacted_topics, topic_configs
 
     broker_dir = tmp_path / "broker-0"
@@ -198,7 +198,7 @@ def test_the_pipeline_reads_topic_configs_from_either_format(tmp_path):
     assert compacted_topics(broker_dir) == {"old"}
     store = EmbeddedMetadataStore(tmp_path / "metadata-store",
                                   legacy_file=tmp_path / "metadata-store.json")
-    store.create_json("/config/topics/new", {"version": 1, "config": {"retention.ms": "5"}})
+    await store.create_json("/config/topics/new", {"version": 1, "config": {"retention.ms": "5"}})
     store.close()
     assert topic_configs(tmp_path) == topic_configs(broker_dir) == {
         "old": {"cleanup.policy": "compact"}, "new": {"retention.ms": "5"}}

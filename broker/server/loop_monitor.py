@@ -1,0 +1,115 @@
+"""The event loop's health: how late a periodic tick runs (the lag every client of the process
+feels), kept for the last minute, and a watchdog thread that names the task holding the loop when
+one step runs longer than a second.
+
+The tick follows real time, never the cluster's virtual clock: a frozen clock stalls nobody.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass
+
+from broker.logs import get_logger
+
+log = get_logger("kafka_sim.event_loop")
+TICK_S = 0.1
+WINDOW_S = 60.0
+HELD_WARNING_S = 1.0
+WATCHDOG_POLL_S = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class LoopLag:
+    """Lateness of the ticks over the last minute, in milliseconds."""
+
+    max_ms: float
+    p99_ms: float
+    samples: int
+
+    def to_dict(self) -> dict:
+        return {"lag_max_ms": round(self.max_ms, 3), "lag_p99_ms": round(self.p99_ms, 3),
+                "samples": self.samples}
+
+
+class LoopMonitor:
+    def __init__(self, *, tick_s: float = TICK_S, window_s: float = WINDOW_S,
+                 held_warning_s: float = HELD_WARNING_S) -> None:
+        self.tick_s = tick_s
+        self.held_warning_s = held_warning_s
+        self._lags: deque[tuple[float, float]] = deque()  # (monotonic time, lag s)
+        self._window_s = window_s
+        self._task: asyncio.Task | None = None
+        self._watchdog: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._last_tick = time.monotonic()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self.held_warnings = 0  # steps reported as holding the loop
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._last_tick = time.monotonic()
+        self._task = asyncio.ensure_future(self._ticks())
+        self._watchdog = threading.Thread(target=self._watch, name="loop-watchdog", daemon=True)
+        self._watchdog.start()
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._watchdog is not None:
+            await asyncio.to_thread(self._watchdog.join)
+
+    async def _ticks(self) -> None:
+        while True:
+            due = time.monotonic() + self.tick_s
+            await asyncio.sleep(self.tick_s)
+            now = time.monotonic()
+            self._last_tick = now
+            self._lags.append((now, max(0.0, now - due)))
+            while self._lags and self._lags[0][0] < now - self._window_s:
+                self._lags.popleft()
+
+    def lag(self) -> LoopLag:
+        lags = sorted(lag for _, lag in self._lags)
+        if not lags:
+            return LoopLag(0.0, 0.0, 0)
+        p99 = lags[min(len(lags) - 1, int(len(lags) * 0.99))]
+        return LoopLag(lags[-1] * 1000, p99 * 1000, len(lags))
+
+    # -- the watchdog (its own thread: it runs while the loop is held) --------------------------
+
+    def _watch(self) -> None:
+        reported = False
+        while not self._stopping.wait(WATCHDOG_POLL_S):
+            held = time.monotonic() - self._last_tick - self.tick_s
+            if held < self.held_warning_s:
+                reported = False
+                continue
+            if not reported:
+                reported = True
+                self.held_warnings += 1
+                task, where = self._holder()
+                log.warning("event loop held", held_s=round(held, 2), task=task, where=where)
+
+    def _holder(self) -> tuple[str, str]:
+        """The task running on the loop and the innermost frames of the loop's thread."""
+        task = None
+        if self._loop is not None:
+            # asyncio's table of running tasks, read from this thread: a snapshot, no lock
+            task = asyncio.tasks._current_tasks.get(self._loop)  # type: ignore[attr-defined]
+        frame = sys._current_frames().get(self._loop_thread)
+        stack = traceback.extract_stack(frame)[-4:] if frame is not None else []
+        where = " <- ".join(f"{f.name} ({f.filename.rsplit('/', 1)[-1]}:{f.lineno})"
+                            for f in reversed(stack))
+        return (task.get_name() if task is not None else "(a callback, no task)"), where
