@@ -191,6 +191,7 @@ async def many_partitions(quick: bool) -> None:
           "3-broker cluster")
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
+        os.environ.get("BENCH_KEEP") and print(f"   data in {(data := Path(os.environ['BENCH_KEEP']))}")
         port = free_consecutive_ports(3)
         process = spawn(data, 3, port)
         victim = Victim(port + 1)
@@ -209,12 +210,12 @@ async def many_partitions(quick: bool) -> None:
             body = {"topics": [{"name": n} for n in names], "allow_auto_topic_creation": False,
                     "include_cluster_authorized_operations": False,
                     "include_topic_authorized_operations": False}
-            while True:
+            while True:  # (each Metadata of every partition is work for the broker: not too often)
                 answer = await admin.request(METADATA, 9, body)
                 if all(t.error_code == 0 and len(t.partitions) == partitions
                        and all(p.leader_id >= 0 for p in t.partitions) for t in answer.topics):
                     break
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.5)
             led = time.monotonic()
             print(f"   every partition led after {led - started:.2f} s (victim's longest gap "
                   f"{victim.longest_gap_ms(started, led):.0f} ms)")
