@@ -54,7 +54,8 @@ class FrameDecoder:
                 raise FrameTooLarge(f"frame length {size} exceeds the limit of {self.max_frame_bytes} bytes")
             if end - pos - 4 < size:
                 break
-            frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            with memoryview(buf) as view:  # one copy out of the buffer, not two
+                frames.append(bytes(view[pos + 4 : pos + 4 + size]))
             pos += 4 + size
         if pos:
             del buf[:pos]

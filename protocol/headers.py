@@ -67,12 +67,12 @@ def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int
 def _skip_tagged(frame: bytes | memoryview, pos: int, which: str) -> int:
     if pos < len(frame) and frame[pos] == 0:
         return pos + 1
-    io = Reader(bytes(frame[pos:]))
+    io = Reader(frame, pos)  # over the frame itself: no copy of the body that follows
     try:
         read_tagged(io, {}, _SKIP_ALL, ())
     except Exception as e:
         raise ProtocolDecodeError(f"{which} header: bad tagged fields: {e}") from e
-    return pos + io.tell()
+    return io.tell()
 
 
 def encode_request_header(

@@ -44,6 +44,9 @@ class RequestContext:
     throttle_quota: str = ""
     request_quota_recorded: bool = False
     handler_time_ns: Callable[[], int] | None = None
+    # Set by a handler whose response has thousands of entries (Metadata of every partition):
+    # the connection encodes it in a worker thread instead of holding the loop for it.
+    large_response: bool = False
 
     @property
     def api_version(self) -> int:

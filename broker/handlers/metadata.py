@@ -72,6 +72,8 @@ def _error_entry(name: str | None, error: ErrorCode, topic_id: bytes = ZERO_UUID
             "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
+# A response of more topic and partition entries than this is encoded off the event loop.
+LARGE_RESPONSE_ENTRIES = 2000
 # Auto-created topics written to the store at once (pipelined on ZooKeeper), the loop served
 # between two such groups.
 CREATE_BATCH = 200
@@ -166,6 +168,7 @@ async def handle(ctx: RequestContext, request) -> dict:
                 topics = [_error_entry(t["name"], errors[t["name"]])
                           if t["name"] in errors else t for t in topics]
     brokers = live_brokers(ctx)
+    ctx.large_response = sum(len(t["partitions"]) + 1 for t in topics) > LARGE_RESPONSE_ENTRIES
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b, "host": h, "port": p, "rack": None}

@@ -320,12 +320,13 @@ class Connection:
         )
         if response is None:  # acks=0
             return None
-        return encode_frame(
-            encode_response_header(
-                header.correlation_id, response_header_version(header.api_key, version)
-            )
-            + encode_response(header.api_key, version, response)
-        )
+        head = encode_response_header(header.correlation_id,
+                                      response_header_version(header.api_key, version))
+        if ctx.large_response:
+            body = await asyncio.to_thread(encode_response, header.api_key, version, response)
+        else:
+            body = encode_response(header.api_key, version, response)
+        return encode_frame(head + body)
 
 
 def _session_partitions(services: BrokerServices, request) -> list[tuple[str, int]]:

@@ -127,13 +127,14 @@ class DelayedFetch(DelayedOperation):
         return False
 
     def on_complete(self) -> None:
-        if self.future.done():  # the connection went away while we waited
+        partitions, self.partitions = self.partitions, []  # the watcher lists keep a completed
+        if self.future.done():  # operation until purged: nothing of its request with it
             return
         try:
-            results = self._read(self.params, self.partitions)
+            results = self._read(self.params, partitions)
         except Exception:
             log.exception("reading a parked fetch failed; answering UNKNOWN_SERVER_ERROR")
-            results = [FetchPartitionData(ErrorCode.UNKNOWN_SERVER_ERROR) for _ in self.partitions]
+            results = [FetchPartitionData(ErrorCode.UNKNOWN_SERVER_ERROR) for _ in partitions]
         self.future.set_result(results)
 
     def on_expiration(self) -> None:  # case D: on_complete already answered with what is there

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import itertools
 import uuid
 from collections import deque
@@ -100,8 +101,10 @@ class ClusterContext:
 
     def event_loop(self) -> dict:
         """The loop's lag over the last minute (max and p99, ms), for the console and /metrics."""
-        return {**self.loop_monitor.lag().to_dict(),
-                "held_warnings": self.loop_monitor.held_warnings}
+        monitor = self.loop_monitor
+        return {**monitor.lag().to_dict(), "held_warnings": monitor.held_warnings,
+                "gc_max_pause_ms": round(monitor.gc_max_pause_ms, 1),
+                "gc_frozen": gc.get_freeze_count()}
 
     async def _cluster_id(self, configured: str) -> str:
         try:

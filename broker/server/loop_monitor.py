@@ -1,6 +1,12 @@
 """The event loop's health: how late a periodic tick runs (the lag every client of the process
-feels), kept for the last minute, and a watchdog thread that names the task holding the loop when
-one step runs longer than a second.
+feels), kept for the last minute, a watchdog thread that names the task holding the loop when one
+step runs longer than a second, and the cyclic garbage collector kept from holding it.
+
+A full collection walks every object the collector tracks (~0.3 s a million: 10,000 partitions
+with three replicas in one process are 4 million), and while a heap grows Python runs one each
+time it is a quarter larger. Once a full collection takes over GC_FREEZE_AFTER_MS, what survived it
+is frozen (gc.freeze: never walked again) and the next walks only what came since. The price: a
+frozen object that later becomes cyclic garbage is never reclaimed by this process.
 
 The tick follows real time, never the cluster's virtual clock: a frozen clock stalls nobody.
 """
@@ -9,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import sys
 import threading
 import time
@@ -23,6 +30,7 @@ TICK_S = 0.1
 WINDOW_S = 60.0
 HELD_WARNING_S = 1.0
 WATCHDOG_POLL_S = 0.25
+GC_FREEZE_AFTER_MS = 50.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +60,10 @@ class LoopMonitor:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self.held_warnings = 0  # steps reported as holding the loop
+        self.gc_max_pause_ms = 0.0  # the longest full collection seen
+        self._gc_started = 0.0
+        self._freeze_wanted = False
+        self._froze = False
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -60,9 +72,14 @@ class LoopMonitor:
         self._task = asyncio.ensure_future(self._ticks())
         self._watchdog = threading.Thread(target=self._watch, name="loop-watchdog", daemon=True)
         self._watchdog.start()
+        gc.callbacks.append(self._on_collection)
 
     async def stop(self) -> None:
         self._stopping.set()
+        with contextlib.suppress(ValueError):
+            gc.callbacks.remove(self._on_collection)
+        if self._froze:  # what the cluster leaves behind may be collected again
+            gc.unfreeze()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -76,6 +93,10 @@ class LoopMonitor:
             await asyncio.sleep(self.tick_s)
             now = time.monotonic()
             self._last_tick = now
+            if self._freeze_wanted:  # here, not inside the collector's callback
+                self._freeze_wanted = False
+                self._froze = True
+                gc.freeze()
             self._lags.append((now, max(0.0, now - due)))
             while self._lags and self._lags[0][0] < now - self._window_s:
                 self._lags.popleft()
@@ -86,6 +107,18 @@ class LoopMonitor:
             return LoopLag(0.0, 0.0, 0)
         p99 = lags[min(len(lags) - 1, int(len(lags) * 0.99))]
         return LoopLag(lags[-1] * 1000, p99 * 1000, len(lags))
+
+    def _on_collection(self, phase: str, info: dict) -> None:
+        """gc.callbacks: the length of each full collection (any thread's)."""
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+            return
+        pause_ms = (time.perf_counter() - self._gc_started) * 1000
+        self.gc_max_pause_ms = max(self.gc_max_pause_ms, pause_ms)
+        if pause_ms > GC_FREEZE_AFTER_MS:
+            self._freeze_wanted = True
 
     # -- the watchdog (its own thread: it runs while the loop is held) --------------------------
 

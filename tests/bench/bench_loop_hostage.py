@@ -123,17 +123,49 @@ def fetch_naming_one_partition(times: int) -> bytes:
     return encode_frame(header + body)
 
 
-async def hostile(port: int, frame: bytes, api_key: int, version: int) -> str:
+def hostile_frame(case: str, quick: bool) -> bytes:
+    times = 600_000 if quick else 6_000_000
+    topics = 800 if quick else 8000
+    if case == "metadata-dup":
+        return encode_frame(encode_request_header(METADATA, 1, 1, "hostile") + encode_request(
+            METADATA, 1, {"topics": [{"name": "wide"}] * 6000}))
+    if case == "auto-create":
+        return encode_frame(encode_request_header(METADATA, 9, 1, "hostile") + encode_request(
+            METADATA, 9, {"topics": [{"name": f"auto-{i}"} for i in range(topics)],
+                          "allow_auto_topic_creation": True,
+                          "include_cluster_authorized_operations": False,
+                          "include_topic_authorized_operations": False}))
+    return fetch_naming_one_partition(times)
+
+
+async def send_hostile(port: int, case: str, quick: bool) -> None:
+    """In a process of its own (see --send): building and writing ~100 MB would hold the
+    victim's loop if it shared this one. Prints the outcome."""
+    frame = hostile_frame(case, quick)
     client = await RawClient.connect(port)
+    print(f"{len(frame) / 1e3:,.0f} KB", flush=True)
     try:
         await client.send_raw(frame)
         try:
             answer = await asyncio.wait_for(client.read_frame(), 600)
+            print(f"answered, {len(answer) / 1e6:.1f} MB", flush=True)
         except (asyncio.IncompleteReadError, ConnectionError):
-            return "connection closed by the broker"
-        return f"answered, {len(answer) / 1e6:.1f} MB"
+            print("connection closed by the broker", flush=True)
     finally:
         await client.close()
+
+
+async def hostile(port: int, case: str, quick: bool) -> tuple[str, str, float, float]:
+    """(frame size, outcome, sending started, answered) of one hostile request."""
+    sender = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--send", case, str(port), *(["--quick"] if quick else []),
+        stdout=asyncio.subprocess.PIPE, cwd=ROOT)
+    size = (await sender.stdout.readline()).decode().strip()
+    started = time.monotonic()
+    outcome = (await sender.stdout.readline()).decode().strip()
+    ended = time.monotonic()
+    await sender.wait()
+    return size, outcome, started, ended
 
 
 async def hostile_requests(quick: bool) -> None:
@@ -152,30 +184,17 @@ async def hostile_requests(quick: bool) -> None:
                 "validate_only": False})
             await admin.close()
             await victim.start()
-            times = 600_000 if quick else 6_000_000
             topics = 800 if quick else 8000
-            cases = [
-                ("Metadata v1: a 1,000-partition topic named 6,000 times",
-                 encode_frame(encode_request_header(METADATA, 1, 1, "hostile") + encode_request(
-                     METADATA, 1, {"topics": [{"name": "wide"}] * 6000}))),
-                (f"Metadata v9: auto-creating {topics:,} topics",
-                 encode_frame(encode_request_header(METADATA, 9, 1, "hostile") + encode_request(
-                     METADATA, 9, {"topics": [{"name": f"auto-{i}"} for i in range(topics)],
-                                   "allow_auto_topic_creation": True,
-                                   "include_cluster_authorized_operations": False,
-                                   "include_topic_authorized_operations": False}))),
-                (f"Fetch: one partition named {times:,} times",
-                 fetch_naming_one_partition(times)),
-            ]
-            for name, frame in cases:
+            times = 600_000 if quick else 6_000_000
+            cases = [("metadata-dup", "Metadata v1: a 1,000-partition topic named 6,000 times"),
+                     ("auto-create", f"Metadata v9: auto-creating {topics:,} topics"),
+                     ("fetch-dup", f"Fetch: one partition named {times:,} times")]
+            for case, name in cases:
                 reset_peak_rss(process.pid)
-                started = time.monotonic()
-                outcome = await hostile(port, frame, 0, 0)
-                ended = time.monotonic()
+                size, outcome, started, ended = await hostile(port, case, quick)
                 await asyncio.sleep(0.05)
-                print(f"   {name} ({len(frame) / 1e3:,.0f} KB): {outcome} in "
-                      f"{ended - started:.2f} s; victim's longest gap "
-                      f"{victim.longest_gap_ms(started, ended):.0f} ms; peak RSS "
+                print(f"   {name} ({size}): {outcome} in {ended - started:.2f} s; victim's "
+                      f"longest gap {victim.longest_gap_ms(started, ended):.0f} ms; peak RSS "
                       f"{peak_rss_mb(process.pid):.0f} MB")
         finally:
             victim.stop()
@@ -311,4 +330,9 @@ async def main(quick: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller counts, a shorter freeze")
-    asyncio.run(main(parser.parse_args().quick))
+    parser.add_argument("--send", nargs=2, metavar=("CASE", "PORT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.send:
+        asyncio.run(send_hostile(int(args.send[1]), args.send[0], args.quick))
+    else:
+        asyncio.run(main(args.quick))
