@@ -62,8 +62,11 @@ run: $(VENV)/.installed-run
 	$(PRECOMPILE)
 	$(VENV)/bin/kafka-sim run --log-dirs $(DATA)
 
+# Workers: most tests wait on sockets, clients and subprocesses, so more workers than cores pay;
+# the Spark and chaos tests share one worker (their session fixtures are a JVM each).
+TEST_WORKERS ?= 4
 test: $(VENV)/.installed-test $(ZOOKEEPER_JAR) $(COMPOSE_CHECKER) $(CHROMIUM)
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # ZooKeeper and three broker processes in the foreground (Ctrl-C stops them all): clients use
 # localhost:9092,localhost:9093,localhost:9094, each broker's control API is on 9644-9646.

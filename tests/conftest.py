@@ -66,3 +66,12 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperSer
 def zk_connect(zookeeper: ZooKeeperServer) -> str:
     """`zookeeper.connect` with a chroot of this test's own."""
     return f"{zookeeper.connect_string}/test-{uuid.uuid4().hex[:12]}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`make test` runs workers), tests that share an expensive session
+    fixture stay on one worker: the pipeline's SparkSession (a JVM each) and the chaos runs."""
+    for item in items:
+        parts = Path(str(item.fspath)).parts
+        if "pipeline" in parts or "chaos" in parts:
+            item.add_marker(pytest.mark.xdist_group("spark"))

@@ -129,6 +129,19 @@ class ProcessCluster:
         answer = self.control(via, f"/partitions?topic={topic}")
         return answer["partitions"] if isinstance(answer, dict) else answer
 
+    def wait_exit(self, broker_id: int, timeout_s: float) -> None:
+        """Wait for a broker process to exit; one that does not is asked for its threads' stacks
+        (SIGQUIT: faulthandler) and the assertion shows the end of its log."""
+        process = self.processes[broker_id]
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.kill(process.pid, signal.SIGQUIT)
+            time.sleep(2)
+            tail = (self.root / f"broker-{broker_id}.log").read_text(errors="replace")[-6000:]
+            raise AssertionError(f"broker {broker_id} did not exit in {timeout_s} s; its log "
+                                 f"ends:\n{tail}") from None
+
     def alive(self) -> list[int]:
         return [i for i, p in self.processes.items() if p.poll() is None]
 

@@ -6,6 +6,7 @@ are Kafka's console tools, `pipeline` runs the Spark jobs over a data directory.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import gc
 import signal
 import sys
@@ -148,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command != "run":
         _parser().print_help()
         return 2
+    # kill -QUIT prints every thread's stack on stderr and the broker goes on, as a JVM's does.
+    faulthandler.register(signal.SIGQUIT, all_threads=True, chain=False)
     # Importing and building the brokers allocates a great many objects that all stay alive: the
     # cyclic collector's passes over them would find nothing. _run enables it once they are frozen.
     gc.disable()

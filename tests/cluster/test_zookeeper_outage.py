@@ -79,7 +79,7 @@ def test_leaders_serve_and_a_stopping_broker_exits_through_a_zookeeper_outage(ow
         stopping = next(i for i in cluster.ids if i != leader)
         os.kill(cluster.processes[stopping].pid, signal.SIGTERM)
         # controlled shutdown: 3 tries 200 ms apart, each refused or timed out; then it exits
-        cluster.processes[stopping].wait(60)
+        cluster.wait_exit(stopping, 60)
         assert time.monotonic() < outage_ends + 60
         time.sleep(max(0.0, outage_ends - time.monotonic()))
     finally:

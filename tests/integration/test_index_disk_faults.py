@@ -17,7 +17,7 @@ from protocol.errors import ErrorCode
 from protocol.records import encode_batch, iter_batches
 from storage.log_dir_failure_channel import KafkaStorageError
 from storage.naming import CLEAN_SHUTDOWN_FILE
-from tests.harness import cluster_config
+from tests.harness import cluster_config, led_here
 from tests.integration.raw_client import RawClient
 from tests.integration.test_fetch_purgatory import fetch_body
 from tests.integration.test_hostile_input import create_topics, manual
@@ -144,7 +144,8 @@ async def test_a_cleaner_output_fault_halts_the_broker_and_the_other_takes_over(
         assert not list((tmp_path / "data" / "broker-0" / "c-0").glob("*.cleaned"))
         with pytest.raises(KafkaStorageError, match="is offline"):  # the partition's answer
             b0.log_manager.failure_channel.check_online(str(b0.config.data_dir), "appending")
-        await b1.metadata_cache.wait_for(leader_is(b1, "c", 1), 30_000)
+        # (its metadata may name it leader before its LeaderAndIsr, written durably, comes)
+        await led_here(b1, "c")
         assert b1.running and await read_back(b1.port, "c") == acked  # b1 has not cleaned yet
     finally:
         await cluster.stop()
