@@ -15,6 +15,7 @@ import contextlib
 import functools
 import json
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -107,6 +108,7 @@ class Controller(PartitionReassignment):
         # Child events queued and not yet handled: a burst of changes is one event, as the
         # one-shot watch that fired is armed again only when the event reads the children.
         self._queued_child_events: set[str] = set()
+        self.events_handled: Counter[str] = Counter()  # per kind (the control API, the tests)
         self._watches: list = []
         self._task: asyncio.Task | None = None
         self._rebalance_task: FunctionTimerTask | None = None
@@ -250,6 +252,7 @@ class Controller(PartitionReassignment):
                 if asyncio.iscoroutine(result):
                     result = await result
                 self.store_unreachable = None
+                self.events_handled[event.kind] += 1
                 if request is not None and not request.future.done():
                     request.future.set_result(result)
                 return

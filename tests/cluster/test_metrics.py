@@ -59,6 +59,10 @@ async def test_metrics_follow_requests_partitions_and_a_stopped_broker(broker_fa
     assert purgatories == {"Produce", "Fetch", "DeleteRecords", "Heartbeat", "Rebalance"}
     # Followers' fetches park in the leader's fetch purgatory while the partition is idle.
     assert metrics["kafka_sim_timer_tasks"][0].value >= 1
+    # The event loop's lag over the last minute, and how long a step may have held it.
+    lag = metrics["kafka_sim_event_loop_lag_max_ms"][0].value
+    assert 0 <= metrics["kafka_sim_event_loop_lag_p99_ms"][0].value <= lag
+    assert metrics["kafka_sim_event_loop_held"][0].value >= 0
 
     follower = next(b for b in ("0", "1", "2") if b != leader)
     control.stop_broker(int(follower))

@@ -105,6 +105,9 @@ async def test_console_pages_live_updates_and_stop_button(broker_factory, tmp_pa
             ) == f"broker {controller}"
             assert await browser.evaluate(
                 "document.querySelector('[data-card=alive] .value').textContent") == "3 / 3"
+            loop_lag = await browser.evaluate(
+                "document.querySelector('[data-card=loop-lag] .value').textContent")
+            assert loop_lag.startswith("max ") and " ms · p99 " in loop_lag, loop_lag
 
             await show("partitions", f"{leader_replica('0')}?.dataset.leo >= 6")
             [shown] = control.partitions("shown")

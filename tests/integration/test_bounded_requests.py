@@ -121,3 +121,20 @@ async def test_large_requests_wait_for_the_request_memory_pool(async_broker):
     await first.close()
     await second.close()
 
+
+
+async def test_a_burst_of_topic_creations_is_one_controller_event(async_broker):
+    """The topics watch is one-shot, as ZooKeeper's: 200 topics auto-created by one Metadata
+    request fire it once, and the controller reads the children once for all of them."""
+    client = await RawClient.connect(async_broker.port)
+    names = [f"burst-{i}" for i in range(200)]
+    response = await client.request(METADATA, 9, {
+        "topics": [{"name": n} for n in names], "allow_auto_topic_creation": True,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False})
+    assert {t.error_code for t in response.topics} == {ErrorCode.LEADER_NOT_AVAILABLE}
+    controller = async_broker.controller
+    cache = async_broker.metadata_cache  # the event's last step: UpdateMetadata with leaders
+    await until(lambda: all(cache.has_leaders(n) for n in names))
+    assert controller.events_handled["topic_change"] == 1
+    await client.close()
