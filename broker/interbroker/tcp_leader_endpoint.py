@@ -97,6 +97,9 @@ class TcpLeaderEndpoint:
                                       data.end_offset))
         return out
 
+    def answer_now(self, replica_id: int) -> bool:
+        return False  # no request wakes a parked fetch: it answers within its max wait
+
     def close(self) -> None:
         if self._client is not None:
             self._client.close()

@@ -98,6 +98,7 @@ class DelayedFetch(DelayedOperation):
         bytes_available: Callable[[FetchParams, FetchPartition], int | None],
         read: Callable[[FetchParams, list[FetchPartition]], list[FetchPartitionData]],
         future: asyncio.Future,
+        candidates: Callable[[], list[FetchPartition]] | None = None,
     ) -> None:
         super().__init__(params.max_wait_ms)
         self.params = params
@@ -105,10 +106,14 @@ class DelayedFetch(DelayedOperation):
         self._bytes_available = bytes_available
         self._read = read
         self.future = future
+        # What a check looks at, when not every partition (a fetch session's: those changed
+        # since it read; the others had nothing then and still have nothing)
+        self._candidates = candidates
 
     def try_complete(self) -> bool:
         accumulated = 0
-        for fetch_partition in self.partitions:
+        checked = self.partitions if self._candidates is None else self._candidates()
+        for fetch_partition in checked:
             try:
                 available = self._bytes_available(self.params, fetch_partition)
             except Exception:  # as Kafka's tryComplete: answer now, the read reports the error

@@ -342,6 +342,39 @@ class FetchContext:
     narrowed: bool = False
     seq: int = 0  # ChangedPartitions' sequence number when the context was made (before reading)
 
+    def renarrow(self, changes: ChangedPartitions) -> list[FetchPartition]:
+        """A narrowed fetch woken from its wait: what it read first and what changed since, in
+        session order, becomes what it reads (its cost follows the changes, not the session)."""
+        session = self.session
+        assert session is not None and self.narrowed
+        keys = {fp.key for fp in self.partitions}
+        for name_key in changes.since(self.seq):
+            key = name_key if session.by_name is None else session.by_name.get(name_key)
+            if key is not None:
+                keys.add(key)
+        found = [c for k in keys if (c := session.partitions.get(k)) is not None]
+        found.sort(key=lambda c: c.order)
+        self.partitions = [c.as_fetch_partition() for c in found]
+        self.seq = changes.seq
+        return self.partitions
+
+    def session_partitions(self) -> list[FetchPartition]:
+        """Every partition of the session (what a narrowed fetch's wait watches)."""
+        assert self.session is not None
+        return [p.as_fetch_partition() for p in self.session.partitions.values()]
+
+    def changed_since_read(self, changes: ChangedPartitions) -> list[FetchPartition]:
+        """The session's partitions changed since this fetch read (what may wake it)."""
+        session = self.session
+        assert session is not None
+        out = []
+        for name_key in changes.since(self.seq):
+            key = name_key if session.by_name is None else session.by_name.get(name_key)
+            cached = session.partitions.get(key) if key is not None else None
+            if cached is not None:
+                out.append(cached.as_fetch_partition())
+        return out
+
     def widen(self) -> list[FetchPartition]:
         """Every partition of the session (for an authorizer's check or a parked wait)."""
         if self.narrowed and self.session is not None:

@@ -40,6 +40,11 @@ class LeaderEndpoint(Protocol):
     def close(self) -> None:
         """The fetcher stopped: release the connection, if any."""
 
+    def answer_now(self, replica_id: int) -> bool:
+        """Have the leader answer this follower's parked fetch at once, if it can be reached so
+        (in process: yes; over TCP no request does that, and the fetch answers by itself within
+        replica.fetch.wait.max.ms). True when asked."""
+
 
 class LeaderReplicaManager(Protocol):
     """What an in-process follower calls on the leader broker's ReplicaManager."""
@@ -52,6 +57,8 @@ class LeaderReplicaManager(Protocol):
     def last_offset_for_leader_epoch(
         self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
     ) -> EpochEndOffset: ...
+
+    def complete_parked_fetch(self, replica_id: int) -> None: ...
 
 
 class InProcessLeaderEndpoint:
@@ -75,3 +82,9 @@ class InProcessLeaderEndpoint:
 
     def close(self) -> None:
         """Nothing to release: the leader is called in process."""
+
+    def answer_now(self, replica_id: int) -> bool:
+        rm = self._lookup()
+        if rm is not None:
+            rm.complete_parked_fetch(replica_id)
+        return True

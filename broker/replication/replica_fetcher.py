@@ -194,14 +194,19 @@ class ReplicaFetcher:
         # In a fetch session only what changed is sent: a partition whose log end offset did not
         # move costs the leader a check, not a place in the request and the response.
         request = self.session.build(requests)
-        # A fetch can wait up to max_wait_ms at the leader; a partition added meanwhile must not
-        # wait that long for its first fetch, so a change of partitions cuts the wait short.
+        # A fetch can wait up to max_wait_ms at the leader; a partition added meanwhile should
+        # not wait that long for its first fetch: an in-process leader is asked to answer the
+        # parked fetch now (its session goes on: abandoning it would make the next fetch a full
+        # one, every partition again, at each LeaderAndIsr). Over TCP it answers by itself.
         self._changed.clear()
         fetch = asyncio.ensure_future(self.endpoint.fetch(
             params, request.metadata, request.to_send, request.to_forget))
         changed = asyncio.ensure_future(self._changed.wait())
         try:
             await asyncio.wait({fetch, changed}, return_when=asyncio.FIRST_COMPLETED)
+            if not fetch.done():
+                self.endpoint.answer_now(self.follower_id)
+                await asyncio.wait({fetch})
         finally:
             changed.cancel()
             if not fetch.done():

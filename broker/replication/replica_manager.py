@@ -38,7 +38,7 @@ if TYPE_CHECKING:
         ProducePartitionStatus,
         ProduceResult,
     )
-    from broker.replication.fetch_session import FetchManager, FetchMetadata
+    from broker.replication.fetch_session import FetchContext, FetchManager, FetchMetadata
     from broker.replication.fetch_session_handler import FetchSessionResponse
     from broker.replication.leader_endpoint import EpochEndOffset, LeaderEndpoint
     from broker.replication.partition import Partition
@@ -651,11 +651,14 @@ class ReplicaManager:
     async def fetch_messages(
         self, params: FetchParams, partitions: list[FetchPartition],
         wait_on: Callable[[], list[FetchPartition]] | None = None,
+        context: FetchContext | None = None,
     ) -> list[FetchPartitionData]:
         """Read (parking in the fetch purgatory when there is too little); the results follow
         `distinct_partitions(partitions)`: a partition listed twice is read and answered once.
-        `wait_on` gives the partitions a wait parks on (and reads when it completes) when they are
-        more than those read: a narrowed incremental fetch's whole session."""
+        `wait_on` gives the partitions a wait parks on when they are more than those read: a
+        narrowed incremental fetch's whole session; with its `context`, the wait checks and, when
+        it completes, reads only what changed since (the results then follow
+        `context.partitions`), else it reads all it waited on."""
         from broker.replication.delayed_fetch import DelayedFetch, distinct_partitions
 
         partitions = distinct_partitions(partitions)
@@ -673,8 +676,19 @@ class ReplicaManager:
             return results
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        op = DelayedFetch(params, waited, bytes_available=self.bytes_available,
-                          read=self.read_from_local_log, future=future)
+        if context is not None and context.narrowed:
+            changes = self.fetch_manager.changes
+
+            def read_changed(params: FetchParams, _waited: list[FetchPartition]
+                             ) -> list[FetchPartitionData]:
+                return self.read_from_local_log(params, context.renarrow(changes))
+
+            op = DelayedFetch(params, waited, bytes_available=self.bytes_available,
+                              read=read_changed, future=future,
+                              candidates=lambda: context.changed_since_read(changes))
+        else:
+            op = DelayedFetch(params, waited, bytes_available=self.bytes_available,
+                              read=self.read_from_local_log, future=future)
         # While the cluster's clock is frozen (`ctl clock freeze`), max_wait_ms is the client's
         # long poll in real time: on broker time it would hold the client's connection, and the
         # group requests queued behind the fetch on it, until time is advanced.
@@ -712,7 +726,8 @@ class ReplicaManager:
             # Narrowed, only what changed is read; nothing to answer yet means every partition
             # of the session is watched while the fetch waits (and read again when it completes).
             results = await self.fetch_messages(
-                params, context.partitions, wait_on=context.widen if context.narrowed else None)
+                params, context.partitions, wait_on=context.session_partitions
+                if context.narrowed else None, context=context)
         else:
             allowed = readable(context.widen())
             # An unknown topic id is answered UNKNOWN_TOPIC_ID by the read, not authorized first.
@@ -733,6 +748,15 @@ class ReplicaManager:
         answered = context.respond(results)
         return FetchSessionResponse(ErrorCode.NONE, context.session_id,
                                     {fp.key: data for fp, data in answered})
+
+    def complete_parked_fetch(self, replica_id: int) -> None:
+        """Answer a follower's parked fetch now (it follows new partitions: their first fetch
+        need not wait for replica.fetch.wait.max.ms), its fetch session going on."""
+        from broker.replication.delayed_fetch import DelayedFetch
+
+        for op in list(self._parked):
+            if isinstance(op, DelayedFetch) and op.params.replica_id == replica_id:
+                op.force_complete()
 
     def complete_parked(self) -> None:
         """Answer every parked request with what is there now (shutdown)."""
