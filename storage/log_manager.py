@@ -90,6 +90,8 @@ class LogManager:
         self.offline_at_load: set[TopicPartition] = set()
         # Where a replica not hosted yet goes once it is (AlterReplicaLogDirs before LeaderAndIsr).
         self.preferred_log_dirs: dict[TopicPartition, str] = {}
+        # Logs found on disk at load whose topic id (partition.metadata) nobody checked yet
+        self.found_at_load: set[TopicPartition] = set()
 
     @property
     def data_dir(self) -> Path:
@@ -159,6 +161,7 @@ class LogManager:
             log = self._open(path, key, recovery_points.get(key, 0), log_starts.get(key), clean)
             log.high_watermark = high_watermarks.get(key, 0)
             self._logs[key] = log
+            self.found_at_load.add(key)
         for path, key in futures:
             # Only with every dir readable: a current log on a failed dir is not a missing one.
             if key not in self._logs and not any(d.offline for d in self.dirs.values()) and not any(
@@ -265,8 +268,10 @@ class LogManager:
             def open_batch(batch: list = batch, opened: dict = opened) -> None:
                 for key, log_dir, _ in batch:
                     with contextlib.suppress(OSError, KafkaStorageError):
-                        opened[key] = self._open_new(log_dir, log_dir_name(*key), key[0],
-                                                     FileHandleCache(1), self.flusher)
+                        log = self._open_new(log_dir, log_dir_name(*key), key[0],
+                                             FileHandleCache(1), self.flusher)
+                        log.files.close_all()  # here: joining the shared cache closes nothing
+                        opened[key] = log
 
             yield open_batch
             for key, log_dir, topic_id in batch:

@@ -358,10 +358,10 @@ class FetchContext:
         self.seq = changes.seq
         return self.partitions
 
-    def session_partitions(self) -> list[FetchPartition]:
-        """Every partition of the session (what a narrowed fetch's wait watches)."""
+    def session_keys(self) -> list[tuple[str, int]]:
+        """Every partition of the session by name (what a narrowed fetch's wait watches)."""
         assert self.session is not None
-        return [p.as_fetch_partition() for p in self.session.partitions.values()]
+        return [(c.topic, c.partition) for c in self.session.partitions.values()]
 
     def changed_since_read(self, changes: ChangedPartitions) -> list[FetchPartition]:
         """The session's partitions changed since this fetch read (what may wake it)."""

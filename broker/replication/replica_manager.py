@@ -150,7 +150,9 @@ class ReplicaManager:
         if partition is None:
             topic_id = self.topic_id_of(state.topic)
             log_ = self.log_manager.get_log(*key)
-            if log_ is not None and topic_id is not None and (
+            found_at_load = key in self.log_manager.found_at_load  # (made here: nothing to check)
+            self.log_manager.found_at_load.discard(key)
+            if log_ is not None and topic_id is not None and found_at_load and (
                     found := read_partition_metadata(log_.directory)) not in (None, topic_id):
                 # A folder of a topic deleted while this broker was down, recreated under the same
                 # name since: not this topic's log (Kafka treats it as stray).
@@ -650,15 +652,13 @@ class ReplicaManager:
 
     async def fetch_messages(
         self, params: FetchParams, partitions: list[FetchPartition],
-        wait_on: Callable[[], list[FetchPartition]] | None = None,
         context: FetchContext | None = None,
     ) -> list[FetchPartitionData]:
         """Read (parking in the fetch purgatory when there is too little); the results follow
         `distinct_partitions(partitions)`: a partition listed twice is read and answered once.
-        `wait_on` gives the partitions a wait parks on when they are more than those read: a
-        narrowed incremental fetch's whole session; with its `context`, the wait checks and, when
-        it completes, reads only what changed since (the results then follow
-        `context.partitions`), else it reads all it waited on."""
+        A narrowed incremental fetch (its `context`) waits on its whole session, but checks and,
+        when it completes, reads only what changed since it read (the results then follow
+        `context.partitions`)."""
         from broker.replication.delayed_fetch import DelayedFetch, distinct_partitions
 
         partitions = distinct_partitions(partitions)
@@ -671,32 +671,32 @@ class ReplicaManager:
             or any(r.error for r in results)
         ):
             return results
-        waited = partitions if wait_on is None else wait_on()
-        if not waited:
-            return results
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         if context is not None and context.narrowed:
+            keys = context.session_keys()
             changes = self.fetch_manager.changes
 
             def read_changed(params: FetchParams, _waited: list[FetchPartition]
                              ) -> list[FetchPartitionData]:
                 return self.read_from_local_log(params, context.renarrow(changes))
 
-            op = DelayedFetch(params, waited, bytes_available=self.bytes_available,
+            op = DelayedFetch(params, [], bytes_available=self.bytes_available,
                               read=read_changed, future=future,
                               candidates=lambda: context.changed_since_read(changes))
         else:
-            op = DelayedFetch(params, waited, bytes_available=self.bytes_available,
+            keys = [(fp.topic, fp.partition) for fp in partitions]
+            op = DelayedFetch(params, partitions, bytes_available=self.bytes_available,
                               read=self.read_from_local_log, future=future)
+        if not keys:
+            return results
         # While the cluster's clock is frozen (`ctl clock freeze`), max_wait_ms is the client's
         # long poll in real time: on broker time it would hold the client's connection, and the
         # group requests queued behind the fetch on it, until time is advanced.
         real_deadline = loop.call_later(params.max_wait_ms / 1000, op.run) \
             if getattr(self.clock, "frozen", False) else None
         try:
-            await self._park(self.fetch_purgatory, op,
-                             [(fp.topic, fp.partition) for fp in waited], future)
+            await self._park(self.fetch_purgatory, op, keys, future)
         finally:
             if real_deadline is not None:
                 real_deadline.cancel()
@@ -725,9 +725,7 @@ class ReplicaManager:
         if readable is None:
             # Narrowed, only what changed is read; nothing to answer yet means every partition
             # of the session is watched while the fetch waits (and read again when it completes).
-            results = await self.fetch_messages(
-                params, context.partitions, wait_on=context.session_partitions
-                if context.narrowed else None, context=context)
+            results = await self.fetch_messages(params, context.partitions, context=context)
         else:
             allowed = readable(context.widen())
             # An unknown topic id is answered UNKNOWN_TOPIC_ID by the read, not authorized first.
