@@ -274,6 +274,7 @@ class LogManager:
                         opened[key] = log
 
             yield open_batch
+            joined: list[tuple[Log, LogDir, uuid.UUID | None]] = []
             for key, log_dir, topic_id in batch:
                 log = opened.get(key)
                 if log is None:
@@ -284,7 +285,8 @@ class LogManager:
                 self.preferred_log_dirs.pop(key, None)
                 log.adopt_files(self.files)
                 self._logs[key] = log
-                self._make_durable(log, log_dir, topic_id, self.flusher)
+                joined.append((log, log_dir, topic_id))
+            self._make_durable_together(joined, self.flusher)
 
     def _create(self, log_dir: LogDir, name: str, topic: str, topic_id: uuid.UUID | None,
                 *, future: bool = False) -> Log:
@@ -311,19 +313,35 @@ class LogManager:
     def _make_durable(self, log: Log, log_dir: LogDir, topic_id: uuid.UUID | None,
                       flusher: LogFlusher) -> None:
         """The new folder and its first segment file fsynced, with the topic id's file."""
-        directory = log.directory
+        self._make_durable_together([(log, log_dir, topic_id)], flusher)
+
+    def _make_durable_together(self, logs: list[tuple[Log, LogDir, uuid.UUID | None]],
+                               flusher: LogFlusher) -> None:
+        """_make_durable for new logs made together: each folder fsynced, and each log dir holding
+        some of them once (not once per log: thousands of new partitions are thousands of
+        fsyncs of the same folder otherwise)."""
+        if not logs:
+            return
 
         def make_durable() -> None:
-            try:
-                if topic_id is not None:
-                    write_partition_metadata(directory, topic_id)
-                fsync_path(directory)
-                fsync_path(log_dir.path)
-            except OSError as exc:
-                if log.deleted:  # deleted (its folder removed) before this ran: nothing lost
-                    return
-                raise self.failure_channel.storage_error(
-                    log_dir.name, f"creating log {directory.name}", exc) from exc
+            parents: dict[str, LogDir] = {}
+            for log, log_dir, topic_id in logs:
+                try:
+                    if topic_id is not None:
+                        write_partition_metadata(log.directory, topic_id)
+                    fsync_path(log.directory)
+                    parents[log_dir.name] = log_dir
+                except OSError as exc:
+                    if log.deleted:  # deleted (its folder removed) before this ran: nothing lost
+                        continue
+                    raise self.failure_channel.storage_error(
+                        log_dir.name, f"creating log {log.directory.name}", exc) from exc
+            for log_dir in parents.values():
+                try:
+                    fsync_path(log_dir.path)
+                except OSError as exc:
+                    raise self.failure_channel.storage_error(
+                        log_dir.name, "creating logs", exc) from exc
 
         flusher.submit(make_durable)
 
