@@ -102,6 +102,7 @@ bench: $(VENV)/.installed-test
 	$(PY) tests/bench/bench_storage.py
 	$(PY) tests/bench/bench_metadata.py
 	$(PY) tests/bench/bench_loop_stall.py
+	$(PY) tests/bench/bench_loop_hostage.py
 	$(PY) tests/bench/bench_broker.py
 	$(PY) tests/bench/bench_fetch_sessions.py --quick
 	$(PY) tests/bench/bench_groups.py
