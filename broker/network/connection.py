@@ -43,8 +43,9 @@ if TYPE_CHECKING:
 log = get_logger("kafka_sim.connection")
 READ_CHUNK = 256 * 1024
 # A frame this large takes its size from the broker's request memory pool before its body is read
-# (smaller ones are bounded by READ_CHUNK per connection), and is decoded in a worker thread: a
-# body of many small elements takes ~5 us of CPU per element to decode, which would hold the loop.
+# (smaller ones are bounded by READ_CHUNK per connection), and is decoded, and its response
+# encoded, in a worker thread: a body of many small elements takes ~5 us of CPU per element to
+# decode, which would hold the loop (and its answer as many).
 LARGE_FRAME_BYTES = 64 * 1024
 # Array elements one request may hold (the partitions of a Fetch, the topics of a Metadata...):
 # each costs hundreds of bytes once decoded, so 96 MB of 16-byte entries would be gigabytes.
@@ -287,7 +288,8 @@ class Connection:
             also_touches=(lambda: _session_partitions(self.services, request))
             if header.api_key == FETCH_KEY else None)
         ctx = RequestContext(header, self.services, self.client_host, self.listener,
-                             self.principal, request_size=len(frame))
+                             self.principal, request_size=len(frame),
+                             large_response=len(frame) >= LARGE_FRAME_BYTES)
         quotas = self.services.quotas
         if (quotas is not None and quotas.enabled("request")
                 and header.api_key not in REQUEST_QUOTA_EXEMPT and not self._before_login):
