@@ -52,8 +52,13 @@ def partition(broker, name: str):
 
 
 async def caught_up(leader, followers, name: str) -> None:
-    """Every follower's log end offset equals the leader's and the HW covers it."""
-    await until(lambda: all(partition(f, name).log_end_offset == partition(leader, name).log_end_offset
+    """Every follower hosts the partition (its LeaderAndIsr makes the log in a worker thread
+    first), its log end offset equals the leader's and the HW covers it."""
+    def hosted(broker):
+        return broker.replica_manager.partitions.get((name, 0))
+
+    await until(lambda: all(hosted(f) is not None
+                            and hosted(f).log_end_offset == partition(leader, name).log_end_offset
                             for f in followers)
                 and partition(leader, name).high_watermark == partition(leader, name).log_end_offset)
 
