@@ -31,6 +31,7 @@ from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.recipes import DataWatch
 from broker.metadata.replica_assignment import ReplicaAssignment
 from broker.metadata.store import (
+    RETRY_BACKOFF_S,
     BadVersionError,
     ConnectionLossError,
     MetadataStore,
@@ -60,9 +61,6 @@ log = get_logger("kafka_sim.controller")
 # does that work on its controller and request handler threads; here it runs on the event loop).
 STORE_BATCH = 200
 LEADER_AND_ISR_CHUNK = 50
-# An event the store could not see through (ZooKeeper unreachable) is handled again after this
-# wait, doubled each time up to the second figure: the loop serves clients meanwhile.
-STORE_RETRY_BACKOFF_S = (0.1, 2.0)
 
 # Events a child watch starts, and the node whose children they are about.
 CHILD_EVENTS = {"broker_change": paths.BROKER_IDS, "topic_change": paths.TOPICS,
@@ -241,7 +239,7 @@ class Controller(PartitionReassignment):
         request = event.data if isinstance(event.data, ControllerRequest) else None
         if request is not None and request.future.done():
             return  # refused meanwhile (the store was unreachable)
-        backoff = STORE_RETRY_BACKOFF_S[0]
+        backoff = RETRY_BACKOFF_S[0]
         while True:
             try:
                 data = event.data
@@ -268,7 +266,7 @@ class Controller(PartitionReassignment):
                 log.warning("metadata store unreachable; controller event retried",
                             kind=event.kind, reason=str(exc), retry_in_s=backoff)
                 await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, STORE_RETRY_BACKOFF_S[1])
+                backoff = min(backoff * 2, RETRY_BACKOFF_S[1])
             except KafkaError as exc:  # an answer (a forged or stale broker id...), not a fault
                 if request is None:
                     log.warning("controller event failed", kind=event.kind, error=str(exc))

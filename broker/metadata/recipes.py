@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from broker.logs import get_logger
 from broker.metadata.store import (
+    RETRY_BACKOFF_S,
     ConnectionLossError,
     MetadataStore,
     NoNodeError,
@@ -25,7 +26,6 @@ from broker.metadata.store import (
 )
 
 log = get_logger("kafka_sim.metadata_recipes")
-RETRY_BACKOFF_S = (0.05, 2.0)  # first and longest wait between two tries of a failed read
 
 
 class _Recipe:

@@ -13,6 +13,11 @@ from typing import Any, Literal, Protocol
 # NONE: not a change of the node, but of the session (a new one replaced an expired one: re-read)
 EventType = Literal["CREATED", "DELETED", "CHANGED", "CHILD", "NONE"]
 
+# Whoever must see a call through tries it again after this wait, doubled each time up to the
+# second figure (seconds): the controller its event, a watch its read, a broker its registration.
+RETRY_BACKOFF_S = (0.1, 2.0)
+
+
 class MetadataStoreError(Exception):
     """Base of the store's errors; the subclass names mirror kazoo.exceptions."""
 

@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig, Listener
@@ -29,6 +29,7 @@ from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.producer_id_manager import ProducerIdManager
 from broker.metadata.replica_assignment import ReplicaAssignment
 from broker.metadata.store import (
+    RETRY_BACKOFF_S,
     BadVersionError,
     MetadataStore,
     MetadataStoreError,
@@ -68,9 +69,7 @@ log = get_logger("kafka_sim.broker")
 SHUTDOWN_GRACE_S = 5.0
 TLS_HANDSHAKE_TIMEOUT_S = 60.0  # asyncio's default; connections.max.idle.ms when shorter
 NEVER_MS = 2**62  # an interval this long (Kafka's Long.MAX defaults) means the job never runs
-# A registration or an election the store could not see through is tried again after this wait,
-# doubled up to the second figure (the broker serves its clients meanwhile).
-STORE_RETRY_BACKOFF_S = (0.1, 2.0)
+
 
 
 class LogDirFailedAtStart(ValueError):
@@ -590,26 +589,26 @@ class KafkaServer:
             return
         if self._session_task is not None:
             self._session_task.cancel()
-        self._session_task = asyncio.ensure_future(self._rejoin())
+        self._session_task = asyncio.ensure_future(self._retried(
+            "registration in the new session", self._rejoin))
 
     async def _rejoin(self) -> None:
-        """Register and run for controller in the new session, retried while the store cannot be
-        reached (this broker keeps serving its partitions meanwhile)."""
-        backoff = STORE_RETRY_BACKOFF_S[0]
+        # (the node of the expired session may outlive it a moment: NodeExistsError, again)
+        await self._register()
+        await self._run_for_controller()
+
+    async def _retried(self, what: str, step: Callable[[], Awaitable[None]]) -> None:
+        """`step` until it is done, tried again after a backoff while the store cannot see it
+        through (this broker serves its partitions meanwhile)."""
+        backoff = RETRY_BACKOFF_S[0]
         while self.running:
             try:
-                await self._register()
-                await self._run_for_controller()
+                await step()
                 return
-            except NodeExistsError:
-                # the node of our expired session may outlive it for a moment: try again
-                log.warning("broker registration still held by the expired session; retrying",
-                            broker_id=self.broker_id)
             except MetadataStoreError as exc:
-                log.warning("broker registration failed; retrying", broker_id=self.broker_id,
-                            reason=str(exc))
+                log.warning(f"{what} failed; retrying", broker_id=self.broker_id, reason=str(exc))
             await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, STORE_RETRY_BACKOFF_S[1])
+            backoff = min(backoff * 2, RETRY_BACKOFF_S[1])
 
     async def _run_for_controller(self) -> None:
         """Whoever creates the ephemeral /controller node first is the controller."""
@@ -632,22 +631,11 @@ class KafkaServer:
 
     def _on_controller_change(self, event: WatchedEvent) -> None:
         # Deleted: run. Anything else (a change, a new session): run too, which re-arms the watch
-        # when someone else still holds /controller.
+        # when someone else still holds /controller. (Unreachable: the watch is not armed; again.)
         if self.running and self.controller is None and (
                 self._election is None or self._election.done()):
-            self._election = asyncio.ensure_future(self._elect())
-
-    async def _elect(self) -> None:
-        backoff = STORE_RETRY_BACKOFF_S[0]
-        while self.running and self.controller is None:
-            try:
-                await self._run_for_controller()
-                return
-            except MetadataStoreError as exc:  # unreachable: the watch is not armed; again
-                log.warning("controller election failed; retrying", broker_id=self.broker_id,
-                            reason=str(exc))
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, STORE_RETRY_BACKOFF_S[1])
+            self._election = asyncio.ensure_future(self._retried(
+                "controller election", self._run_for_controller))
 
     async def _bump_controller_epoch(self) -> int:
         while True:
