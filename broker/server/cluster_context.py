@@ -45,8 +45,8 @@ class RunningBroker(Protocol):
     metadata_cache: MetadataCache
     services: BrokerServices
 
-    def logs_to_create(self, states: list[LeaderAndIsr], configs: dict[str, LogConfig]
-                       ) -> list: ...
+    def logs_made_off_the_loop(self, states: list[LeaderAndIsr], configs: dict[str, LogConfig]
+                               ) -> list: ...
 
     async def apply_leader_and_isr(self, controller_epoch: int, states: list[LeaderAndIsr],
                                    configs: dict[str, LogConfig]
@@ -223,7 +223,7 @@ class InProcessControllerChannel:
     """The controller's requests as direct calls on the running brokers (a stopped one is skipped,
     as a controller skips a broker that left; one refusing a stale epoch raises KafkaError).
 
-    A request is applied at once unless it has to wait: a LeaderAndIsr naming partitions whose
+    A request is applied at once unless it has to wait: a LeaderAndIsr naming many partitions whose
     logs are new has them made in a worker thread first, and what comes for that broker meanwhile
     is applied after it, in order (as a broker's request queue would)."""
 
@@ -276,7 +276,7 @@ class InProcessControllerChannel:
                             states: list[LeaderAndIsr], configs: dict[str, LogConfig],
                             on_response: PartitionErrors | None = None) -> None:
         def apply(broker: RunningBroker) -> Awaitable[None] | None:
-            if broker.logs_to_create(states, configs):
+            if broker.logs_made_off_the_loop(states, configs):
                 async def with_new_logs() -> None:
                     errors = await broker.apply_leader_and_isr(controller_epoch, states, configs)
                     if on_response is not None:

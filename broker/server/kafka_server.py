@@ -69,6 +69,9 @@ log = get_logger("kafka_sim.broker")
 SHUTDOWN_GRACE_S = 5.0
 TLS_HANDSHAKE_TIMEOUT_S = 60.0  # asyncio's default; connections.max.idle.ms when shorter
 NEVER_MS = 2**62  # an interval this long (Kafka's Long.MAX defaults) means the job never runs
+# A LeaderAndIsr with more new logs than this has them made in a worker thread first (~1 ms of
+# file system calls each); a few are made on the loop, the request applied at once.
+LOGS_MADE_ON_THE_LOOP = 16
 
 
 
@@ -665,9 +668,12 @@ class KafkaServer:
                              f"{self.replica_manager.controller_epoch}")
         self.replica_manager.controller_epoch = controller_epoch
 
-    def logs_to_create(self, states: list[LeaderAndIsr], configs: dict[str, LogConfig]) -> list:
-        """The logs applying these states would create (made off the loop first)."""
-        return self.replica_manager.logs_to_create(states, configs)
+    def logs_made_off_the_loop(self, states: list[LeaderAndIsr], configs: dict[str, LogConfig]
+                               ) -> list:
+        """The logs applying these states would create, when they are more than
+        LOGS_MADE_ON_THE_LOOP (then made in a worker thread first); else none."""
+        wanted = self.replica_manager.logs_to_create(states, configs)
+        return wanted if len(wanted) > LOGS_MADE_ON_THE_LOOP else []
 
     async def apply_leader_and_isr(
         self, controller_epoch: int, states: list[LeaderAndIsr], configs: dict[str, LogConfig]
@@ -675,7 +681,7 @@ class KafkaServer:
         """LeaderAndIsr: the new partitions' logs are made in a worker thread (a folder and files
         each: thousands would hold the loop for seconds), then the states applied on the loop."""
         self._check_controller_epoch(controller_epoch)
-        wanted = self.logs_to_create(states, configs)
+        wanted = self.logs_made_off_the_loop(states, configs)
         if wanted:
             await run_steps_in_worker(self.log_manager.create_logs_stepwise(wanted))
         return self.apply_leader_and_isr_now(controller_epoch, states, configs)

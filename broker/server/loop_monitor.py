@@ -124,10 +124,15 @@ class LoopMonitor:
 
     def _watch(self) -> None:
         reported = False
+        last_poll = time.monotonic()
         while not self._stopping.wait(WATCHDOG_POLL_S):
-            held = time.monotonic() - self._last_tick - self.tick_s
-            if held < self.held_warning_s:
-                reported = False
+            now = time.monotonic()
+            # This thread overslept as much: the whole process was stopped (SIGSTOP), not the loop
+            stopped = now - last_poll > WATCHDOG_POLL_S + self.held_warning_s / 2
+            last_poll = now
+            held = now - self._last_tick - self.tick_s
+            if held < self.held_warning_s or stopped:
+                reported = reported and not stopped
                 continue
             if not reported:
                 reported = True

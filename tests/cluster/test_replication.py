@@ -13,7 +13,7 @@ from broker.metadata.metadata_cache import MetadataSnapshot
 from broker.server.cluster import Cluster
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import encode_batch, iter_batches
-from tests.harness import cluster_config, until
+from tests.harness import cluster_config, led_here, until
 from tests.integration.raw_client import RawClient
 from tests.integration.test_protocol_edges import CREATE_TOPICS, FETCH, PRODUCE, produce_body
 from timer import ManualClock
@@ -44,6 +44,10 @@ async def create(cluster: Cluster, name: str, configs: dict[str, str] | None = N
     state = cluster.active_controller().states[(name, 0)]
     leader = cluster.brokers[state.leader]
     followers = [cluster.brokers[r] for r in state.replicas if r != state.leader]
+    # CreateTopics answers once the receiving broker's metadata shows the leaders, as Kafka's;
+    # the replicas apply their LeaderAndIsr (new logs made in a worker thread) on their own time
+    await led_here(leader, name)
+    await until(lambda: all((name, 0) in f.replica_manager.partitions for f in followers))
     return leader, followers
 
 
