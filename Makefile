@@ -64,7 +64,7 @@ run: $(VENV)/.installed-run
 
 # Workers: most tests wait on sockets, clients and subprocesses, so more workers than cores pay;
 # the Spark and chaos tests share one worker (their session fixtures are a JVM each).
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 test: $(VENV)/.installed-test $(ZOOKEEPER_JAR) $(COMPOSE_CHECKER) $(CHROMIUM)
 	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup
 

@@ -326,16 +326,20 @@ class LogManager:
         def make_durable() -> None:
             parents: dict[str, LogDir] = {}
             for log, log_dir, topic_id in logs:
+                if log.deleted:  # deleted (its folder removed) before this ran: nothing lost
+                    continue
                 try:
                     if topic_id is not None:
                         write_partition_metadata(log.directory, topic_id)
                     fsync_path(log.directory)
                     parents[log_dir.name] = log_dir
                 except OSError as exc:
-                    if log.deleted:  # deleted (its folder removed) before this ran: nothing lost
+                    if log.deleted:
                         continue
                     raise self.failure_channel.storage_error(
                         log_dir.name, f"creating log {log.directory.name}", exc) from exc
+                if log.deleted:  # deleted while this wrote in its folder: what it wrote goes too
+                    shutil.rmtree(log.directory, ignore_errors=True)
             for log_dir in parents.values():
                 try:
                     fsync_path(log_dir.path)

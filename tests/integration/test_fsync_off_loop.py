@@ -17,7 +17,7 @@ from protocol.errors import ErrorCode
 from protocol.records import encode_batch
 from storage.index import Index
 from storage.naming import CLEAN_SHUTDOWN_FILE
-from tests.harness import cluster_config, led_here
+from tests.harness import cluster_config, led_here, until
 from tests.integration.raw_client import RawClient
 from tests.integration.test_hostile_input import (
     PRODUCE,
@@ -64,6 +64,9 @@ async def test_rolls_and_flushes_never_fsync_on_the_event_loop(async_broker, mon
     log.truncate_to(100)
     async_broker.log_manager.get_log("rolling", 1).truncate_fully_and_start_at(300)
     await served_promptly(async_broker.port)
+    # The next periodic flush (log.flush.interval.ms) after the truncation moves the recovery
+    # point once the flusher ran it (a loaded machine may take a while to get there)
+    await until(lambda: log.recovery_point == log.log_end_offset)
     await asyncio.to_thread(async_broker.log_manager.flusher.drain)
     probing = False
     await probe_task
