@@ -53,3 +53,19 @@ def test_default_limit_is_100_mib() -> None:
     with pytest.raises(FrameTooLarge):
         FrameDecoder().feed(b"\x7f\xff\xff\xff")
     assert FrameDecoder().max_frame_bytes == 104857600
+
+
+def test_a_large_frame_is_received_into_its_own_buffer_in_any_pieces() -> None:
+    from protocol.framing import LARGE_FRAME_BYTES
+
+    big = bytes(range(256)) * (LARGE_FRAME_BYTES // 256 + 1)
+    stream = encode_frame(b"a") + encode_frame(big) + encode_frame(b"bc")
+    for step in (1000, 65_536, 300_000, len(stream)):
+        d = FrameDecoder()
+        out = []
+        for i in range(0, len(stream), step):
+            out += d.feed(stream[i : i + step])
+            received = min(i + step, len(stream))
+            if 5 + 4 <= received < 5 + 4 + len(big):  # inside the large frame: its size known
+                assert d.incomplete_size == len(big) and d.buffered == received - 9
+        assert [bytes(f) for f in out] == [b"a", big, b"bc"] and d.buffered == 0
