@@ -1,7 +1,8 @@
 """Three broker processes through a ZooKeeper outage (its process frozen with SIGSTOP): the leaders
-keep serving acks=all produce and fetch while their ISR is whole, a broker told to stop gives its
-controlled shutdown up after its retries and exits, and once ZooKeeper is back (the sessions
-expired meanwhile) the brokers register again, a controller is elected and produce goes on."""
+keep serving acks=all produce and fetch while their ISR is whole, a loaded group's coordinator
+keeps taking its offset commits, a broker told to stop gives its controlled shutdown up after its
+retries and exits, and once ZooKeeper is back (the sessions expired meanwhile) the brokers
+register again, a controller is elected and produce goes on."""
 
 from __future__ import annotations
 
@@ -58,6 +59,11 @@ def fetch_all(bootstrap: str, count: int, timeout_s: float) -> list[bytes]:
     return seen
 
 
+def committed(consumer: Consumer) -> int:
+    [position] = consumer.committed([TopicPartition(TOPIC, 0)], timeout=20)
+    return position.offset
+
+
 def test_leaders_serve_and_a_stopping_broker_exits_through_a_zookeeper_outage(own_zookeeper,
                                                                                 tmp_path):
     cluster = ProcessCluster(f"{own_zookeeper.connect_string}/outage", tmp_path / "cluster",
@@ -68,6 +74,12 @@ def test_leaders_serve_and_a_stopping_broker_exits_through_a_zookeeper_outage(ow
         wait_until(lambda: len(cluster.partitions(TOPIC, 0)[0]["isr"]) == 3, "a whole ISR")
         leader = cluster.partitions(TOPIC, 0)[0]["leader"]
         assert produce_all(cluster.bootstrap, [b"before"], 30) == [b"before"]
+        # A group its coordinator has loaded (made before: the offsets topic is created in
+        # ZooKeeper on first use)
+        group = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "outage-group",
+                          "enable.auto.commit": False})
+        group.commit(offsets=[TopicPartition(TOPIC, 0, 1)], asynchronous=False)
+        assert committed(group) == 1
 
         os.kill(own_zookeeper.process.pid, signal.SIGSTOP)
         # Twice the session timeout: every session expires while ZooKeeper is away.
@@ -75,6 +87,9 @@ def test_leaders_serve_and_a_stopping_broker_exits_through_a_zookeeper_outage(ow
         during = [b"during-%d" % n for n in range(30)]
         assert produce_all(cluster.bootstrap, during, 20) == during
         assert fetch_all(cluster.bootstrap, 31, 20) == [b"before", *during]
+        group.commit(offsets=[TopicPartition(TOPIC, 0, 31)], asynchronous=False)
+        assert committed(group) == 31  # the coordinator needs nothing of ZooKeeper
+        group.close()
 
         stopping = next(i for i in cluster.ids if i != leader)
         os.kill(cluster.processes[stopping].pid, signal.SIGTERM)

@@ -6,6 +6,7 @@ served."""
 from __future__ import annotations
 
 import asyncio
+import struct
 
 import pytest
 from structlog.testing import capture_logs
@@ -19,7 +20,7 @@ from tests.harness import until
 from tests.integration.raw_client import RawClient
 from tests.integration.test_hostile_input import create_topic, served_promptly
 
-LIST_OFFSETS, METADATA = 2, 3
+FETCH, LIST_OFFSETS, METADATA = 1, 2, 3
 
 
 async def test_metadata_answers_a_topic_named_many_times_once(async_broker):
@@ -72,6 +73,25 @@ async def test_a_request_of_too_many_elements_closes_its_connection_alone(async_
         assert await asyncio.wait_for(client.is_closed_by_peer(), 30.0)
     reasons = [e["reason"] for e in logs if e["event"] == "closing connection"]
     assert len(reasons) == 1 and "more array elements than a request may hold" in reasons[0]
+    await served_promptly(async_broker.port)
+    await client.close()
+
+
+async def test_a_fetch_naming_a_partition_too_many_times_is_refused_alone(async_broker):
+    """The hostile Fetch: one partition named more times than a request may hold elements (a
+    hand-built v4 body: 16 bytes an entry). Refused before its entries are made; the broker
+    holds none of it afterwards and serves the others meanwhile and after."""
+    times = MAX_REQUEST_ELEMENTS + 1
+    body = struct.pack(">iiiib", -1, 500, 1, 1 << 20, 0) + struct.pack(">ih", 1, 4) + b"wide"
+    body += struct.pack(">i", times) + struct.pack(">iqi", 0, 0, 1 << 20) * times
+    client = await RawClient.connect(async_broker.port)
+    with capture_logs() as logs:
+        await client.send_raw(encode_frame(encode_request_header(FETCH, 4, 1, "t") + body))
+        await served_promptly(async_broker.port)  # while it is read and refused
+        assert await asyncio.wait_for(client.is_closed_by_peer(), 30.0)
+    reasons = [e["reason"] for e in logs if e["event"] == "closing connection"]
+    assert len(reasons) == 1 and "more array elements than a request may hold" in reasons[0]
+    assert async_broker.request_memory_pool.in_use == 0
     await served_promptly(async_broker.port)
     await client.close()
 
