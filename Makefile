@@ -104,6 +104,7 @@ bench: $(VENV)/.installed-test
 	$(PY) tests/bench/bench_loop_stall.py
 	$(PY) tests/bench/bench_loop_hostage.py
 	$(PY) tests/bench/bench_broker.py
+	$(PY) tests/bench/bench_request_cost.py
 	$(PY) tests/bench/bench_fetch_sessions.py --quick
 	$(PY) tests/bench/bench_groups.py
 	$(PY) tests/bench/bench_idempotence.py

@@ -47,6 +47,9 @@ class RequestContext:
     # Set by a handler whose response has thousands of entries (Metadata of every partition):
     # the connection encodes it in a worker thread instead of holding the loop for it.
     large_response: bool = False
+    # The request's finer name in the request metrics, besides its API's (Kafka counts a Fetch
+    # also as FetchConsumer or FetchFollower)
+    metric_name: str = ""
 
     @property
     def api_version(self) -> int:

@@ -91,6 +91,7 @@ async def handle(ctx: RequestContext, request) -> dict:
         max_bytes=min(fetch_max, request.max_bytes if request.max_bytes > 0 else fetch_max),
         isolation_level=request.isolation_level,
     )
+    ctx.metric_name = "FetchFollower" if params.is_from_follower else "FetchConsumer"
     uses_topic_ids = version >= 13
     cache = services.metadata_cache
     names: dict[uuid.UUID, str] = {}  # the ids of this request, resolved once each

@@ -312,6 +312,8 @@ class Connection:
         latency_ms = (time.perf_counter() - started) * 1000
         if self.metrics is not None:
             self.metrics.record(handler.name, latency_ms)
+            if ctx.metric_name:
+                self.metrics.record(ctx.metric_name, latency_ms)
         log.debug(
             "request",
             api=handler.name,

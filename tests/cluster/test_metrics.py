@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import urllib.request
 
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.control.control_client import ControlClient
@@ -34,6 +34,10 @@ async def test_metrics_follow_requests_partitions_and_a_stopped_broker(broker_fa
         producer.send("metered", b"%d" % i)
     producer.flush()
     producer.close()
+    consumer = KafkaConsumer("metered", bootstrap_servers=cluster.bootstrap,
+                             auto_offset_reset="earliest")
+    assert len([record for _, record in zip(range(20), consumer, strict=False)]) == 20
+    consumer.close()
 
     metrics = scrape(cluster.control.url)
     assert sum(by_broker(metrics["kafka_controller_kafkacontroller_activecontrollercount"])
@@ -47,6 +51,12 @@ async def test_metrics_follow_requests_partitions_and_a_stopped_broker(broker_fa
     produced = sum(by_broker(metrics["kafka_network_requestmetrics_requests"],
                              request="Produce").values())
     assert produced >= 1
+    # A consumer's Fetch counts as Fetch and as FetchConsumer, as Kafka's request metrics (the
+    # embedded followers fetch without requests: no FetchFollower here).
+    requests = metrics["kafka_network_requestmetrics_requests"]
+    fetches = by_broker(requests, request="Fetch")
+    assert fetches[leader] >= 1 and by_broker(requests, request="FetchConsumer") == fetches
+    assert by_broker(requests, request="FetchFollower") == {}
     # The histogram: cumulative buckets ending in +Inf, which counts every request.
     buckets = [s for s in metrics["kafka_network_requestmetrics_totaltimems"]
                if s.name.endswith("_bucket") and s.labels["request"] == "Produce"
