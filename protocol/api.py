@@ -12,6 +12,7 @@ from typing import Any
 from construct import Container
 
 from protocol.errors import ProtocolDecodeError
+from protocol.file_region import FileRegion
 from protocol.schema import BY_KEY, Codec, codec, format_path, within
 
 API_NAMES: dict[int, str] = {
@@ -77,6 +78,31 @@ def encode_request(api_key: int, api_version: int, body: dict) -> bytes:
 def encode_response(api_key: int, api_version: int, body: dict) -> bytes:
     """Encode a response body; missing keys take their defaults, tagged fields at default are omitted."""
     return _encode(api_key, api_version, "response", body)
+
+
+class _RegionsIO(_io.BytesIO):
+    """An encoder's stream that leaves FileRegions out, noting where each goes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.regions: list[tuple[int, FileRegion]] = []
+
+
+def encode_response_parts(api_key: int, api_version: int, body: dict) -> list[bytes | FileRegion]:
+    """`encode_response`, with the body's FileRegions left in their files: the encoded bytes cut
+    where each region goes, the regions between them (sent with sendfile by the connection)."""
+    c = _codec(api_key, api_version, "response", ProtocolEncodeError)
+    out = _RegionsIO()
+    try:
+        c.compiled.buildfunc(body, out, None)
+    except Exception:
+        return [_encode(api_key, api_version, "response", body)]  # it says what was wrong
+    data, parts, start = out.getvalue(), [], 0
+    for position, region in out.regions:
+        parts += [data[start:position], region]
+        start = position
+    parts.append(data[start:])
+    return parts
 
 
 def precompile(api_keys: list[int] | None = None) -> int:

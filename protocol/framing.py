@@ -96,3 +96,10 @@ class FrameDecoder:
 
 def encode_frame(payload: bytes) -> bytes:
     return _LEN.pack(len(payload)) + payload
+
+
+def encode_frame_parts(head: bytes, parts: list) -> list:
+    """One frame of `head` then `parts` (bytes and FileRegions, as `encode_response_parts` cuts
+    them): the length prefix and the head joined to the first part, the rest as they are."""
+    size = len(head) + sum(len(part) for part in parts)
+    return [_LEN.pack(size) + head + parts[0], *parts[1:]]

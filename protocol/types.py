@@ -22,6 +22,8 @@ from typing import Any
 
 from construct import Construct, ConstructError, StreamError
 
+from protocol.file_region import FileRegion
+
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -171,12 +173,31 @@ def _writer(null: bytes, length: Any, text: bool | None) -> Any:
             io.write(null)
         elif text is None:
             length(io, len(value))
-        else:
-            data = value.encode() if text else value
+        elif text:
+            data = value.encode()
             length(io, len(data))
             io.write(data)
+        else:
+            length(io, len(value))
+            if type(value) is FileRegion:
+                _write_region(io, value)
+            else:
+                io.write(value)
 
     return write
+
+
+def _write_region(io: Any, region: FileRegion) -> None:
+    """Record bytes left in their file: a stream collecting regions (`encode_response_parts`) keeps
+    the place; any other gets the bytes read from the file."""
+    regions = getattr(io, "regions", None)
+    if regions is not None:
+        regions.append((io.tell(), region))
+        return
+    data = region.read()
+    if len(data) != len(region):
+        raise StreamError(f"{region} was truncated under the response")
+    io.write(data)
 
 
 def _pack16(io: Any, n: int) -> None:

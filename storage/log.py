@@ -494,10 +494,12 @@ class Log:
         *,
         max_offset: int | None = None,
         min_one_message: bool = True,
+        as_region: bool = False,
     ) -> FetchDataInfo:
         """Whole batches from the one holding fetch_offset, up to max_bytes, none at/after max_offset.
 
         With min_one_message the first batch comes back even when larger than max_bytes (KIP-74).
+        `as_region`: the records as a FileRegion of the segment file (sent from there), not read.
         """
         if fetch_offset < self._log_start_offset or fetch_offset > self._log_end_offset:
             raise KafkaError(
@@ -510,7 +512,7 @@ class Log:
             return FetchDataInfo(fetch_offset, b"")
         i = max(bisect.bisect_right(self._bases, fetch_offset) - 1, 0)
         for segment in self._segments[i:]:
-            found = segment.read(fetch_offset, max_bytes, max_offset, min_one_message)
+            found = segment.read(fetch_offset, max_bytes, max_offset, min_one_message, as_region)
             if found is not None:
                 data, position = found
                 return FetchDataInfo(fetch_offset, data, segment.base_offset, position)

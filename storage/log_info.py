@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from protocol.file_region import FileRegion
 
 
 @dataclass(slots=True)
@@ -22,6 +26,6 @@ class LogAppendInfo:
 class FetchDataInfo:
     """What a read returned: the bytes and where in the log they start."""
     fetch_offset: int
-    records: bytes
+    records: bytes | FileRegion
     segment_base_offset: int = -1  # where the returned bytes start: segment and file position
     position: int = -1

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from protocol.file_region import FileRegion
 from protocol.records import (
     BATCH_LENGTH_OFFSET,
     HEADER_SIZE,
@@ -38,6 +39,9 @@ READ_CHUNK = 64 * 1024  # forward scans from an index entry: an interval plus a 
 RECOVERY_CHUNK = 1024 * 1024  # whole-file scans read in bigger pieces
 RECENT_BATCHES = 64  # appended batch positions remembered for tail fetches
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+# Reads this large may be left in the file as a FileRegion (sent with sendfile); smaller ones are
+# copied: one pread costs less than a descriptor, its sendfile and its close.
+MIN_REGION_BYTES = 32 * 1024
 
 
 def first_record_at_or_after(
@@ -270,9 +274,11 @@ class LogSegment:
             self.rolling_base_ms = now_ms
 
     def read(
-        self, offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool
-    ) -> tuple[bytes, int] | None:
-        """(whole batches from the one holding `offset`, file position); None if beyond this segment."""
+        self, offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool,
+        as_region: bool = False,
+    ) -> tuple[bytes | FileRegion, int] | None:
+        """(whole batches from the one holding `offset`, file position); None if beyond this segment.
+        `as_region`: the batches as a FileRegion of this file, their bytes not read."""
         found = self.translate_offset(offset)
         if found is None:
             return None
@@ -280,7 +286,12 @@ class LogSegment:
         if max_offset is not None and first.base_offset >= max_offset:
             return b"", pos
         if first.size > max_bytes:
-            return (self._pread(first.size, pos), pos) if min_one_message else (b"", pos)
+            if not min_one_message:
+                return b"", pos
+            return (self._region(pos, first.size) if as_region
+                    else self._pread(first.size, pos)), pos
+        if as_region:
+            return self._region(pos, self._whole_batches(pos, first, max_bytes, max_offset)), pos
         data = self._pread(min(max_bytes, self.size - pos), pos)
         view, n = memoryview(data), len(data)
         # Batches before an indexed one that starts inside the data (and below max_offset) are all
@@ -294,6 +305,37 @@ class LogSegment:
                 break
             end += size
         return (data if end == n else data[:end]), pos
+
+    def _region(self, position: int, size: int) -> bytes | FileRegion:
+        """The bytes at `position` as a FileRegion, unless they are few (a copy costs less than a
+        descriptor and a sendfile call of their own) or no descriptor is left for it."""
+        fd = self._file.fd()
+        if size >= MIN_REGION_BYTES:
+            try:
+                return FileRegion(fd, position, size)
+            except OSError:  # EMFILE: the descriptors are the broker's; these bytes are copied
+                pass
+        return os.pread(fd, size, position)
+
+    def _whole_batches(self, pos: int, first: BatchHeader, max_bytes: int,
+                       max_offset: int | None) -> int:
+        """How many bytes from `pos` (where `first` starts) are whole batches within max_bytes and
+        below max_offset, reading batch headers only: from the last indexed batch inside the
+        limit on, each header at its place (a few: entries are index.interval.bytes apart)."""
+        n = min(max_bytes, self.size - pos)
+        end = first.size  # within n: larger first batches are answered before
+        if end == n:
+            return end
+        end = max(self.offset_index.floor_position(pos + n, max_offset) - pos, end)
+        while n - end >= HEADER_SIZE:
+            head = self._pread(12, pos + end)
+            size = int.from_bytes(head[BATCH_LENGTH_OFFSET:12], "big") + LOG_OVERHEAD
+            if end + size > n:
+                break
+            if max_offset is not None and int.from_bytes(head[:8], "big") >= max_offset:
+                break
+            end += size
+        return end
 
     def timestamp_candidates(
         self, timestamp: int, starting_offset: int

@@ -112,6 +112,14 @@ class _Snapshot:
                                                  for bound, count in t["buckets"]],
                                  sum_value=t["sum_ms"])
         yield from (rate, times)
+        sent = CounterMetricFamily(
+            "kafka_sim_fetch_record_bytes",
+            "Record bytes of fetch responses left in the segment files, by how they went out: "
+            "sendfile, or copied (the socket was full)", labels=["broker", "path"])
+        for broker, m in brokers.items():
+            for path, count in m["fetch_record_bytes"].items():
+                sent.add_metric([broker, path], count)
+        yield sent
 
     @staticmethod
     def _fetch_sessions(brokers: dict[str, dict]) -> Iterator[Metric]:

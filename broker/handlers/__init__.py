@@ -50,6 +50,8 @@ class RequestContext:
     # The request's finer name in the request metrics, besides its API's (Kafka counts a Fetch
     # also as FetchConsumer or FetchFollower)
     metric_name: str = ""
+    # The connection can send record bytes from the segment files (plaintext TCP: sendfile)
+    zero_copy: bool = False
 
     @property
     def api_version(self) -> int:

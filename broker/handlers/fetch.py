@@ -90,6 +90,8 @@ async def handle(ctx: RequestContext, request) -> dict:
         min_bytes=max(0, request.min_bytes),
         max_bytes=min(fetch_max, request.max_bytes if request.max_bytes > 0 else fetch_max),
         isolation_level=request.isolation_level,
+        # Below v10 the records are looked at for zstd batches the client cannot read
+        zero_copy=ctx.zero_copy and version >= ZSTD_MIN_FETCH_VERSION,
     )
     ctx.metric_name = "FetchFollower" if params.is_from_follower else "FetchConsumer"
     uses_topic_ids = version >= 13

@@ -10,6 +10,7 @@ client certificate names the principal from the start.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from typing import TYPE_CHECKING
 
@@ -30,9 +31,10 @@ from protocol import (
     encode_response_header,
     response_header_version,
 )
-from protocol.api import API_VERSIONS_KEY
+from protocol.api import API_VERSIONS_KEY, encode_response_parts
 from protocol.errors import ProtocolDecodeError
-from protocol.framing import FrameDecoder
+from protocol.file_region import FileRegion
+from protocol.framing import FrameDecoder, encode_frame_parts
 from protocol.headers import RequestHeader
 
 if TYPE_CHECKING:
@@ -89,6 +91,11 @@ class Connection:
         self.waiting_for_client = False  # a response waits for the client to read
         self.throttle: tuple[str, int] | None = None  # (quota, ms) the last response earned
         self.security = security
+        # Fetch responses send record bytes from the segment files with sendfile(2) on this
+        # socket (Kafka's zero-copy transfer), but through TLS, which must encrypt them.
+        sock = writer.get_extra_info("socket")
+        self._sendfile_fd = (sock.fileno() if sock is not None and hasattr(os, "sendfile")
+                             and writer.get_extra_info("sslcontext") is None else -1)
         # What a frame goes to: the request path, or (SASL, until logged in) the authenticator.
         # One bound method, so a PLAINTEXT connection pays nothing per request for SASL.
         self.on_frame = self.handle_frame
@@ -127,7 +134,7 @@ class Connection:
             self.session_expires = None
             self.on_frame = self.handle_frame
 
-    async def _handle_frame_in_session(self, frame: bytes) -> bytes | None:
+    async def _handle_frame_in_session(self, frame: bytes) -> bytes | list | None:
         """KIP-368: a SaslHandshake starts a re-authentication; once the session has expired,
         any other request closes the connection."""
         if len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) == SASL_HANDSHAKE:
@@ -169,7 +176,10 @@ class Connection:
                         self._release()
                     self.requests_handled += 1
                     if response is not None:
-                        self.writer.write(response)
+                        if type(response) is list:
+                            self._write_parts(response)
+                        else:
+                            self.writer.write(response)
                         await self._drain()
                     if self.throttle is not None:
                         await self._mute(*self.throttle)
@@ -188,6 +198,50 @@ class Connection:
         finally:
             self._release()
             self.writer.close()
+
+    def _write_parts(self, parts: list[bytes | FileRegion]) -> None:
+        """A response with record bytes left in their files: each region goes from its file to
+        the socket with sendfile(2) while the socket takes it and nothing is queued before it;
+        what it does not take is read and queued as bytes (as a TLS connection sends it all)."""
+        transport = self.writer.transport
+        for part in parts:
+            if type(part) is not FileRegion:
+                transport.write(part)
+                continue
+            try:
+                sent = 0
+                if self._sendfile_fd >= 0 and not transport.get_write_buffer_size():
+                    sent = self._sendfile(part)
+                if sent < part.size:
+                    data = part.read(sent)
+                    if len(data) != part.size - sent:
+                        raise CloseConnection(f"a log segment was truncated under a fetch "
+                                              f"response being sent ({part})")
+                    transport.write(data)
+                if self.metrics is not None:
+                    self.metrics.bytes_sent_from_files += sent
+                    self.metrics.bytes_copied_from_files += part.size - sent
+            finally:
+                part.close()
+
+    def _sendfile(self, region: FileRegion) -> int:
+        sent = 0
+        while sent < region.size:
+            try:
+                n = os.sendfile(self._sendfile_fd, region.fd, region.position + sent,
+                                region.size - sent)
+            except (BlockingIOError, InterruptedError):
+                break  # the socket's buffer is full: the rest is queued as bytes
+            except ConnectionError:
+                raise
+            except OSError:  # sendfile refused (an unusual file system): copy from now on
+                self._sendfile_fd = -1
+                break
+            if n == 0:
+                raise CloseConnection(f"a log segment was truncated under a fetch response "
+                                      f"being sent ({region})")
+            sent += n
+        return sent
 
     async def _reserve(self, size: int) -> None:
         await self.memory_pool.reserve(size)
@@ -259,7 +313,7 @@ class Connection:
             )
         return response
 
-    async def handle_frame(self, frame: bytes | memoryview) -> bytes | None:
+    async def handle_frame(self, frame: bytes | memoryview) -> bytes | list | None:
         started = time.perf_counter()
         header, body_offset = decode_request_header(frame)
         handler = HANDLERS.get(header.api_key)
@@ -289,7 +343,8 @@ class Connection:
             if header.api_key == FETCH_KEY else None)
         ctx = RequestContext(header, self.services, self.client_host, self.listener,
                              self.principal, request_size=len(frame),
-                             large_response=len(frame) >= LARGE_FRAME_BYTES)
+                             large_response=len(frame) >= LARGE_FRAME_BYTES,
+                             zero_copy=self._sendfile_fd >= 0)
         quotas = self.services.quotas
         if (quotas is not None and quotas.enabled("request")
                 and header.api_key not in REQUEST_QUOTA_EXEMPT and not self._before_login):
@@ -326,10 +381,15 @@ class Connection:
             return None
         head = encode_response_header(header.correlation_id,
                                       response_header_version(header.api_key, version))
+        # A Fetch's records may be FileRegions: its response is cut around them
+        encode = (encode_response_parts if ctx.zero_copy and header.api_key == FETCH_KEY
+                  else encode_response)
         if ctx.large_response:
-            body = await asyncio.to_thread(encode_response, header.api_key, version, response)
+            body = await asyncio.to_thread(encode, header.api_key, version, response)
         else:
-            body = encode_response(header.api_key, version, response)
+            body = encode(header.api_key, version, response)
+        if type(body) is list:
+            return encode_frame_parts(head, body) if len(body) > 1 else encode_frame(head + body[0])
         return encode_frame(head + body)
 
 

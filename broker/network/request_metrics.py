@@ -22,6 +22,10 @@ class ApiTimes:
 class RequestMetrics:
     def __init__(self) -> None:
         self.apis: dict[str, ApiTimes] = {}
+        # Record bytes of fetch responses sent from the segment files (sendfile), and those of
+        # file regions that had to be copied (the socket was full, or the connection is TLS)
+        self.bytes_sent_from_files = 0
+        self.bytes_copied_from_files = 0
 
     def record(self, api: str, total_ms: float) -> None:
         times = self.apis.get(api)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from broker.logs import get_logger
 from broker.replication.purgatory import DelayedOperation
 from protocol.errors import ErrorCode
+from protocol.file_region import FileRegion
 from storage.transaction_index import AbortedTxn
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # a Fetch's and ListOffsets' isolation_level
@@ -68,6 +69,8 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     isolation_level: int = 0
+    # Its records may be FileRegions, sent from the segment files (a plaintext TCP connection)
+    zero_copy: bool = False
 
     @property
     def is_from_follower(self) -> bool:
@@ -82,7 +85,7 @@ class FetchPartitionData:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    records: bytes = b""
+    records: bytes | FileRegion = b""
     aborted_transactions: list[AbortedTxn] | None = None  # read_committed consumers only
     # Where this fetcher may read up to (HW, LSO or, for a follower, the LEO) when it was read:
     # a session partition below it still has records to hand out.

@@ -106,7 +106,7 @@ class ReplicaAlterLogDirsManager:
 
     async def _copy(self, key: TopicPartition) -> None:
         manager = self.log_manager
-        truncations = None
+        truncations, flushed = None, False
         mine = manager.get_future_log(*key)  # what this copier fills (a new move gets a new one)
         try:
             while True:
@@ -118,10 +118,15 @@ class ReplicaAlterLogDirsManager:
                         future.log_end_offset < current.log_start_offset:
                     # The current log was truncated (or its start moved past the copy): what
                     # was copied may differ now; start the copy again at its start.
-                    truncations = current.truncations
+                    truncations, flushed = current.truncations, False
                     future.truncate_fully_and_start_at(current.log_start_offset)
                 if future.log_end_offset == current.log_end_offset:
-                    await self._in_worker(future.flush)  # what was copied is durable, off the loop
+                    if not flushed:
+                        # What was copied is durable, off the loop. Once: what a steady
+                        # producer appends during an fsync is copied after it, and a flush
+                        # each time the copy catches up would never let it catch up for good.
+                        await self._in_worker(future.flush)
+                        flushed = True
                     # What the partition appended meanwhile is copied on the loop, then the swap,
                     # with nothing awaited in between (Kafka holds the partition's lock for it):
                     # under a steady producer the copy would never be caught up otherwise.

@@ -21,6 +21,7 @@ from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.topic_names import is_valid_topic_name
 from broker.replication.purgatory import DelayedOperationPurgatory
 from protocol.errors import ErrorCode, KafkaError, RecordValidationError
+from protocol.file_region import FileRegion
 from storage.append_origin import AppendOrigin
 from storage.log_dir_failure_channel import KafkaStorageError
 from storage.partition_metadata import read_partition_metadata
@@ -51,6 +52,9 @@ if TYPE_CHECKING:
     from storage.transaction_index import AbortedTxn
     from timer import Clock, SystemTimer
 
+# FileRegions one fetch response may hold (each a descriptor until sent); further partitions'
+# records are copied. A follower's usual fetch carries one or a few partitions' new batches.
+MAX_REGIONS_PER_FETCH = 16
 log = get_logger("kafka_sim.replica_manager")
 # alter_isr(partition, new_isr) -> the accepted state once written, or None when it was not
 # (lost a race, the store unreachable): Kafka's AlterPartitionManager, here a store write.
@@ -561,10 +565,12 @@ class ReplicaManager:
             return 0
         if params.min_bytes <= 1:
             return 1  # something is there, and one byte is all this fetch waits for: no read
-        data = partition.log.read(
-            fp.fetch_offset, max(fp.partition_max_bytes, 1), max_offset=end, min_one_message=True
-        )
-        return len(data.records)
+        # Measured in the file, not read: a region of it, closed at once
+        records = partition.log.read(fp.fetch_offset, max(fp.partition_max_bytes, 1),
+                                     max_offset=end, min_one_message=True, as_region=True).records
+        if isinstance(records, FileRegion):
+            records.close()
+        return len(records)
 
     def read_from_local_log(
         self, params: FetchParams, partitions: list[FetchPartition]
@@ -573,6 +579,10 @@ class ReplicaManager:
 
         limit = params.max_bytes
         min_one_message = True  # KIP-74: the first batch comes back even above the limits
+        # read_committed needs the records' bytes to find the aborted transactions among them
+        as_region = params.zero_copy and (params.is_from_follower
+                                          or params.isolation_level != READ_COMMITTED)
+        regions_left = MAX_REGIONS_PER_FETCH  # each holds a descriptor until it is sent
         results = []
         for fp in partitions:
             if fp.topic_id is not None and not fp.topic:  # an id the metadata does not know
@@ -602,6 +612,7 @@ class ReplicaManager:
                     max(0, min(fp.partition_max_bytes, limit)),
                     max_offset=end,
                     min_one_message=min_one_message,
+                    as_region=as_region,
                 )
                 if params.isolation_level == READ_COMMITTED and not params.is_from_follower:
                     data.aborted_transactions = _aborted_in(partition.log, fp.fetch_offset,
@@ -614,6 +625,9 @@ class ReplicaManager:
                 data.error = ErrorCode.UNKNOWN_SERVER_ERROR
             else:
                 data.records = read.records
+                if as_region and isinstance(read.records, FileRegion):
+                    regions_left -= 1
+                    as_region = regions_left > 0
                 if read.records:
                     limit -= len(read.records)
                     min_one_message = False

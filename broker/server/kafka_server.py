@@ -550,6 +550,8 @@ class KafkaServer:
         return {
             "purgatory": self.purgatory_stats(),
             "requests": self.request_metrics.snapshot(),
+            "fetch_record_bytes": {"sendfile": self.request_metrics.bytes_sent_from_files,
+                                   "copied": self.request_metrics.bytes_copied_from_files},
             "partitions": len(rm.partitions),
             "leaders": len(leaders),
             "under_replicated": sum(1 for p in leaders if len(p.isr) < len(p.replicas)),

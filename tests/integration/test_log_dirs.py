@@ -214,18 +214,24 @@ async def test_a_replica_moves_to_the_other_dir_under_a_live_producer(tmp_path: 
         acked: list[tuple[int, bytes]] = []
         value = b"x" * 4000  # 16 batches a segment; copy chunks above the off-loop bound
 
-        async def produce_all(n: int) -> None:
-            for i in range(n):
+        async def produce_all(n: int, until: asyncio.Event | None = None) -> None:
+            """n records, and more until `until` is set and 100 after it: the swap happens
+            under the producer however long the copy takes."""
+            i, after = 0, 0
+            while i < n or (until is not None and after < 100):
+                after += until is not None and until.is_set()
                 batch = encode_batch([(b"k%d" % i, value, [], 1_000 + i)])
                 response = await client.request(PRODUCE, 9, produce_body({("mv", 0): batch}, -1))
                 answer = response.responses[0].partition_responses[0]
                 assert answer.error_code == 0, answer
                 acked.append((answer.base_offset, b"k%d" % i))
+                i += 1
 
         await produce_all(200)
         movers = broker.replica_manager.alter_log_dirs
         other = await RawClient.connect(broker.port)
-        producing = asyncio.create_task(produce_all(1000))  # far longer than the copy takes
+        swapped = movers.swapped.setdefault(("mv", 0), asyncio.Event())  # the move's own
+        producing = asyncio.create_task(produce_all(300, until=swapped))
         assert await alter_dir(other, os.path.abspath(b), "mv", [0]) == {("mv", 0): 0}
         future = broker.log_manager.get_future_log("mv", 0)
         assert future is not None and future.log_dir == b
@@ -234,7 +240,7 @@ async def test_a_replica_moves_to_the_other_dir_under_a_live_producer(tmp_path: 
         futures = [(r.log_dir, p.is_future_key) for r in described.results for t in r.topics
                    for p in t.partitions]
         assert sorted(futures) == [(os.path.abspath(a), False), (os.path.abspath(b), True)]
-        await asyncio.wait_for(movers.swapped[("mv", 0)].wait(), 30)
+        await asyncio.wait_for(swapped.wait(), 30)
         assert not producing.done()  # the swap happened while the producer went on
         await producing
         assert dir_of(broker, "mv", 0) == b and not (Path(a) / "mv-0").exists()
@@ -242,7 +248,7 @@ async def test_a_replica_moves_to_the_other_dir_under_a_live_producer(tmp_path: 
         # Every acknowledged record, once, at its offset; nothing else.
         assert await read_back(other, "mv", len(acked)) == [
             (offset, key) for offset, key in sorted(acked)] == [
-            (n, b"k%d" % (n if n < 200 else n - 200)) for n in range(1200)]
+            (n, b"k%d" % (n if n < 200 else n - 200)) for n in range(len(acked))]
         await client.close()
         await other.close()
     finally:
@@ -251,7 +257,7 @@ async def test_a_replica_moves_to_the_other_dir_under_a_live_producer(tmp_path: 
     await cluster.start()
     try:
         log = cluster.brokers[0].log_manager.get_log("mv", 0)
-        assert log.log_dir == b and log.log_end_offset == 1200
+        assert log.log_dir == b and log.log_end_offset == len(acked)
     finally:
         await cluster.stop()
 
