@@ -180,7 +180,8 @@ class Connection:
                             self._write_parts(response)
                         else:
                             self.writer.write(response)
-                        await self._drain()
+                        if self.writer.transport.get_write_buffer_size():
+                            await self._drain()  # (the socket took it all: nothing to wait for)
                     if self.throttle is not None:
                         await self._mute(*self.throttle)
                     deadline = loop.time() + self.idle_s
