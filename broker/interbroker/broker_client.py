@@ -48,7 +48,8 @@ class BrokerClient:
         """Send one request and return the decoded response body."""
         async with self._lock:
             try:
-                return await asyncio.wait_for(self._exchange(api_key, version, body), timeout_s)
+                async with asyncio.timeout(timeout_s):  # (wait_for would make a task each time)
+                    return await self._exchange(api_key, version, body)
             except asyncio.CancelledError:
                 self.close()  # the answer may still come: this connection can no longer be read
                 raise

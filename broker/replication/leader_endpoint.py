@@ -27,6 +27,9 @@ class LeaderUnavailable(Exception):
 
 
 class LeaderEndpoint(Protocol):
+    # Whether answer_now reaches a parked fetch (in process); over TCP nothing does
+    answers_when_asked: bool
+
     async def fetch(
         self, params: FetchParams, metadata: FetchMetadata, partitions: list[FetchPartition],
         forgotten: list[PartitionKey],
@@ -63,6 +66,8 @@ class LeaderReplicaManager(Protocol):
 
 class InProcessLeaderEndpoint:
     """The leader's ReplicaManager, called directly; `lookup` returns None while it is down."""
+
+    answers_when_asked = True
 
     def __init__(self, lookup: Callable[[], LeaderReplicaManager | None]) -> None:
         self._lookup = lookup

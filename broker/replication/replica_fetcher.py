@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from broker.logs import get_logger
 from broker.replication.delayed_fetch import FetchParams, FetchPartition
-from broker.replication.fetch_session_handler import FetchSessionHandler
+from broker.replication.fetch_session_handler import FetchSessionHandler, FetchSessionResponse
 from broker.replication.leader_endpoint import EpochEndOffset, LeaderEndpoint, LeaderUnavailable
 from protocol.errors import ErrorCode
 
@@ -194,11 +194,23 @@ class ReplicaFetcher:
         # In a fetch session only what changed is sent: a partition whose log end offset did not
         # move costs the leader a check, not a place in the request and the response.
         request = self.session.build(requests)
+        self._changed.clear()
+        if not self.endpoint.answers_when_asked:
+            # Over TCP the leader answers by itself within max_wait_ms: the fetch is awaited
+            # as it is, with no task of its own (one per round trip costs the follower more
+            # than the rest of its round).
+            try:
+                response = await self.endpoint.fetch(params, request.metadata, request.to_send,
+                                                     request.to_forget)
+            except Exception:
+                self.session.handle_error()
+                raise
+            await self._handle_fetched(requests, response)
+            return
         # A fetch can wait up to max_wait_ms at the leader; a partition added meanwhile should
         # not wait that long for its first fetch: an in-process leader is asked to answer the
         # parked fetch now (its session goes on: abandoning it would make the next fetch a full
-        # one, every partition again, at each LeaderAndIsr). Over TCP it answers by itself.
-        self._changed.clear()
+        # one, every partition again, at each LeaderAndIsr).
         fetch = asyncio.ensure_future(self.endpoint.fetch(
             params, request.metadata, request.to_send, request.to_forget))
         changed = asyncio.ensure_future(self._changed.wait())
@@ -223,7 +235,11 @@ class ReplicaFetcher:
             return
         if fetch.exception() is not None:
             self.session.handle_error()
-        response = fetch.result()
+        await self._handle_fetched(requests, fetch.result())
+
+    async def _handle_fetched(self, requests: list[FetchPartition],
+                              response: FetchSessionResponse) -> None:
+        """Append what the leader sent, partition by partition (an error is that partition's)."""
         if not self.session.handle_response(response):
             return  # a session error: the next fetch is a full one, at once
         if not self._running.is_set():
