@@ -355,7 +355,37 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_ts: int) -> 
             append(Record(base_offset + off_delta, base_ts + ts_delta, key, value, headers))
     except (IndexError, UnicodeDecodeError) as exc:
         raise _invalid(f"Found invalid record structure: {exc}") from exc
+    if pos != n:  # more records than the batch declares (Kafka's iterator refuses them too)
+        raise _invalid(f"Incorrect declared batch size, records still remaining in file: "
+                       f"{n - pos} bytes after the {count} records declared")
     return records
+
+
+def check_record_count(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader,
+                       max_decompressed: int = MAX_DECOMPRESSED_BYTES) -> None:
+    """The batch at `pos` holds exactly the records its header declares (Kafka's record iterator:
+    "Incorrect declared batch size"), found by walking the records' length prefixes only (after
+    decompressing a compressed batch, up to `max_decompressed`): INVALID_RECORD otherwise. A
+    batch declaring two billion records over one would move the log end offset by as many."""
+    blob: bytes | bytearray | memoryview = memoryview(buf)[pos + RECORDS_OFFSET : pos + header.size]
+    if header.compression and blob:
+        blob = decompress(header.compression, bytes(blob), max_decompressed)
+    n, at, count = len(blob), 0, header.record_count
+    if count > n // MIN_RECORD_SIZE:
+        raise _invalid(f"Incorrect declared batch size: {count} records cannot fit in {n} bytes")
+    try:
+        for index in range(count):
+            length, at = decode_varint(blob, at)
+            if length < MIN_RECORD_SIZE - 1 or at + length > n:
+                raise _invalid(f"Incorrect declared batch size, premature EOF reached at record "
+                               f"{index} of {count}")
+            at += length
+    except IndexError:
+        raise _invalid(f"Incorrect declared batch size, premature EOF reached: {count} "
+                       f"records declared") from None
+    if at != n:
+        raise _invalid(f"Incorrect declared batch size, records still remaining in file: "
+                       f"{n - at} bytes after the {count} records declared")
 
 
 def decode_batch(

@@ -31,6 +31,7 @@ from protocol.records import (
     BatchHeader,
     assign_offsets,
     batch_crc_ok,
+    check_record_count,
     decode_batch,
     decompression_limit,
     iter_batches,
@@ -282,20 +283,23 @@ class Log:
 
     @_handling_io_errors("appending to log")
     def append_as_leader(
-        self, records: bytes | memoryview, leader_epoch: int, *, keys_checked: bool = False,
+        self, records: bytes | memoryview, leader_epoch: int, *, records_checked: bool = False,
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
         """Validate a producer's batches, assign offsets from the LEO, stamp the epoch, append.
 
-        `keys_checked`: the caller already ran check_produced_records on these very bytes (in a
-        worker thread: decoding a compressed batch can take long), so the records are not decoded
-        again here. Control batches (transaction markers) come only from the coordinator."""
+        `records_checked`: the caller already ran check_batches_records on these very bytes (in
+        a worker thread: decompressing and reading a batch's records can take long), so they are
+        not read again here. Control batches (transaction markers) come only from the coordinator."""
         headers = validate_produce_records(records, self.config.max_message_bytes)
         markers = _markers(records, headers, origin)
         now = self._now_ms()
-        if self.decodes_produced_records and not keys_checked:
-            check_produced_records(records, headers, self.record_checks(now),
-                                   decompression_limit(self.config.max_message_bytes))
+        if not records_checked:
+            limit = decompression_limit(self.config.max_message_bytes)
+            if self.decodes_produced_records:  # every record decoded: its count comes with it
+                check_produced_records(records, headers, self.record_checks(now), limit)
+            else:
+                check_record_counts(records, headers, limit)
         buf = bytearray(records)
         self._check_fits_segment(len(buf))
         append_time = self.config.log_append_time
@@ -881,6 +885,26 @@ def decode_off_loop(records: bytes | memoryview) -> bool:
     return False
 
 
+# Records whose lengths append_as_leader walks on the loop (to count them, ~0.5 us each); a
+# request with more has them counted in a worker thread
+COUNT_OFF_LOOP_RECORDS = 4096
+
+
+def count_off_loop(records: bytes | memoryview) -> bool:
+    """Whether counting these Produce records is worth a worker thread: a compressed batch
+    (inflated first) or many records."""
+    n, pos, count = len(records), 0, 0
+    while n - pos >= HEADER_SIZE:
+        header = read_batch_header(records, pos)
+        count += header.record_count
+        if header.compression or count > COUNT_OFF_LOOP_RECORDS:
+            return True
+        if header.size <= 0:
+            break
+        pos += header.size
+    return False
+
+
 def _markers(records: bytes | memoryview, headers: list[BatchHeader], origin: AppendOrigin
              ) -> list[EndTxnMarker | None] | None:
     """Per batch, the transaction marker a control batch carries; clients may not send any."""
@@ -907,11 +931,27 @@ class RecordChecks:
     timestamp_bounds: tuple[int, int, int] | None
 
 
-def check_compacted_records(records: bytes, max_message_bytes: int, checks: RecordChecks) -> None:
-    """What append_as_leader checks on a producer's records when it decodes them, as a function of
-    the bytes alone, so that it may run in a worker thread: the batches, then every record."""
+def check_batches_records(records: bytes, max_message_bytes: int,
+                          checks: RecordChecks | None) -> None:
+    """What append_as_leader checks on a producer's records, as a function of the bytes alone, so
+    that it may run in a worker thread: the batches, then every record when the log decodes them
+    (`checks`), else each batch's record count against the records it holds."""
     headers = validate_produce_records(records, max_message_bytes)
-    check_produced_records(records, headers, checks, decompression_limit(max_message_bytes))
+    limit = decompression_limit(max_message_bytes)
+    if checks is not None:
+        check_produced_records(records, headers, checks, limit)
+    else:
+        check_record_counts(records, headers, limit)
+
+
+def check_record_counts(records: bytes | memoryview, headers: list[BatchHeader],
+                        max_decompressed: int) -> None:
+    """Each batch holds the records it declares (Kafka's LogValidator reads them all): nothing
+    of a batch whose count lies reaches the log."""
+    pos = 0
+    for header in headers:
+        check_record_count(records, pos, header, max_decompressed)
+        pos += header.size
 
 
 def _long(n: int) -> int:

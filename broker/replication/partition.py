@@ -106,10 +106,10 @@ class Partition:
     # -- leader side ------------------------------------------------------------------------
 
     def append_records_as_leader(
-        self, records: bytes | memoryview, *, keys_checked: bool = False,
+        self, records: bytes | memoryview, *, records_checked: bool = False,
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
-        info = self.log.append_as_leader(records, self.leader_epoch, keys_checked=keys_checked,
+        info = self.log.append_as_leader(records, self.leader_epoch, records_checked=records_checked,
                                          origin=origin)
         self.maybe_increment_high_watermark()  # with the leader alone in the ISR, HW = LEO now
         return info

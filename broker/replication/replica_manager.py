@@ -382,7 +382,7 @@ class ReplicaManager:
 
     def append_records(
         self, entries: dict[tuple[str, int], bytes | memoryview | None], acks: int = 1,
-        keys_checked: frozenset[tuple[str, int]] = frozenset(),
+        records_checked: frozenset[tuple[str, int]] = frozenset(),
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> dict[tuple[str, int], ProduceResult]:
         from broker.replication.delayed_produce import ProduceResult
@@ -400,7 +400,7 @@ class ReplicaManager:
                         f"the ISR {partition.isr} is smaller than min.insync.replicas={min_isr}",
                     )
                 info = partition.append_records_as_leader(records, origin=origin,
-                                                          keys_checked=key in keys_checked)
+                                                          records_checked=key in records_checked)
             except KafkaError as exc:
                 results[key] = _failed_append(exc, self.partitions.get(key))
                 continue
@@ -425,29 +425,33 @@ class ReplicaManager:
             return ErrorCode.NONE
         return None
 
-    async def _check_compacted_off_loop(
+    async def _check_off_loop(
         self, entries: dict[tuple[str, int], bytes | memoryview | None], acks: int
     ) -> tuple[dict[tuple[str, int], ProduceResult], frozenset[tuple[str, int]]]:
-        """Decode compressed (or large) batches for compacted topics in a worker thread: inflating
-        up to the decompression bound and decoding every record to check its key must not hold
-        the event loop. Returns the partitions that failed and those checked (whose append then
-        skips the check); everything else is checked on the loop during the append as before."""
-        from storage.log import check_compacted_records, decode_off_loop
+        """Check compressed (or large) batches in a worker thread: inflating up to the
+        decompression bound and reading every record (its key on a compacted topic, or only its
+        length to count them) must not hold the event loop. Returns the partitions that failed
+        and those checked (whose append then skips the check); everything else is checked on the
+        loop during the append."""
+        from storage.log import check_batches_records, count_off_loop, decode_off_loop
 
         failed: dict[tuple[str, int], ProduceResult] = {}
         checked: set[tuple[str, int]] = set()
         for key, records in list(entries.items()):
             partition = self.partitions.get(key)
-            if (not records or partition is None or not partition.is_leader
-                    or not partition.log.decodes_produced_records or not decode_off_loop(records)):
+            if not records or partition is None or not partition.is_leader:
+                continue
+            log_ = partition.log
+            if not (decode_off_loop(records) if log_.decodes_produced_records
+                    else count_off_loop(records)):
                 continue
             if acks == -1 and len(partition.isr) < partition.log.config.min_insync_replicas:
                 continue  # NOT_ENOUGH_REPLICAS comes first, from append_records (Kafka's order)
             data = bytes(records)  # immutable: the thread sees exactly what will be appended
             try:
-                await asyncio.to_thread(check_compacted_records, data,
-                                        partition.log.config.max_message_bytes,
-                                        partition.log.record_checks())
+                await asyncio.to_thread(check_batches_records, data, log_.config.max_message_bytes,
+                                        log_.record_checks() if log_.decodes_produced_records
+                                        else None)
             except KafkaError as exc:
                 failed[key] = _failed_append(exc, partition)
                 continue
@@ -463,7 +467,7 @@ class ReplicaManager:
         coordinator appends its markers here too (origin COORDINATOR)."""
         from broker.replication.delayed_produce import DelayedProduce, ProducePartitionStatus
 
-        failed, checked = await self._check_compacted_off_loop(entries, acks)
+        failed, checked = await self._check_off_loop(entries, acks)
         results = failed | self.append_records(
             {k: r for k, r in entries.items() if k not in failed}, acks, checked, origin)
         if acks != -1:

@@ -403,8 +403,13 @@ async def test_decompression_bombs_on_a_compacted_topic_are_refused(async_broker
 async def test_list_offsets_by_timestamp_over_a_stored_bomb(async_broker):
     client = await RawClient.connect(async_broker.port)
     await create_topic(client, "plain-bomb")
+    # A producer's bomb is refused on any topic: its records are counted, so inflated
     response = await client.request(PRODUCE, 9, produce_body({("plain-bomb", 0): zstd_bomb()}))
-    assert set(partition_errors(response).values()) == {ErrorCode.NONE}  # stored undecoded
+    assert partition_errors(response) == {("plain-bomb", 0): ErrorCode.RECORD_LIST_TOO_LARGE}
+    # One stored by a follower (its leader's batches are appended as they are)
+    log = async_broker.replica_manager.partitions[("plain-bomb", 0)].log
+    log.append_as_follower(zstd_bomb())
+    assert log.log_end_offset == 1
     response = await asyncio.wait_for(client.request(LIST_OFFSETS, 7, {
         "replica_id": -1, "isolation_level": 0, "topics": [{"name": "plain-bomb", "partitions": [
             {"partition_index": 0, "current_leader_epoch": -1, "timestamp": 500}]}]}), 5.0)
@@ -424,7 +429,7 @@ async def test_compressed_batch_for_a_compacted_topic_is_decoded_off_the_event_l
     from protocol.records import ZSTD
 
     threads: list[threading.Thread] = []
-    check = storage.log.check_compacted_records
+    check = storage.log.check_batches_records
     loop = asyncio.get_running_loop()
     started = asyncio.Event()
 
@@ -433,7 +438,7 @@ async def test_compressed_batch_for_a_compacted_topic_is_decoded_off_the_event_l
         loop.call_soon_threadsafe(started.set)
         return check(*args)
 
-    monkeypatch.setattr(storage.log, "check_compacted_records", recording_check)
+    monkeypatch.setattr(storage.log, "check_batches_records", recording_check)
     client = await RawClient.connect(async_broker.port)
     await create_topic(client, "busy", 1, {"cleanup.policy": "compact"})
     many = encode_batch([(b"k%d" % (i % 10), b"", [], 1000) for i in range(400_000)],
@@ -531,4 +536,43 @@ async def test_alter_replica_log_dirs_naming_made_up_partitions_keeps_no_state(a
     codes = {p.error_code for t in response.results for p in t.partitions}
     assert codes == {ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.LOG_DIR_NOT_FOUND}
     assert async_broker.log_manager.preferred_log_dirs == {}
+    await client.close()
+
+
+def declaring(records: int, batch: bytes) -> bytes:
+    """`batch` with a header declaring `records` records (count and lastOffsetDelta, CRC made
+    anew): a CRC-valid batch whose count lies about what it holds."""
+    out = bytearray(batch)
+    struct.pack_into(">i", out, 23, records - 1)  # lastOffsetDelta
+    struct.pack_into(">i", out, 57, records)  # record count
+    return bytes(out[:17]) + struct.pack(">I", crc32c(bytes(out[21:]))) + bytes(out[21:])
+
+
+async def test_a_batch_whose_record_count_lies_is_refused_alone(async_broker):
+    """Kafka's LogValidator reads the records: a count above or below what the batch holds is
+    INVALID_RECORD ("Incorrect declared batch size") and nothing of it is stored, compressed or
+    not, on a plain or a compacted topic; the other partitions of the request are appended."""
+    from protocol.records import ZSTD
+
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "counted", 4)
+    await create_topic(client, "counted-compact", 1, {"cleanup.policy": "compact"})
+    one = encode_batch([(b"k", b"v", [], 1000)])
+    two = encode_batch([(b"k", b"v", [], 1000), (None, b"hidden", [], 1000)])
+    response = await client.request(PRODUCE, 9, produce_body({
+        ("counted", 0): declaring(2_000_000_000, one),  # would move the LEO by two billion
+        ("counted", 1): declaring(1, two),  # a second record the header hides
+        ("counted", 2): declaring(3, encode_batch([(b"k", b"v", [], 1000)] * 2,
+                                                  compression=ZSTD)),
+        ("counted", 3): one,
+        ("counted-compact", 0): declaring(1, two),  # its hidden record has no key
+    }))
+    assert partition_errors(response) == {
+        ("counted", 0): ErrorCode.INVALID_RECORD, ("counted", 1): ErrorCode.INVALID_RECORD,
+        ("counted", 2): ErrorCode.INVALID_RECORD, ("counted", 3): ErrorCode.NONE,
+        ("counted-compact", 0): ErrorCode.INVALID_RECORD}
+    partitions = async_broker.replica_manager.partitions
+    assert [partitions[("counted", i)].log_end_offset for i in range(4)] == [0, 0, 0, 1]
+    assert partitions[("counted-compact", 0)].log_end_offset == 0
+    await served_promptly(async_broker.port)
     await client.close()
