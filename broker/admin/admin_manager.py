@@ -129,6 +129,10 @@ class AdminManager:
         self.config = config
         self.store = store
         self.cache = cache
+        # Topics with '.' or '_' in their names this broker is creating (False) or wrote (True)
+        # and the metadata does not show yet, by metric name ('.' as '_')
+        self._reserved: dict[str, dict[str, bool]] = {}
+        self._prune_reserved_at = 1024
 
     async def sync_store(self) -> None:
         """Wait until the writes so far are durable: callers await this before acknowledging a
@@ -160,6 +164,53 @@ class AdminManager:
         validate_topic_name(name)
         if await self.store.exists(paths.topic(name)) is not None:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        args = (name, num_partitions, replication_factor, configs, assignment, validate_only,
+                internal, max_partitions)
+        if "." not in name and "_" not in name:
+            return await self._write_topic(*args)
+        # Kafka refuses a topic whose metric name is another's ('.' and '_' are alike there):
+        # INVALID_TOPIC_EXCEPTION. The others are the metadata's topics and those this broker
+        # is creating or created that the metadata does not show yet (a Metadata auto-creating
+        # a.b and a_b at once). Kafka lists ZooKeeper's topics; here that is a read per name.
+        key = name.replace(".", "_")
+        reserved = self._reserved.setdefault(key, {})
+        others = {other: written for other, written in reserved.items() if other != name}
+        added = name not in reserved
+        if added:
+            reserved[name] = False  # before any await: a concurrent creation sees it
+        written = False
+        try:
+            colliding = set(self.cache.colliding_topics(name))
+            for other, other_written in others.items():
+                if not other_written or (self.cache.topic(other) is None and await
+                                         self.store.exists(paths.topic(other)) is not None):
+                    colliding.add(other)  # being created, or written and not yet in the metadata
+                elif self.cache.topic(other) is None:
+                    reserved.pop(other, None)  # deleted before the metadata showed it
+            if colliding:
+                raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides "
+                                 f"with existing topics: {', '.join(sorted(colliding))}")
+            topic = await self._write_topic(*args)
+            written = not validate_only
+            return topic
+        finally:
+            if written:
+                reserved[name] = True
+            elif added:
+                reserved.pop(name, None)
+            for other in [o for o, w in reserved.items() if w and self.cache.topic(o) is not None]:
+                del reserved[other]  # the metadata shows it now
+            if not reserved:
+                self._reserved.pop(key, None)
+            if len(self._reserved) > self._prune_reserved_at:  # amortized: seldom, all at once
+                self._reserved = {k: names for k, names in self._reserved.items() if any(
+                    not w or self.cache.topic(o) is None for o, w in names.items())}
+                self._prune_reserved_at = max(1024, 2 * len(self._reserved))
+
+    async def _write_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           configs: dict[str, str | None] | None,
+                           assignment: dict[int, list[int]] | None, validate_only: bool,
+                           internal: bool, max_partitions: int) -> TopicInfo:
         live = await self.live_brokers()
         if assignment is None:
             if num_partitions == -1:

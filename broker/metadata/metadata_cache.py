@@ -62,12 +62,13 @@ class MetadataCache:
         self.timer = timer  # deadlines of waits: they follow the broker's clock, as every timeout
         self._waiters: list[tuple[Callable[[MetadataSnapshot], bool], asyncio.Future]] = []
         self._names_by_id: dict[uuid.UUID, str] | None = None  # of the current snapshot, lazily
+        self._names_by_metric_name: dict[str, list[str]] | None = None  # likewise
 
     def update(self, snapshot: MetadataSnapshot) -> None:
         """UpdateMetadata (its controller epoch already checked): replace the view, then wake
         whoever waits for a condition on it."""
         self.snapshot = snapshot
-        self._names_by_id = None
+        self._names_by_id = self._names_by_metric_name = None
         still_waiting = []
         for condition, future in self._waiters:
             if future.done():
@@ -125,6 +126,19 @@ class MetadataCache:
             self._names_by_id = {t.topic_id: t.name for t in self.snapshot.topics.values()
                                  if t.topic_id.int != 0}
         return self._names_by_id.get(topic_id)
+
+    def colliding_topics(self, name: str) -> list[str]:
+        """Other topics whose metric name would be this one's (Kafka's Topic.hasCollision: '.'
+        and '_' are the same in metric names); an index built once per snapshot."""
+        if "." not in name and "_" not in name:
+            return []
+        if self._names_by_metric_name is None:
+            index: dict[str, list[str]] = {}
+            for topic in self.snapshot.topics:
+                if "." in topic or "_" in topic:
+                    index.setdefault(topic.replace(".", "_"), []).append(topic)
+            self._names_by_metric_name = index
+        return [t for t in self._names_by_metric_name.get(name.replace(".", "_"), ()) if t != name]
 
     def topic_id_of(self, name: str) -> uuid.UUID | None:
         """The topic's current id; None if the topic or its id is unknown."""

@@ -105,3 +105,17 @@ def test_large_message_round_trip_and_restart_keeps_everything(kafka_broker):
     records = consume_all(kafka_broker.bootstrap, "ck-big", 0, 6)
     assert [m.value() for m in records] == [big] + [b"after-%d" % i for i in range(5)]
     assert [m.offset() for m in records] == list(range(6))
+
+
+def test_topics_whose_metric_names_collide_are_refused(kafka_broker):
+    """'.' and '_' are one in metric names: Kafka refuses a_b once a.b exists, and the reverse,
+    with INVALID_TOPIC_EXCEPTION naming the other; a name that does not collide is created."""
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+    admin.create_topics([NewTopic("orders.eu", 1, 1)])["orders.eu"].result(10)
+    with pytest.raises(KafkaException) as exc:
+        admin.create_topics([NewTopic("orders_eu", 1, 1)])["orders_eu"].result(10)
+    assert exc.value.args[0].code() == KafkaError.TOPIC_EXCEPTION
+    assert "collides with existing topics: orders.eu" in exc.value.args[0].str()
+    admin.create_topics([NewTopic("orders_us", 1, 1)])["orders_us"].result(10)
+    assert {"orders.eu", "orders_us"} <= set(admin.list_topics(timeout=10).topics)
+    assert "orders_eu" not in admin.list_topics(timeout=10).topics

@@ -576,3 +576,20 @@ async def test_a_batch_whose_record_count_lies_is_refused_alone(async_broker):
     assert partitions[("counted-compact", 0)].log_end_offset == 0
     await served_promptly(async_broker.port)
     await client.close()
+
+
+async def test_one_metadata_auto_creating_colliding_names_creates_the_first(async_broker):
+    """a.b and a_b in one auto-creating Metadata: they are created concurrently, yet only one
+    is, the other refused INVALID_TOPIC_EXCEPTION (a metric name is one topic's)."""
+    client = await RawClient.connect(async_broker.port)
+    response = await client.request(METADATA, 9, {
+        "topics": [{"name": "m.x"}, {"name": "m_x"}, {"name": "m-x"}],
+        "allow_auto_topic_creation": True})
+    errors = {t.name: t.error_code for t in response.topics}
+    assert errors == {"m.x": ErrorCode.LEADER_NOT_AVAILABLE,
+                      "m_x": ErrorCode.INVALID_TOPIC_EXCEPTION,
+                      "m-x": ErrorCode.LEADER_NOT_AVAILABLE}
+    await async_broker.metadata_cache.wait_for(lambda s: "m-x" in s.topics and "m.x" in s.topics,
+                                               30_000)
+    assert "m_x" not in async_broker.metadata_cache.topics
+    await client.close()
