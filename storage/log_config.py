@@ -194,13 +194,28 @@ def _policy(v: str) -> bool:
     return all(p in ("delete", "compact") for p in v.split(",") if p)
 
 
+# Kafka 3.9's MetadataVersion strings: each release and its internal versions (-IV0 ..)
+_FEATURE_RELEASES = {
+    "0.8.0": -1, "0.8.1": -1, "0.8.2": -1, "0.9.0": -1, "0.10.0": 1, "0.10.1": 2, "0.10.2": 0,
+    "0.11.0": 2, "1.0": 0, "1.1": 0, "2.0": 1, "2.1": 2, "2.2": 1, "2.3": 1, "2.4": 1, "2.5": 0,
+    "2.6": 0, "2.7": 2, "2.8": 1, "3.0": 1, "3.1": 0, "3.2": 0, "3.3": 3, "3.4": 0, "3.5": 2,
+    "3.6": 2, "3.7": 4, "3.8": 0, "3.9": 0,
+}
+
+
 def _format_version(v: str) -> bool:
-    """A MetadataVersion string as Kafka 3.9 parses one: 0.8.0 .. 3.9, optionally -IV<n>."""
-    match = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?(?:-IV(\d+))?", v)
-    if match is None:
+    """A version string Kafka 3.9's MetadataVersion.fromVersionString takes: a release, 0.x ones
+    with three parts and the others with two, any further parts ignored ("0.10.0.0", "3.0.1"),
+    or a release with one of its internal versions ("2.8-IV1")."""
+    parts = v.split(".")
+    kept = 3 if v.startswith("0.") else 2
+    key = v if kept >= len(parts) else ".".join(parts[:kept])
+    release, _, internal = key.partition("-IV")
+    if release not in _FEATURE_RELEASES:
         return False
-    major, minor = int(match.group(1)), int(match.group(2))
-    return (0, 8) <= (major, minor) <= (3, 9) and (major > 0 or match.group(3) is not None)
+    if not _:
+        return True
+    return internal.isdigit() and int(internal) <= _FEATURE_RELEASES[release]
 
 
 def _throttled_replicas(v: str) -> bool:
@@ -269,7 +284,7 @@ TOPIC_CONFIG_DEFAULTS: dict[str, ConfigSpec] = {
         "compression_zstd_level", "int", lambda v: -131072 <= v <= 22, "in [-131072, 22]"
     ),
     "message.format.version": _spec(
-        "message_format_version", "string", _format_version, "a version from 0.8.0 to 3.9"
+        "message_format_version", "string", _format_version, "a Kafka version from 0.8.0 to 3.9"
     ),
     "message.downconversion.enable": _spec(
         "message_downconversion_enable", "boolean", lambda v: True, "a boolean"
