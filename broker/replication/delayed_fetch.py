@@ -1,7 +1,8 @@
 """DelayedFetch: a Fetch that waits in the purgatory until enough bytes are visible or max wait passes.
 
 It completes when (Kafka's cases):
-  A. a partition it reads is no longer known or no longer led here,
+  A. a partition it reads is no longer known or no longer led here, or its leader epoch is no
+     longer the one the fetch named (answered FENCED_LEADER_EPOCH),
   B. a fetch offset lies beyond what the fetcher may see (the log was truncated under it),
   C. the bytes visible to the fetcher (below the high watermark for consumers, below the log end
      offset for followers) from all its fetch offsets add up to at least min_bytes,

@@ -560,6 +560,8 @@ class ReplicaManager:
         partition = self.partitions.get((fp.topic, fp.partition))
         if partition is None or not partition.is_leader:
             return None
+        if fp.current_leader_epoch >= 0 and fp.current_leader_epoch != partition.leader_epoch:
+            return None  # the epoch moved under it: the read answers FENCED/UNKNOWN_LEADER_EPOCH
         if params.is_from_follower and not partition.is_remote_replica(params.replica_id):
             return None  # no longer a replica (reassigned): answer with the error now
         end = self._end_offset(params, partition)

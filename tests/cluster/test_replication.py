@@ -388,6 +388,30 @@ async def test_a_fenced_leader_epoch_leaves_the_follower_state_alone(cluster):
     assert p.remote_replicas[f1.broker_id] == before
 
 
+async def test_a_parked_fetch_is_answered_fenced_when_its_leader_epoch_moves(cluster):
+    """Kafka's DelayedFetch: a fetch parked at one leader epoch completes when the partition's
+    epoch changes under it, answered FENCED_LEADER_EPOCH, though its leader stays the same (on
+    the manual clock its max wait never passes: only the new epoch answers it)."""
+    leader, (f1, f2) = await create(cluster, "epoch-moves")
+    await caught_up(leader, [f1, f2], "epoch-moves")
+    state = cluster.active_controller().states[("epoch-moves", 0)]
+    client = await RawClient.connect(leader.port)
+    parked = asyncio.ensure_future(client.request(FETCH, 12, {
+        "replica_id": -1, "max_wait_ms": 60_000, "min_bytes": 1, "max_bytes": 1 << 20,
+        "topics": [{"topic": "epoch-moves", "partitions": [
+            {"partition": 0, "current_leader_epoch": state.leader_epoch, "fetch_offset": 0,
+             "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}))
+    await until(lambda: any(getattr(op, "params", None) is not None
+                            and op.params.replica_id == -1  # ours, not a follower's
+                            for op in leader.replica_manager._parked))
+    p = partition(leader, "epoch-moves")
+    bumped = dataclasses.replace(state, leader_epoch=state.leader_epoch + 1)
+    leader.replica_manager.become_leader_or_follower([bumped], {"epoch-moves": p.log.config})
+    response = await asyncio.wait_for(parked, 10)
+    assert response.responses[0].partitions[0].error_code == ErrorCode.FENCED_LEADER_EPOCH
+    await client.close()
+
+
 async def test_one_partition_failing_to_append_on_a_follower_does_not_stall_the_others(
         cluster, monkeypatch):
     from broker.replication import replica_fetcher
