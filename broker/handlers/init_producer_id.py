@@ -3,13 +3,9 @@
 - No producer id in the request (v0-2, or -1/-1): a fresh id from the broker's block of 1000
   (broker/producer_id_manager.py), epoch 0.
 - v3+ with the producer's current id and epoch (KIP-360, after UNKNOWN_PRODUCER_ID or
-  OUT_OF_ORDER_SEQUENCE_NUMBER): the same id with the epoch bumped; the partitions then accept
-  the new epoch from sequence 0 and refuse the old one (INVALID_PRODUCER_EPOCH). An exhausted
-  epoch (>= 32766, Kafka's isEpochExhausted) or an id this cluster never issued gets a fresh id.
-  Without a transactional id no coordinator keeps per-producer state: each id belongs to exactly
-  one producer session and the partition leaders are the epoch authority, so the bump is
-  stateless and a retried bump answers the same. (Kafka's TransactionCoordinator hands out a
-  fresh id here instead; either lets the client start over at sequence 0.)
+  OUT_OF_ORDER_SEQUENCE_NUMBER) and no transactional id: a fresh id at epoch 0, as Kafka's
+  TransactionCoordinator answers. Nothing proves the caller owns the id it names, so bumping its
+  epoch would let any client that learnt an id fence that producer.
 - Only one of producer_id / producer_epoch set: INVALID_REQUEST, as Kafka.
 - With a transactional id the transaction coordinator answers (its broker must lead the id's
   `__transaction_state` partition, else NOT_COORDINATOR): a new id gets a fresh producer id at
@@ -34,7 +30,6 @@ from protocol.errors import ErrorCode, KafkaError
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
-MAX_EPOCH = 32767  # Short.MAX_VALUE
 
 
 def _answer(error: ErrorCode, producer_id: int = NO_PRODUCER_ID,
@@ -63,8 +58,6 @@ async def handle(ctx: RequestContext, request) -> dict:
         return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     ids = ctx.services.producer_ids
     try:
-        if producer_id >= 0 and epoch < MAX_EPOCH - 1 and await ids.was_issued(producer_id):
-            return _answer(ErrorCode.NONE, producer_id, epoch + 1)
         producer_id = await ids.generate_producer_id()
         # a new block claimed in the store must be durable before any of its ids is handed out
         await ids.store.flush()

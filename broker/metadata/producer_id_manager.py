@@ -19,7 +19,7 @@ from broker.metadata.store import (
 from protocol.errors import ErrorCode, KafkaError
 
 BLOCK_SIZE = 1000
-MAX_ATTEMPTS = 10
+LONG_MAX = 2**63 - 1
 
 
 class ProducerIdManager:
@@ -45,23 +45,21 @@ class ProducerIdManager:
         self._next += 1
         return producer_id
 
-    async def was_issued(self, producer_id: int) -> bool:
-        """True when `producer_id` lies in a block some broker of this cluster has claimed."""
-        if 0 <= producer_id < self._next:
-            return True
-        try:
-            current, _ = await self.store.get_json(paths.PRODUCER_ID_BLOCK)
-        except NoNodeError:
-            return False
-        return 0 <= producer_id <= int(current["block_end"])
-
     async def _claim_block(self) -> None:
-        for _ in range(MAX_ATTEMPTS):
+        """Claim the block after the last one claimed, retrying for as long as other brokers win
+        the race (as Kafka's ZkProducerIdManager: each loss means another broker progressed);
+        past Long.MAX_VALUE there is no block left (UNKNOWN_SERVER_ERROR, as Kafka's fatal
+        "Have exhausted all producerIds")."""
+        while True:
             try:
                 current, stat = await self.store.get_json(paths.PRODUCER_ID_BLOCK)
                 start, version = int(current["block_end"]) + 1, stat.version
             except NoNodeError:
                 start, version = 0, None
+            if start > LONG_MAX - BLOCK_SIZE + 1:
+                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                 f"Have exhausted all producerIds (the last block ends at "
+                                 f"{start - 1})")
             # Kafka's ProducerIdBlockZNode: the bounds are strings (longs in JSON-safe form).
             block = {"version": 1, "broker": self.broker_id, "block_start": str(start),
                      "block_end": str(start + BLOCK_SIZE - 1)}
@@ -71,7 +69,6 @@ class ProducerIdManager:
                 else:
                     await self.store.set_json(paths.PRODUCER_ID_BLOCK, block, version=version)
             except (BadVersionError, NodeExistsError):
-                continue  # another broker claimed this block first
+                continue  # another broker claimed this block first: the next one
             self._next, self._block_end = start, start + BLOCK_SIZE - 1
             return
-        raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "could not claim a producer id block")

@@ -110,9 +110,14 @@ async def test_sequence_errors_and_duplicates_over_the_wire(async_broker):
     assert (await produce(client, idem(pid + 1, 0, 7))).error_code == ErrorCode.UNKNOWN_PRODUCER_ID
     assert (await produce(client, idem(pid + 1, 0, 7), version=4)).error_code == \
         ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-    # KIP-360: the producer bumps its epoch and starts again at 0; the old epoch is fenced.
-    bumped = await init_producer_id(client, 4, pid, 0)
-    assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (0, pid, 1)
+    # InitProducerId naming this producer's id and epoch (KIP-360) gets a fresh id at epoch 0,
+    # as Kafka's coordinator answers without a transactional id: no client can bump, and so
+    # fence, an idempotent producer whose id it learnt.
+    fresh = await init_producer_id(client, 4, pid, 0)
+    assert (fresh.error_code, fresh.producer_epoch) == (0, 0) and fresh.producer_id != pid
+    assert (await produce(client, idem(fresh.producer_id, 0, 0))).base_offset == 3
+    log.truncate_to(3)  # (the next checks start from the first producer's three records)
+    # A batch at a higher epoch starts again at 0 (a gap is refused); the old epoch is fenced.
     assert (await produce(client, idem(pid, 1, 1))).error_code == \
         ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert (await produce(client, idem(pid, 1, 0))).base_offset == 3
@@ -130,10 +135,9 @@ async def test_init_producer_id_versions(async_broker):
     assert second.producer_id == first.producer_id + 1 and second.producer_epoch == 0
     half = await init_producer_id(client, 4, first.producer_id, -1)
     assert half.error_code == ErrorCode.INVALID_REQUEST
-    exhausted = await init_producer_id(client, 4, first.producer_id, 32766)
-    assert exhausted.producer_epoch == 0 and exhausted.producer_id not in (first.producer_id, -1)
-    never_issued = await init_producer_id(client, 4, 10**12, 3)
-    assert never_issued.producer_epoch == 0 and never_issued.producer_id < 10**12
+    for pid, epoch in ((first.producer_id, 0), (first.producer_id, 32766), (10**12, 3)):
+        fresh = await init_producer_id(client, 4, pid, epoch)  # never a bump: a fresh id
+        assert fresh.producer_epoch == 0 and fresh.producer_id not in (pid, -1), (pid, epoch)
     await client.close()
 
 

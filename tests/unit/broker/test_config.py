@@ -75,6 +75,39 @@ async def test_producer_ids_come_in_blocks_that_survive_a_restart(tmp_path):
     assert await ProducerIdManager(store, 1).generate_producer_id() == 4 * BLOCK_SIZE
 
 
+async def test_producer_id_blocks_are_claimed_by_racing_brokers_and_never_past_long_max(
+        tmp_path):
+    """Twenty brokers claiming at once: each retries its lost races until it wins a block of
+    its own (Kafka retries; giving up after some losses refused producers). No block reaches
+    past Long.MAX_VALUE: the last is refused (Kafka's "exhausted all producerIds")."""
+    import asyncio
+
+    store = EmbeddedMetadataStore(tmp_path / "store")
+    writes = {"create_json": store.create_json, "set_json": store.set_json}
+
+    def after_the_others(write):  # every claimer reads the block before any writes: races
+        async def later(*args, **kwargs):
+            await asyncio.sleep(0)
+            return await write(*args, **kwargs)
+        return later
+
+    for name, write in writes.items():
+        setattr(store, name, after_the_others(write))
+    managers = [ProducerIdManager(store, b) for b in range(20)]
+    firsts = await asyncio.gather(*(m.generate_producer_id() for m in managers))
+    assert sorted(firsts) == [n * BLOCK_SIZE for n in range(20)]
+    await store.set_json("/latest_producer_id_block", {
+        "version": 1, "broker": 0, "block_start": str(2**63 - 2 * BLOCK_SIZE),
+        "block_end": str(2**63 - BLOCK_SIZE - 1)})
+    last = ProducerIdManager(store, 21)
+    assert await last.generate_producer_id() == 2**63 - BLOCK_SIZE  # the last whole block
+    with pytest.raises(KafkaError) as exc:
+        await ProducerIdManager(store, 22).generate_producer_id()
+    assert exc.value.code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert "exhausted all producerIds" in exc.value.message
+    store.close()
+
+
 def test_readme_configuration_table_lists_every_property():
     from pathlib import Path
 
