@@ -19,15 +19,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
-from storage.checkpoint import OffsetCheckpointFile, fsync_dir, fsync_path
+from storage.checkpoint import OffsetCheckpointFile, fsync_dir, fsync_path, write_text_atomically
 from storage.disk_faults import DiskFaults
 from storage.file_handles import DEFAULT_MAX_OPEN_FILES, FileHandleCache
 from storage.log_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS, LogConfig
 from storage.log_dir import (
     DELETE_SUFFIX,
     FUTURE_SUFFIX,
+    PARTITION_NAME_FILE,
     CountedLogs,
     LogDir,
+    is_cut,
+    moved_dir_name,
     parse_delete_dir_name,
     parse_future_dir_name,
 )
@@ -148,6 +151,8 @@ class LogManager:
                 shutil.rmtree(path, ignore_errors=True)
                 continue
             future_of = parse_future_dir_name(path.name)
+            if future_of is not None and is_cut(future_of):
+                future_of = self._partition_name(path)
             key = parse_log_dir_name(future_of if future_of is not None else path.name)
             if key is None:
                 continue
@@ -171,6 +176,7 @@ class LogManager:
                 target = data_dir / log_dir_name(*key)
                 path.rename(target)
                 fsync_path(data_dir)
+                (target / PARTITION_NAME_FILE).unlink(missing_ok=True)
                 log = self._open(target, key, 0, log_starts.get(key), False)
                 log.high_watermark = high_watermarks.get(key, 0)
                 self._logs[key] = log
@@ -180,6 +186,16 @@ class LogManager:
                     future=True)
         # From here on a crash is unclean again; the marker comes back only with shutdown().
         marker.unlink(missing_ok=True)
+
+    def _partition_name(self, path: Path) -> str | None:
+        """The partition folder's name a future folder with a cut name becomes (None: unknown,
+        and the folder is left alone, said in load_problems)."""
+        try:
+            return (path / PARTITION_NAME_FILE).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            self.load_problems.append(f"{path}: no readable {PARTITION_NAME_FILE} ({exc}); "
+                                      f"left alone")
+            return None
 
     def _open(self, path: Path, key: TopicPartition, recovery_point: int,
               log_start_offset: int | None, clean: bool, *, future: bool = False) -> Log:
@@ -289,9 +305,16 @@ class LogManager:
             self._make_durable_together(joined, self.flusher)
 
     def _create(self, log_dir: LogDir, name: str, topic: str, topic_id: uuid.UUID | None,
-                *, future: bool = False) -> Log:
+                *, future: bool = False, partition_name: str | None = None) -> Log:
         io = self._io(future)
         log = self._open_new(log_dir, name, topic, io["files"], io["flusher"])
+        if partition_name is not None:  # the folder's name was cut: the whole one, for a load
+            try:
+                write_text_atomically(log.directory / PARTITION_NAME_FILE, partition_name,
+                                      log_dir.disk)
+            except OSError as exc:
+                raise self.failure_channel.storage_error(
+                    log_dir.name, f"creating log {name}", exc) from exc
         self._make_durable(log, log_dir, topic_id, io["flusher"])
         return log
 
@@ -362,8 +385,10 @@ class LogManager:
             if future.log_dir == log_dir:
                 return future
             self.delete_future_log(topic, partition)  # moving elsewhere now: start again there
-        name = f"{log_dir_name(topic, partition)}.{uuid.uuid4().hex}{FUTURE_SUFFIX}"
-        future = self._create(self.dirs[log_dir], name, topic, topic_id, future=True)
+        stem = log_dir_name(topic, partition)
+        name = moved_dir_name(stem, FUTURE_SUFFIX)
+        future = self._create(self.dirs[log_dir], name, topic, topic_id, future=True,
+                              partition_name=stem if is_cut(name) else None)
         future.truncate_fully_and_start_at(current.log_start_offset)
         self._future_logs[key] = future
         return future
@@ -392,13 +417,14 @@ class LogManager:
         current.deleted = True  # its flush jobs still queued are moot: the copy is the log now
         target = Path(future.log_dir) / log_dir_name(topic, partition)
         doomed = current.directory.with_name(
-            f"{current.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+            moved_dir_name(current.directory.name, DELETE_SUFFIX))
         try:
             current.close_unflushed()
             current.directory.rename(doomed)
             fsync_dir(doomed.parent)
             future.directory.rename(target)
             fsync_dir(target.parent)
+            (target / PARTITION_NAME_FILE).unlink(missing_ok=True)  # its name says it now
         except OSError as exc:
             raise self.failure_channel.storage_error(
                 future.log_dir, f"swapping in the future log of {topic}-{partition}", exc) from exc

@@ -70,3 +70,32 @@ def test_a_swapped_in_future_log_keeps_the_current_start_and_data(tmp_path):
     again, *_ = manager(tmp_path, segment_bytes=200)
     reopened = again.get_log("t", 0)
     assert (reopened.log_dir, reopened.log_start_offset, reopened.log_end_offset) == (b, 12, 21)
+
+
+def test_a_topic_of_249_characters_moves_between_dirs(tmp_path):
+    """Its future folder's name would be 291 bytes (over the file systems' 255: ENAMETOOLONG,
+    which took the whole destination dir offline): the name is cut, its partition folder's name
+    kept in a file; a load finds the future log by it, and the swap names the folder in full.
+    The old copy's `-delete` folder is cut too."""
+    topic = "L" * 249
+    channel = LogDirFailureChannel()
+    m, a, b, _ = manager(tmp_path, channel, segment_bytes=200)
+    current = m.create_log(topic, 0)
+    assert current.log_dir == a
+    fill(current, 5)
+    future = m.create_future_log(topic, 0, b)
+    name = future.directory.name
+    assert len(name.encode()) <= 255 and "~" in name and name.endswith("-future")
+    m.shutdown()
+    m, *_ = manager(tmp_path, channel, segment_bytes=200)
+    future = m.get_future_log(topic, 0)
+    assert future is not None and future.log_dir == b and not m.load_problems
+    current = m.get_log(topic, 0)
+    while future.log_end_offset < current.log_end_offset:
+        future.append_as_follower(current.read(future.log_end_offset, 1 << 20).records)
+    swapped = m.replace_current_with_future(topic, 0)
+    assert swapped.directory == Path(b) / f"{topic}-0"
+    assert not (swapped.directory / "partition.name").exists()
+    assert swapped.read(0, 1 << 20).records and swapped.log_end_offset == 5
+    assert not list(Path(a).iterdir()) or all(p.is_file() for p in Path(a).iterdir())
+    assert not channel.is_offline(a) and not channel.is_offline(b)
