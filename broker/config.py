@@ -183,6 +183,9 @@ PROPERTIES: tuple[Property, ...] = (
              "segment size of __transaction_state"),
     Property("transaction.max.timeout.ms", int, "900000",
              "largest transaction.timeout.ms a producer may ask (INVALID_TRANSACTION_TIMEOUT beyond)"),
+    Property("transaction.partition.verification.enable", _bool, "true",
+             "a partition leader asks the coordinator before a transaction's first write to it "
+             "(KIP-890; INVALID_TXN_STATE if it is not in the producer's open transaction)"),
     Property("transactional.id.expiration.ms", int, "604800000",
              "a transactional id idle this long (no transaction open) is removed"),
     Property("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, "10000",

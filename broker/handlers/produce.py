@@ -24,18 +24,27 @@
 - Quotas (after the append): the request's size on the client's producer_byte_rate, its time on
   request_percentage (not for acks=0); a violation answers throttle_time_ms and mutes the
   connection that long (KIP-219).
-- With an authorizer, first: transactional batches need WRITE on the transactional id (else
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED everywhere), each topic WRITE (else
+- First: transactional batches come with a transactional id and, with an authorizer, WRITE on
+  it (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED everywhere); each topic needs WRITE (else
   TOPIC_AUTHORIZATION_FAILED); idempotent ones need nothing more (KIP-679).
+- Transaction verification (KIP-890, `transaction.partition.verification.enable`): a transactional
+  batch to a partition where its producer has no transaction open yet is written only once the
+  coordinator confirms the partition is in that producer's ongoing transaction; INVALID_TXN_STATE
+  (or INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING) if not, NOT_ENOUGH_REPLICAS
+  (retriable) when the coordinator cannot say now.
 """
 
 from __future__ import annotations
 
+from broker.coordinator.transaction.verification import (
+    transactional_producers,
+    verify_transactional_writes,
+)
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, ResourceType, authorize, filter_authorized
 from broker.replication.delayed_produce import ProduceResult
-from protocol.errors import ErrorCode, KafkaError
-from protocol.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD, iter_batches
+from protocol.errors import ErrorCode
+from protocol.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD
 
 FIRST_VERSION_WITH_UNKNOWN_PRODUCER_ID = 5
 
@@ -79,24 +88,12 @@ def _more_than_one_batch(records) -> bool:
     return True
 
 
-def _has_transactional_records(entries: dict) -> bool:
-    # Kafka looks at each partition's first batch (one batch per partition is all v3+ allows)
-    for records in entries.values():
-        try:
-            first = next(iter_batches(records or b""), None)
-        except KafkaError:  # unreadable: the log refuses it with CORRUPT_MESSAGE
-            continue
-        if first is not None and first[1].is_transactional:
-            return True
-    return False
-
-
-def _refuse_unauthorized(ctx: RequestContext, request, entries: dict) -> dict:
+def _refuse_unauthorized(ctx: RequestContext, request, entries: dict,
+                         transactional: bool) -> dict:
     """The results for what the principal may not write (Kafka's checks before anything else):
     a transactional batch without WRITE on its transactional id fails the whole request."""
-    if _has_transactional_records(entries) and not (
-            request.transactional_id is not None and authorize(
-                ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)):
+    if transactional and not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                       request.transactional_id):
         return {key: ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for key in entries}
     writable = filter_authorized(ctx, AclOperation.WRITE, ResourceType.TOPIC, entries, lambda k: k[0])
     return {key: ProduceResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -112,8 +109,14 @@ def _is_internal(ctx: RequestContext, topic: str) -> bool:
 async def handle(ctx: RequestContext, request) -> dict | None:
     entries = {(t.name, p.index): p.records for t in request.topic_data for p in t.partition_data}
     results: dict = {}
+    producers = transactional_producers(entries)
+    if producers and request.transactional_id is None:
+        # Kafka's first check: transactional records come with their transactional id
+        results = {key: ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                   for key in entries}
+        return None if request.acks == 0 else _response(request, results)
     if ctx.services.authorizer is not None:
-        results = _refuse_unauthorized(ctx, request, entries)
+        results = _refuse_unauthorized(ctx, request, entries, bool(producers))
         entries = {key: records for key, records in entries.items() if key not in results}
     if request.acks not in (-1, 0, 1):
         results |= {key: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for key in entries}
@@ -126,6 +129,17 @@ async def handle(ctx: RequestContext, request) -> dict | None:
             del entries[key]  # only the broker itself writes to internal topics
             results[key] = ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=(
                 f"Cannot append to internal topic {key[0]}"))
+        producers = {key: p for key, p in producers.items() if key in entries}
+        if producers and ctx.services.config["transaction.partition.verification.enable"]:
+            services = ctx.services
+            refused = await verify_transactional_writes(
+                services.replica_manager, services.metadata_cache, services.txn_transport,
+                request.transactional_id, producers)
+            for key, code in refused.items():
+                del entries[key]
+                results[key] = ProduceResult(code, error_message=(
+                    "the partition is not in this producer's ongoing transaction "
+                    "(transaction.partition.verification.enable)"))
         if entries:
             results |= await ctx.services.replica_manager.produce(
                 request.acks, request.timeout_ms, entries)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from broker.authorizer.acl_authorizer import AclAuthorizer
     from broker.coordinator.group.coordinator import GroupCoordinator
     from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+    from broker.coordinator.transaction.transaction_marker_channel import MarkerTransport
 
 
 class BuiltOnFirstUse(Protocol):
@@ -57,6 +58,8 @@ class BrokerServices:
     scram_credentials: ScramCredentialStore | None = None  # /config/users in the metadata store
     client_quota_configs: ClientQuotaConfigs | None = None  # /config/users and /config/clients
     quotas: QuotaManagers | None = None  # produce, fetch and request quotas; throttled channels
+    # WriteTxnMarkers to leaders and, the other way, KIP-890 verification with coordinators
+    txn_transport: MarkerTransport | None = None
 
     @property
     def group_coordinator(self) -> GroupCoordinator:

@@ -1,6 +1,7 @@
 """TcpTxnMarkerTransport: a transaction coordinator's WriteTxnMarkers to a partition leader in the
 multi-process cluster, one connection per leader (Kafka's TransactionMarkerChannelManager keeps a
-network client per broker too)."""
+network client per broker too); and a leader's transaction verification (KIP-890: AddPartitionsToTxn
+verify_only) to a coordinator, over the same connections."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from protocol.errors import ErrorCode
 
 WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION = 27, 1
 REQUEST_TIMEOUT_S = 40.0  # beyond the leader's own wait for its ISR (30 s)
+ADD_PARTITIONS_TO_TXN_KEY, ADD_PARTITIONS_TO_TXN_VERSION = 24, 4
+VERIFY_TIMEOUT_S = 10.0  # a coordinator answers from memory
 
 
 class TcpTxnMarkerTransport:
@@ -42,6 +45,26 @@ class TcpTxnMarkerTransport:
             WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION,
             {"markers": [marker.to_wire() for marker in markers]}, timeout_s=REQUEST_TIMEOUT_S)
         return marker_results(response.markers)
+
+    async def verify_txn_partitions(self, broker_id: int, transactional_id: str,
+                                    producer_id: int, producer_epoch: int,
+                                    partitions: set[tuple[str, int]],
+                                    ) -> dict[tuple[str, int], ErrorCode]:
+        """KIP-890: AddPartitionsToTxn v4, verify_only, to the transaction's coordinator."""
+        topics: dict[str, list[int]] = {}
+        for topic, partition in sorted(partitions):
+            topics.setdefault(topic, []).append(partition)
+        response = await self._client(broker_id).request(
+            ADD_PARTITIONS_TO_TXN_KEY, ADD_PARTITIONS_TO_TXN_VERSION, {"transactions": [{
+                "transactional_id": transactional_id, "producer_id": producer_id,
+                "producer_epoch": producer_epoch, "verify_only": True,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]},
+            timeout_s=VERIFY_TIMEOUT_S)
+        if response.error_code != ErrorCode.NONE:
+            return dict.fromkeys(partitions, ErrorCode(response.error_code))
+        return {(t.name, p.partition_index): ErrorCode(p.partition_error_code)
+                for txn in response.results_by_transaction for t in txn.topic_results
+                for p in t.results_by_partition}
 
     def close(self) -> None:
         for client in self._clients.values():

@@ -219,6 +219,18 @@ class InProcessMarkerTransport:
         return results
 
 
+    async def verify_txn_partitions(self, broker_id: int, transactional_id: str,
+                                    producer_id: int, producer_epoch: int,
+                                    partitions: set[tuple[str, int]],
+                                    ) -> dict[tuple[str, int], ErrorCode]:
+        """KIP-890 verification as a direct call on the coordinator broker's coordinator."""
+        coordinator = self._context.running(broker_id)
+        if coordinator is None or not coordinator.running or not self._coordinator.running:
+            raise ConnectionError(f"broker {broker_id} is not running")
+        return coordinator.services.transaction_coordinator.verify_partitions(
+            transactional_id, producer_id, producer_epoch, partitions)
+
+
 class InProcessControllerChannel:
     """The controller's requests as direct calls on the running brokers (a stopped one is skipped,
     as a controller skips a broker that left; one refusing a stale epoch raises KafkaError).

@@ -156,7 +156,8 @@ class KafkaServer:
             self.broker_id, self.cluster_id, config, self.metadata_cache, self.replica_manager,
             self, self.producer_ids, self.advertised_address, self, self.authorizer,
             scram_credentials=ScramCredentialStore(self.store),
-            client_quota_configs=self.client_quota_configs, quotas=self.quotas)
+            client_quota_configs=self.client_quota_configs, quotas=self.quotas,
+            txn_transport=self.marker_transport)
         self.controller: Controller | None = None
         self.session: int | None = None
         self._servers: list[asyncio.Server] = []

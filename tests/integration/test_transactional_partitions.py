@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 import confluent_kafka
+import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
@@ -20,6 +21,13 @@ from tests.integration.test_protocol_edges import produce_body
 
 PRODUCE, LIST_OFFSETS, FETCH, DESCRIBE_PRODUCERS = 0, 2, 1, 61
 TOPIC = "tx-topic"
+# These transactions have no coordinator: their leader is not to ask one (KIP-890 verification)
+pytestmark = pytest.mark.broker_config({"transaction.partition.verification.enable": "false"})
+
+
+def transactional(body: dict) -> dict:
+    """A Produce body as a transactional producer sends it: with its transactional id."""
+    return {**body, "transactional_id": "tx"}
 
 
 async def create_topic(port: int) -> None:
@@ -32,7 +40,8 @@ async def create_topic(port: int) -> None:
 
 
 async def produce(client: RawClient, batch: bytes) -> int:
-    response = await client.request(PRODUCE, 9, produce_body({(TOPIC, 0): batch}, acks=-1))
+    response = await client.request(PRODUCE, 9, transactional(
+        produce_body({(TOPIC, 0): batch}, acks=-1)))
     [p] = response.responses[0].partition_responses
     assert p.error_code == ErrorCode.NONE, p
     return p.base_offset
@@ -115,8 +124,8 @@ async def test_clients_cannot_write_markers(async_broker):
     await create_topic(async_broker.port)
     client = await RawClient.connect(async_broker.port)
     try:
-        response = await client.request(PRODUCE, 9, produce_body(
-            {(TOPIC, 0): marker_batch(5, 0, ControlType.COMMIT, 0)}, acks=-1))
+        response = await client.request(PRODUCE, 9, transactional(produce_body(
+            {(TOPIC, 0): marker_batch(5, 0, ControlType.COMMIT, 0)}, acks=-1)))
         [p] = response.responses[0].partition_responses
         assert p.error_code == ErrorCode.INVALID_RECORD
         assert await list_offset(client, 0) == 0

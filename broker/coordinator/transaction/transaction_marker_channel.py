@@ -63,6 +63,14 @@ class MarkerTransport(Protocol):
         ConnectionError when the leader cannot be reached."""
         ...
 
+    async def verify_txn_partitions(self, broker_id: int, transactional_id: str,
+                                    producer_id: int, producer_epoch: int,
+                                    partitions: set[tuple[str, int]]) -> Answers:
+        """The other way (KIP-890): a leader asks coordinator `broker_id` whether these
+        partitions are in the producer's ongoing transaction; raises ConnectionError when it
+        cannot be reached."""
+        ...
+
 
 def marker_results(markers) -> list[Answers]:
     """A WriteTxnMarkers response's per-partition errors, per marker in the request's order

@@ -1,0 +1,89 @@
+"""Transaction verification, the partition leader's side (KIP-890 part 1, Kafka's
+AddPartitionsToTxnManager): before a transactional producer's first write to a partition in a
+transaction, the leader asks the transaction's coordinator (AddPartitionsToTxn v4, verify_only)
+whether the partition is in that producer's ongoing transaction. A batch that is not there (a
+partition never added, another producer's id, a stale epoch) is refused, so no write can join a
+transaction it is not part of, nor leave one hanging."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.coordinator.group.group_metadata_manager import java_string_hash, kafka_abs
+from broker.metadata.topic_names import TRANSACTION_STATE_TOPIC
+from protocol.errors import ErrorCode, KafkaError
+from protocol.records import iter_batches
+
+if TYPE_CHECKING:
+    from broker.coordinator.transaction.transaction_marker_channel import MarkerTransport
+    from broker.metadata.metadata_cache import MetadataCache
+    from broker.replication.replica_manager import ReplicaManager
+
+TopicPartition = tuple[str, int]
+# What the coordinator (or reaching it) answers that the producer may retry: the produce says
+# NOT_ENOUGH_REPLICAS, retriable, as Kafka's AddPartitionsToTxnManager
+RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                       ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                       ErrorCode.CONCURRENT_TRANSACTIONS})
+
+
+def transactional_producers(entries: dict[TopicPartition, bytes | memoryview | None]
+                            ) -> dict[TopicPartition, tuple[int, int]]:
+    """The (producer id, epoch) of each partition whose first batch is transactional (Kafka looks
+    at the first: one batch per partition is all Produce v3+ allows)."""
+    found = {}
+    for key, records in entries.items():
+        try:
+            first = next(iter_batches(records or b""), None)
+        except KafkaError:  # unreadable: the log refuses it with CORRUPT_MESSAGE
+            continue
+        if first is not None and first[1].is_transactional:
+            found[key] = (first[1].producer_id, first[1].producer_epoch)
+    return found
+
+
+async def verify_transactional_writes(
+    replica_manager: ReplicaManager, cache: MetadataCache, transport: MarkerTransport,
+    transactional_id: str, producers: dict[TopicPartition, tuple[int, int]],
+) -> dict[TopicPartition, ErrorCode]:
+    """The partitions refused, with the error the Produce answers for each. A partition whose
+    log has this producer's transaction open already needs no question (Kafka's
+    hasOngoingTransaction); one not led here is left to the append (NOT_LEADER_OR_FOLLOWER)."""
+    asking: dict[tuple[int, int], set[TopicPartition]] = {}
+    for key, producer in producers.items():
+        partition = replica_manager.partitions.get(key)
+        if partition is None or not partition.is_leader:
+            continue
+        if producer[0] in partition.log.producer_state.ongoing:
+            continue
+        asking.setdefault(producer, set()).add(key)
+    refused: dict[TopicPartition, ErrorCode] = {}
+    for (producer_id, epoch), keys in asking.items():
+        answers = await _ask_coordinator(cache, transport, transactional_id, producer_id, epoch,
+                                         keys)
+        for key in keys:
+            code = answers.get(key, ErrorCode.INVALID_TXN_STATE)
+            if code in RETRIABLE:
+                code = ErrorCode.NOT_ENOUGH_REPLICAS
+            elif code == ErrorCode.PRODUCER_FENCED:
+                code = ErrorCode.INVALID_PRODUCER_EPOCH  # what a Produce says of a stale epoch
+            if code != ErrorCode.NONE:
+                refused[key] = code
+    return refused
+
+
+async def _ask_coordinator(cache: MetadataCache, transport: MarkerTransport,
+                           transactional_id: str, producer_id: int, epoch: int,
+                           keys: set[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+    topic = cache.topic(TRANSACTION_STATE_TOPIC)
+    if topic is None:
+        return dict.fromkeys(keys, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    partition = kafka_abs(java_string_hash(transactional_id)) % topic.num_partitions
+    state = cache.partition_state(TRANSACTION_STATE_TOPIC, partition)
+    if state is None or state.leader < 0:
+        return dict.fromkeys(keys, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    try:
+        return await transport.verify_txn_partitions(
+            state.leader, transactional_id, producer_id, epoch, keys)
+    except ConnectionError:
+        return dict.fromkeys(keys, ErrorCode.COORDINATOR_NOT_AVAILABLE)
