@@ -130,9 +130,10 @@ async def handle(ctx: RequestContext, request) -> dict | None:
             results[key] = ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=(
                 f"Cannot append to internal topic {key[0]}"))
         producers = {key: p for key, p in producers.items() if key in entries}
+        verified = None
         if producers and ctx.services.config["transaction.partition.verification.enable"]:
             services = ctx.services
-            refused = await verify_transactional_writes(
+            refused, verified = await verify_transactional_writes(
                 services.replica_manager, services.metadata_cache, services.txn_transport,
                 request.transactional_id, producers)
             for key, code in refused.items():
@@ -142,7 +143,7 @@ async def handle(ctx: RequestContext, request) -> dict | None:
                     "(transaction.partition.verification.enable)"))
         if entries:
             results |= await ctx.services.replica_manager.produce(
-                request.acks, request.timeout_ms, entries)
+                request.acks, request.timeout_ms, entries, verified=verified)
     if ctx.api_version < FIRST_VERSION_WITH_UNKNOWN_PRODUCER_ID:
         for result in results.values():
             if result.error == ErrorCode.UNKNOWN_PRODUCER_ID:

@@ -118,6 +118,10 @@ class ReplicaManager:
         self.controller_epoch = 0  # the newest controller heard from; older ones are refused
         self._alter_isr = alter_isr
         self._isr_changes: dict[tuple[str, int], asyncio.Task] = {}  # one in flight per partition
+        # KIP-890: per (partition, producer id), the token of a transactional write being
+        # verified with its coordinator; a marker for that producer voids it (Kafka's
+        # VerificationStateEntry), so a write verified before its transaction ended is refused
+        self.verification_guards: dict[tuple[tuple[str, int], int], object] = {}
         # Whether the cluster has the partition (this broker's metadata cache): a partition not
         # hosted here is then NOT_LEADER_OR_FOLLOWER, as Kafka's getPartitionOrError answers.
         self._known_partition = known_partition
@@ -380,11 +384,20 @@ class ReplicaManager:
 
     # -- produce ----------------------------------------------------------------------------
 
+    def start_verification(self, key: tuple[str, int], producer_id: int) -> object:
+        """A guard for a transactional write about to be verified: it holds until a marker for
+        the producer lands on the partition, or the write is appended."""
+        guard = self.verification_guards[(key, producer_id)] = object()
+        return guard
+
     def append_records(
         self, entries: dict[tuple[str, int], bytes | memoryview | None], acks: int = 1,
         records_checked: frozenset[tuple[str, int]] = frozenset(),
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verified: dict[tuple[str, int], tuple[int, object]] | None = None,
     ) -> dict[tuple[str, int], ProduceResult]:
+        """`verified`: per partition, the producer id and guard of a write its coordinator
+        confirmed (start_verification): written only while the guard holds."""
         from broker.replication.delayed_produce import ProduceResult
 
         results: dict[tuple[str, int], ProduceResult] = {}
@@ -393,6 +406,13 @@ class ReplicaManager:
                 partition = self.leader_partition(*key)
                 if not records:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no record batch in the request")
+                if origin == AppendOrigin.COORDINATOR:
+                    self._void_verifications(key, records)
+                elif verified is not None and key in verified:
+                    producer_id, guard = verified[key]
+                    if self.verification_guards.pop((key, producer_id), None) is not guard:
+                        raise KafkaError(ErrorCode.INVALID_TXN_STATE, "the transaction ended "
+                                         "while this write to it was being verified")
                 min_isr = partition.log.config.min_insync_replicas
                 if acks == -1 and len(partition.isr) < min_isr:
                     raise KafkaError(
@@ -412,6 +432,15 @@ class ReplicaManager:
             # Followers wait for LEO growth, consumers for HW growth (HW may have moved too).
             self.fetch_purgatory.check_and_complete(key)
         return results
+
+    def _void_verifications(self, key: tuple[str, int], records: bytes | memoryview) -> None:
+        """A transaction marker ends its producer's transaction here: a write of that producer
+        verified before it must not open a new one (a transaction nobody would ever end)."""
+        from protocol.records import iter_batches
+
+        for _, header in iter_batches(records):
+            if header.is_control:
+                self.verification_guards.pop((key, header.producer_id), None)
 
     def _check_replicated(self, key: tuple[str, int], status: ProducePartitionStatus) -> ErrorCode | None:
         partition = self.partitions.get(key)
@@ -462,14 +491,22 @@ class ReplicaManager:
     async def produce(
         self, acks: int, timeout_ms: int, entries: dict[tuple[str, int], bytes | memoryview | None],
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verified: dict[tuple[str, int], tuple[int, object]] | None = None,
     ) -> dict[tuple[str, int], ProduceResult]:
         """Append as leader and, with acks=-1, wait until the ISR has it. The transaction
-        coordinator appends its markers here too (origin COORDINATOR)."""
+        coordinator appends its markers here too (origin COORDINATOR). `verified`: as
+        append_records'."""
         from broker.replication.delayed_produce import DelayedProduce, ProducePartitionStatus
 
-        failed, checked = await self._check_off_loop(entries, acks)
-        results = failed | self.append_records(
-            {k: r for k, r in entries.items() if k not in failed}, acks, checked, origin)
+        try:
+            failed, checked = await self._check_off_loop(entries, acks)
+            results = failed | self.append_records(
+                {k: r for k, r in entries.items() if k not in failed}, acks, checked, origin,
+                verified)
+        finally:
+            for key, (producer_id, guard) in (verified or {}).items():
+                if self.verification_guards.get((key, producer_id)) is guard:
+                    del self.verification_guards[(key, producer_id)]  # never appended
         if acks != -1:
             return results
         # Each appended partition waits until its HW covers the append: the LEO right after it.

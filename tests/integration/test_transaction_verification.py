@@ -88,3 +88,35 @@ async def test_transactional_records_need_a_transactional_id(async_broker):
         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert async_broker.replica_manager.partitions[(TOPIC, 0)].log.log_end_offset == 0
     await client.close()
+
+
+async def test_a_write_verified_before_its_transaction_ended_is_refused(async_broker):
+    """Kafka's verification guard: between the coordinator's answer and the append, a marker for
+    the producer may land (the transaction aborted on its timeout). The write must not open a
+    new transaction nobody would end: INVALID_TXN_STATE, nothing written."""
+    from protocol.transaction_records import ControlType, marker_batch
+    from storage.append_origin import AppendOrigin
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=f"127.0.0.1:{async_broker.port}")
+    await admin.start()
+    await admin.create_topics([NewTopic(TOPIC, 1, 1)])
+    await admin.close()
+    rm, key = async_broker.replica_manager, (TOPIC, 0)
+    guard = rm.start_verification(key, 7)  # the coordinator is being asked
+    ended = await rm.produce(-1, 5000, {key: marker_batch(7, 0, ControlType.ABORT, 0)},
+                             origin=AppendOrigin.COORDINATOR)
+    assert ended[key].error == ErrorCode.NONE
+    write = encode_batch([(b"k", b"late", [], None)], producer_id=7, producer_epoch=0,
+                         base_sequence=0, is_transactional=True)
+    results = await rm.produce(-1, 5000, {key: write}, verified={key: (7, guard)})
+    assert results[key].error == ErrorCode.INVALID_TXN_STATE
+    log = rm.partitions[key].log
+    assert log.log_end_offset == 1 and not log.producer_state.ongoing  # the marker only
+    assert not rm.verification_guards
+    # A guard that held: the write goes in, and the guard is spent
+    guard = rm.start_verification(key, 8)
+    write = encode_batch([(b"k", b"on time", [], None)], producer_id=8, producer_epoch=0,
+                         base_sequence=0, is_transactional=True)
+    results = await rm.produce(-1, 5000, {key: write}, verified={key: (8, guard)})
+    assert results[key].error == ErrorCode.NONE and 8 in log.producer_state.ongoing
+    assert not rm.verification_guards

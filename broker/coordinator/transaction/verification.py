@@ -45,10 +45,12 @@ def transactional_producers(entries: dict[TopicPartition, bytes | memoryview | N
 async def verify_transactional_writes(
     replica_manager: ReplicaManager, cache: MetadataCache, transport: MarkerTransport,
     transactional_id: str, producers: dict[TopicPartition, tuple[int, int]],
-) -> dict[TopicPartition, ErrorCode]:
-    """The partitions refused, with the error the Produce answers for each. A partition whose
-    log has this producer's transaction open already needs no question (Kafka's
-    hasOngoingTransaction); one not led here is left to the append (NOT_LEADER_OR_FOLLOWER)."""
+) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, tuple[int, object]]]:
+    """The partitions refused, with the error the Produce answers for each, and those verified,
+    with the producer id and guard their append must still hold (a marker for the producer
+    arriving meanwhile voids it). A partition whose log has this producer's transaction open
+    already needs no question (Kafka's hasOngoingTransaction); one not led here is left to the
+    append (NOT_LEADER_OR_FOLLOWER)."""
     asking: dict[tuple[int, int], set[TopicPartition]] = {}
     for key, producer in producers.items():
         partition = replica_manager.partitions.get(key)
@@ -57,6 +59,8 @@ async def verify_transactional_writes(
         if producer[0] in partition.log.producer_state.ongoing:
             continue
         asking.setdefault(producer, set()).add(key)
+    guards = {key: (producer[0], replica_manager.start_verification(key, producer[0]))
+              for producer, keys in asking.items() for key in keys}
     refused: dict[TopicPartition, ErrorCode] = {}
     for (producer_id, epoch), keys in asking.items():
         answers = await _ask_coordinator(cache, transport, transactional_id, producer_id, epoch,
@@ -69,7 +73,10 @@ async def verify_transactional_writes(
                 code = ErrorCode.INVALID_PRODUCER_EPOCH  # what a Produce says of a stale epoch
             if code != ErrorCode.NONE:
                 refused[key] = code
-    return refused
+                producer_id, guard = guards.pop(key)
+                if replica_manager.verification_guards.get((key, producer_id)) is guard:
+                    del replica_manager.verification_guards[(key, producer_id)]
+    return refused, guards
 
 
 async def _ask_coordinator(cache: MetadataCache, transport: MarkerTransport,
