@@ -36,6 +36,7 @@ from protocol.errors import ProtocolDecodeError
 from protocol.file_region import FileRegion
 from protocol.framing import FrameDecoder, encode_frame_parts
 from protocol.headers import RequestHeader
+from protocol.types import TooManyElements
 
 if TYPE_CHECKING:
     from broker.control.faults import FaultInjector
@@ -45,10 +46,13 @@ if TYPE_CHECKING:
 log = get_logger("kafka_sim.connection")
 READ_CHUNK = 256 * 1024
 # A frame this large takes its size from the broker's request memory pool before its body is read
-# (smaller ones are bounded by READ_CHUNK per connection), and is decoded, and its response
-# encoded, in a worker thread: a body of many small elements takes ~5 us of CPU per element to
-# decode, which would hold the loop (and its answer as many).
+# (smaller ones are bounded by READ_CHUNK per connection). Its decode on the loop stops after
+# LOOP_DECODE_ELEMENTS array elements (~5 us of CPU each: ~10 ms) and starts again in a worker
+# thread, where its response is encoded too: a body of many small elements would hold the loop
+# (and its answer as many), while one of few large ones (a Produce's batches) costs little, and
+# a thread hop per request would cost it more than its decode.
 LARGE_FRAME_BYTES = 64 * 1024
+LOOP_DECODE_ELEMENTS = 2_000
 # Array elements one request may hold (the partitions of a Fetch, the topics of a Metadata...):
 # each costs hundreds of bytes once decoded, so 96 MB of 16-byte entries would be gigabytes.
 # A body with more is refused before its elements are made, and the connection closed.
@@ -331,20 +335,28 @@ class Connection:
 
             body = encode_response(API_VERSIONS_KEY, 0, api_versions_fallback())
             return encode_frame(encode_response_header(header.correlation_id, 0) + body)
-        if len(frame) >= LARGE_FRAME_BYTES:
+        many_elements = False
+        try:
+            # A large frame is decoded here while it holds few elements (a Produce's big record
+            # batches); past LOOP_DECODE_ELEMENTS the decode starts again in a worker thread.
+            request = decode_request(
+                header.api_key, version, frame, body_offset, explain=False,
+                max_elements=LOOP_DECODE_ELEMENTS if len(frame) >= LARGE_FRAME_BYTES
+                else MAX_REQUEST_ELEMENTS)
+        except ProtocolDecodeError as exc:
+            if len(frame) < LARGE_FRAME_BYTES or not isinstance(exc.__cause__, TooManyElements):
+                raise
+            many_elements = True
             request = await asyncio.to_thread(
                 decode_request, header.api_key, version, frame, body_offset, explain=False,
                 max_elements=MAX_REQUEST_ELEMENTS)
-        else:
-            request = decode_request(header.api_key, version, frame, body_offset, explain=False,
-                                     max_elements=MAX_REQUEST_ELEMENTS)
         fault = self.faults.match(
             self.services.broker_id, header.api_key, request,
             also_touches=(lambda: _session_partitions(self.services, request))
             if header.api_key == FETCH_KEY else None)
         ctx = RequestContext(header, self.services, self.client_host, self.listener,
                              self.principal, request_size=len(frame),
-                             large_response=len(frame) >= LARGE_FRAME_BYTES,
+                             large_response=many_elements,
                              zero_copy=self._sendfile_fd >= 0)
         quotas = self.services.quotas
         if (quotas is not None and quotas.enabled("request")
