@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
+import re
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
@@ -72,6 +76,11 @@ def produce(bootstrap: str, topic: str, count: int, size: int, acks: int = 1) ->
     producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
                          "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000})
     payload = os.urandom(size)
+    # Warm-up: connections made and every partition's leader known, so a short run measures
+    # the data flowing, not the client's start (its first Metadata may find no leader yet).
+    for partition in range(len(producer.list_topics(topic, timeout=10).topics[topic].partitions)):
+        producer.produce(topic, b"warm-up", partition=partition)
+    producer.flush(30)
     started = time.perf_counter()
     for _ in range(count):
         while True:
@@ -132,22 +141,29 @@ def e2e_latency(bootstrap: str, topic: str, count: int, rate: int, acks: int = 1
     return latencies
 
 
+async def leader_port(bootstrap: str, topic: str) -> int:
+    """The port of the leader of the topic's partition 0, asked of the first bootstrap broker."""
+    from tests.integration.raw_client import RawClient
+    from tests.integration.test_protocol_edges import METADATA
+
+    probe = await RawClient.connect(int(bootstrap.split(",")[0].rsplit(":", 1)[1]))
+    metadata = await probe.request(METADATA, 12, {"topics": [{"name": topic}]})
+    await probe.close()
+    leader = metadata.topics[0].partitions[0].leader_id
+    return {b.node_id: b.port for b in metadata.brokers}[leader]
+
+
 def raw_e2e_latency(bootstrap: str, topic: str, count: int, acks: int) -> list[float]:
     """The broker alone: our sans-I/O client produces one record per ms and long-polls a fetch,
     so client-library batching and fetch scheduling are out of the figure."""
     from protocol.records import decode_batch, encode_batch, iter_batches
     from tests.integration.raw_client import RawClient
-    from tests.integration.test_protocol_edges import FETCH, METADATA, PRODUCE, produce_body
+    from tests.integration.test_protocol_edges import FETCH, PRODUCE, produce_body
 
     async def run() -> list[float]:
-        port = int(bootstrap.split(",")[0].rsplit(":", 1)[1])
-        probe = await RawClient.connect(port)
-        metadata = await probe.request(METADATA, 12, {"topics": [{"name": topic}]})
-        await probe.close()
-        leader = metadata.topics[0].partitions[0].leader_id
-        leader_port = {b.node_id: b.port for b in metadata.brokers}[leader]
-        producer = await RawClient.connect(leader_port)
-        consumer = await RawClient.connect(leader_port)
+        port = await leader_port(bootstrap, topic)
+        producer = await RawClient.connect(port)
+        consumer = await RawClient.connect(port)
         latencies: list[float] = []
         offset = 0
 
@@ -252,34 +268,64 @@ def replicated(scale: int) -> None:
 def multi_process(scale: int) -> None:
     """The same RF=3 figures with one broker per process and a real ZooKeeper (more than one
     core at work), beside the embedded cluster's."""
-    from broker.server.zookeeper_runner import ZooKeeperServer, is_installed
+    from broker.server.zookeeper_runner import is_installed
 
     if not is_installed():
         print("3 broker processes: skipped, ZooKeeper is not installed (apt-get install zookeeper)")
         return
-    with tempfile.TemporaryDirectory() as data_dir, ZooKeeperServer(Path(data_dir) / "zk") as zk:
+    with tempfile.TemporaryDirectory() as data_dir, \
+            process_cluster(data_dir) as (_, bootstrap, _control):
+        replicated_bench("3 broker processes RF=3 (ZooKeeper)", bootstrap, scale)
+
+
+@contextlib.contextmanager
+def process_cluster(data_dir: str) -> Iterator[tuple[list[subprocess.Popen], str, list[int]]]:
+    """Three `kafka-sim run` processes over a real ZooKeeper: (processes, bootstrap, control
+    ports)."""
+    from broker.server.zookeeper_runner import ZooKeeperServer
+
+    with ZooKeeperServer(Path(data_dir) / "zk") as zk:
         ports = [free_port() for _ in range(3)]
+        control = [free_port() for _ in range(3)]
         procs = [subprocess.Popen(
             [sys.executable, "-m", "broker.server.cli", "run",
              "--listeners", f"PLAINTEXT://127.0.0.1:{port}", "--log-dirs", f"{data_dir}/b{i}",
              "-o", f"zookeeper.connect={zk.connect_string}/bench", "-o", f"broker.id={i}",
-             "-o", "log.level=warning", "-o", "control.listener=",
+             "-o", "log.level=warning", "-o", f"control.listener=127.0.0.1:{control[i]}",
              "-o", "controlled.shutdown.enable=false"], cwd=ROOT)
             for i, port in enumerate(ports)]
         bootstrap = ",".join(f"127.0.0.1:{port}" for port in ports)
         try:
             admin = AdminClient({"bootstrap.servers": bootstrap})
             deadline = time.monotonic() + 60
-            while len(admin.list_topics(timeout=5).brokers) < 3:  # another process: poll it
+            while True:  # other processes: poll them until they form a cluster, controls up
+                try:
+                    if len(admin.list_topics(timeout=5).brokers) == 3:
+                        [request_counts(port) for port in control]
+                        break
+                except OSError:
+                    pass
                 if time.monotonic() > deadline:
                     raise RuntimeError("the broker processes did not form a cluster")
                 time.sleep(0.1)
-            replicated_bench("3 broker processes RF=3 (ZooKeeper)", bootstrap, scale)
+            yield procs, bootstrap, control
         finally:
             for proc in procs:
                 proc.terminate()
             for proc in procs:
                 proc.wait(30)
+
+
+def request_counts(control_port: int) -> dict[str, int]:
+    """kafka_network_requestmetrics_requests_total by request name, from a broker's /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{control_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    counts: dict[str, int] = {}
+    for match in re.finditer(
+            r'^kafka_network_requestmetrics_requests_total\{[^}]*request="(\w+)"[^}]*\} (\S+)',
+            text, re.M):
+        counts[match[1]] = counts.get(match[1], 0) + int(float(match[2]))
+    return counts
 
 
 def main() -> None:

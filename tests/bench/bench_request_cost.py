@@ -20,17 +20,24 @@ import argparse
 import asyncio
 import contextlib
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench_broker import consume, create_topic, free_port, produce, start_broker
+from bench_broker import (
+    consume,
+    create_topic,
+    free_port,
+    leader_port,
+    process_cluster,
+    produce,
+    request_counts,
+    start_broker,
+)
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -49,67 +56,10 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / CLOCK_TICKS
 
 
-@contextlib.contextmanager
-def process_cluster(data_dir: str) -> Iterator[tuple[list[subprocess.Popen], str, list[int]]]:
-    """Three `kafka-sim run` processes over a real ZooKeeper: (processes, bootstrap, control
-    ports)."""
-    from broker.server.zookeeper_runner import ZooKeeperServer
-
-    with ZooKeeperServer(Path(data_dir) / "zk") as zk:
-        ports = [free_port() for _ in range(3)]
-        control = [free_port() for _ in range(3)]
-        procs = [subprocess.Popen(
-            [sys.executable, "-m", "broker.server.cli", "run",
-             "--listeners", f"PLAINTEXT://127.0.0.1:{port}", "--log-dirs", f"{data_dir}/b{i}",
-             "-o", f"zookeeper.connect={zk.connect_string}/bench", "-o", f"broker.id={i}",
-             "-o", "log.level=warning", "-o", f"control.listener=127.0.0.1:{control[i]}",
-             "-o", "controlled.shutdown.enable=false"], cwd=ROOT)
-            for i, port in enumerate(ports)]
-        bootstrap = ",".join(f"127.0.0.1:{port}" for port in ports)
-        try:
-            admin = AdminClient({"bootstrap.servers": bootstrap})
-            deadline = time.monotonic() + 60
-            while True:  # other processes: poll them until they form a cluster, controls up
-                try:
-                    if len(admin.list_topics(timeout=5).brokers) == 3:
-                        [request_counts(port) for port in control]
-                        break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the broker processes did not form a cluster")
-                time.sleep(0.1)
-            yield procs, bootstrap, control
-        finally:
-            for proc in procs:
-                proc.terminate()
-            for proc in procs:
-                proc.wait(30)
-
-
-def request_counts(control_port: int) -> dict[str, int]:
-    """kafka_network_requestmetrics_requests_total by request name, from a broker's /metrics."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{control_port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    counts: dict[str, int] = {}
-    for match in re.finditer(
-            r'^kafka_network_requestmetrics_requests_total\{[^}]*request="(\w+)"[^}]*\} (\S+)',
-            text, re.M):
-        counts[match[1]] = counts.get(match[1], 0) + int(float(match[2]))
-    return counts
-
-
 async def _leader_client(bootstrap: str, topic: str):
     from tests.integration.raw_client import RawClient
-    from tests.integration.test_protocol_edges import METADATA
 
-    port = int(bootstrap.split(",")[0].rsplit(":", 1)[1])
-    probe = await RawClient.connect(port)
-    metadata = await probe.request(METADATA, 12, {"topics": [{"name": topic}]})
-    await probe.close()
-    leader = metadata.topics[0].partitions[0].leader_id
-    leader_port = {b.node_id: b.port for b in metadata.brokers}[leader]
-    return leader, await RawClient.connect(leader_port)
+    return await RawClient.connect(await leader_port(bootstrap, topic))
 
 
 def produce_one_at_a_time(bootstrap: str, topic: str, count: int, acks: int,
@@ -119,7 +69,7 @@ def produce_one_at_a_time(bootstrap: str, topic: str, count: int, acks: int,
     from tests.integration.test_protocol_edges import PRODUCE, produce_body
 
     async def run() -> float:
-        _, client = await _leader_client(bootstrap, topic)
+        client = await _leader_client(bootstrap, topic)
         body = produce_body({(topic, 0): encode_batch([(None, b"x" * 100, [], None)])}, acks=acks)
         for _ in range(50):  # warm-up: connections made, code paths hot
             await client.request(PRODUCE, 9, body)
@@ -140,7 +90,7 @@ def fetch_one_at_a_time(bootstrap: str, topic: str, count: int, pids: list[int])
     from tests.integration.test_protocol_edges import FETCH
 
     async def run() -> float:
-        _, client = await _leader_client(bootstrap, topic)
+        client = await _leader_client(bootstrap, topic)
 
         def body(offset: int) -> dict:
             return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
