@@ -81,6 +81,42 @@ def _load_trust(context: ssl.SSLContext, config: BrokerConfig, listener: str) ->
     return True
 
 
+class AlertingSSLObject(ssl.SSLObject):
+    """A server-side TLS session whose failed handshake sends its alert before the connection
+    closes. asyncio's and uvloop's TLS protocols close the socket on a handshake error without
+    sending what OpenSSL wrote to the outgoing buffer (the alert): a client without the
+    certificate `ssl.client.auth=required` asks for then sees the connection drop, and the Java
+    client waits for a timeout instead of failing with SslAuthenticationException. So a refused
+    client certificate is first reported as "want read": the protocol sends the outgoing bytes,
+    the alert among them, and the next step of the handshake (the client's close on the alert,
+    or anything it sends; at the latest the handshake timeout) raises the real error."""
+
+    def do_handshake(self) -> None:
+        failed = self.__dict__.get("failed")
+        if failed is not None:
+            raise failed
+        try:
+            super().do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            raise
+        except ssl.SSLError as exc:
+            if not _about_the_client_certificate(exc):
+                raise  # garbage, a plaintext request: closed at once, as before
+            self.__dict__["failed"] = exc
+            raise ssl.SSLWantReadError("handshake failed: its alert goes out first") from exc
+
+
+# OpenSSL's reasons for refusing a client's certificate (or its absence): the failures a real
+# TLS client gets an alert for, and closes its side on (other failures close at once)
+_CLIENT_CERTIFICATE_REASONS = frozenset({"PEER_DID_NOT_RETURN_A_CERTIFICATE",
+                                         "CERTIFICATE_VERIFY_FAILED"})
+
+
+def _about_the_client_certificate(exc: ssl.SSLError) -> bool:
+    return isinstance(exc, ssl.SSLCertVerificationError) or \
+        getattr(exc, "reason", None) in _CLIENT_CERTIFICATE_REASONS
+
+
 def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     """The context an SSL or SASL_SSL listener serves with; ConfigError (one line) for settings
     that cannot work."""
@@ -97,6 +133,7 @@ def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
         raise ConfigError(f"listener {listener}: ssl.client.auth={client_auth} needs "
                           "ssl.truststore.location (the CAs client certificates are checked against)")
     context.verify_mode = CLIENT_AUTH[client_auth]
+    context.sslobject_class = AlertingSSLObject
     return context
 
 

@@ -113,6 +113,25 @@ async def test_client_certificate_names_the_principal(tmp_path, certs, client_au
         await cluster.stop()
 
 
+async def test_a_client_without_the_required_certificate_gets_the_tls_alert(tmp_path, certs):
+    """ssl.client.auth=required and no client certificate: the handshake fails with the alert
+    TLS says ("certificate required"), which a client reports at once (the Java client's
+    SslAuthenticationException), not a dropped connection it retries until a timeout."""
+    cluster = Cluster(cluster_config(tmp_path, {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        **tls_settings(certs, "required")}), 1)
+    await cluster.start()
+    try:
+        broker = cluster.brokers[0]
+        with pytest.raises(ssl.SSLError, match="certificate required"):
+            client = await RawClient.connect(broker.addresses["SSL"][1],
+                                             ssl=client_ssl_context(certs, with_cert=False))
+            await client.request(METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})
+        await served_promptly(broker.addresses["PLAINTEXT"][1])
+    finally:
+        await cluster.stop()
+
+
 async def test_garbage_and_plaintext_before_the_handshake(tmp_path, certs):
     cluster = Cluster(cluster_config(tmp_path, {
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", **tls_settings(certs)}), 1)
