@@ -13,6 +13,7 @@
   INVALID_RECORD (more than one batch for a partition: Kafka's ProduceRequest.validateRecords;
   on a compacted topic, whose records are decoded to check their keys, a record without a key or
   one that cannot be read out of its CRC-valid batch: Kafka's InvalidRecordException).
+- A zstd batch in a Produce below v7 (KIP-110): UNSUPPORTED_COMPRESSION_TYPE for its partition.
 - Records refused one by one (KIP-467, v8+): INVALID_RECORD or INVALID_TIMESTAMP with
   `record_errors` (each record's index in its batch and Kafka's message) and Kafka's summary as
   `error_message`. Other errors carry a message too, where Kafka sends none (the disk-fault
@@ -43,10 +44,11 @@ from broker.coordinator.transaction.verification import (
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, ResourceType, authorize, filter_authorized
 from broker.replication.delayed_produce import ProduceResult
-from protocol.errors import ErrorCode
-from protocol.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD
+from protocol.errors import ErrorCode, KafkaError
+from protocol.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD, ZSTD, iter_batches
 
 FIRST_VERSION_WITH_UNKNOWN_PRODUCER_ID = 5
+FIRST_VERSION_WITH_ZSTD = 7  # KIP-110: older clients cannot have asked for it
 
 
 def _response(request, results: dict) -> dict:
@@ -72,6 +74,15 @@ def _response(request, results: dict) -> dict:
         ],
         "throttle_time_ms": 0,
     }
+
+
+def _is_zstd(records) -> bool:
+    """Whether the (first and only) batch is zstd-compressed (Kafka's validateRecords)."""
+    try:
+        first = next(iter_batches(records or b""), None)
+    except KafkaError:  # unreadable: the log refuses it with CORRUPT_MESSAGE
+        return False
+    return first is not None and first[1].compression == ZSTD
 
 
 def _more_than_one_batch(records) -> bool:
@@ -125,6 +136,12 @@ async def handle(ctx: RequestContext, request) -> dict | None:
             del entries[key]
             results[key] = ProduceResult(ErrorCode.INVALID_RECORD, error_message=(
                 f"produce v{ctx.api_version} allows exactly one record batch per partition"))
+        if ctx.api_version < FIRST_VERSION_WITH_ZSTD:
+            for key in [k for k, records in entries.items() if _is_zstd(records)]:
+                del entries[key]
+                results[key] = ProduceResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, error_message=(
+                    f"Produce requests with version {ctx.api_version} are not allowed to use "
+                    "ZStandard compression"))
         for key in [k for k in entries if _is_internal(ctx, k[0])]:
             del entries[key]  # only the broker itself writes to internal topics
             results[key] = ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=(

@@ -593,3 +593,23 @@ async def test_one_metadata_auto_creating_colliding_names_creates_the_first(asyn
                                                30_000)
     assert "m_x" not in async_broker.metadata_cache.topics
     await client.close()
+
+
+async def test_zstd_in_a_produce_below_v7_is_refused_alone(async_broker):
+    """KIP-110: a client that asked for zstd speaks Produce v7+; a zstd batch in an older
+    Produce gets UNSUPPORTED_COMPRESSION_TYPE for its partition, as Kafka's validateRecords, and
+    the other partitions are appended."""
+    from protocol.records import ZSTD
+
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "zstd-old", 2)
+    zstd = encode_batch([(b"k", b"v", [], 1000)], compression=ZSTD)
+    body = produce_body({("zstd-old", 0): zstd, ("zstd-old", 1): encode_batch([(b"k", b"v", [], 1000)])})
+    response = await client.request(PRODUCE, 6, body)
+    assert partition_errors(response) == {("zstd-old", 0): ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                                          ("zstd-old", 1): ErrorCode.NONE}
+    response = await client.request(PRODUCE, 7, produce_body({("zstd-old", 0): zstd}))
+    assert partition_errors(response) == {("zstd-old", 0): ErrorCode.NONE}
+    partitions = async_broker.replica_manager.partitions
+    assert [partitions[("zstd-old", p)].log_end_offset for p in (0, 1)] == [1, 1]
+    await client.close()
