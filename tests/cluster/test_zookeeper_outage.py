@@ -105,6 +105,10 @@ def test_leaders_serve_and_a_stopping_broker_exits_through_a_zookeeper_outage(ow
             wait_until(lambda i=i: cluster.registered(i, via=alive[0]), f"broker {i} back")
         wait_until(lambda: any(b["controller"] for b in cluster.brokers(alive[0])),
                    "a controller")
+        # It exited while ZooKeeper was frozen: its session ends when ZooKeeper expires it, and
+        # a broker started before that refuses to ("already registered"), as Kafka's does.
+        wait_until(lambda: not cluster.registered(stopping, via=alive[0]),
+                   "the stopped broker's old session to end")
         cluster.start(stopping)
         after = [b"after-%d" % n for n in range(5)]
         assert produce_all(cluster.bootstrap, after, 60) == after
