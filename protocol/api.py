@@ -88,16 +88,20 @@ class _RegionsIO(_io.BytesIO):
         self.regions: list[tuple[int, FileRegion]] = []
 
 
-def encode_response_parts(api_key: int, api_version: int, body: dict) -> list[bytes | FileRegion]:
+def encode_response_parts(api_key: int, api_version: int,
+                          body: dict) -> bytes | list[bytes | FileRegion]:
     """`encode_response`, with the body's FileRegions left in their files: the encoded bytes cut
-    where each region goes, the regions between them (sent with sendfile by the connection)."""
+    where each region goes, the regions between them (sent with sendfile by the connection);
+    plain bytes when the body has none."""
     c = _codec(api_key, api_version, "response", ProtocolEncodeError)
     out = _RegionsIO()
     try:
         c.compiled.buildfunc(body, out, None)
     except Exception:
-        return [_encode(api_key, api_version, "response", body)]  # it says what was wrong
+        return _encode(api_key, api_version, "response", body)  # it says what was wrong
     data, parts, start = out.getvalue(), [], 0
+    if not out.regions:
+        return data
     for position, region in out.regions:
         parts += [data[start:position], region]
         start = position

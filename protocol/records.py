@@ -174,6 +174,17 @@ def iter_batches(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, Bat
         pos += length + LOG_OVERHEAD
 
 
+def first_batch_header(buf: bytes | bytearray | memoryview | None) -> BatchHeader | None:
+    """The header of the first complete batch, None when there is none or it cannot be read
+    (what Produce v3+ looks at: one batch per partition is all it allows; the log refuses an
+    unreadable one with CORRUPT_MESSAGE)."""
+    try:
+        first = next(iter_batches(buf or b""), None)
+    except KafkaError:
+        return None
+    return None if first is None else first[1]
+
+
 def validate_produce_records(
     buf: bytes | bytearray | memoryview, max_message_bytes: int
 ) -> list[BatchHeader]:

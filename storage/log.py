@@ -869,35 +869,22 @@ class Log:
 DECODE_OFF_LOOP_BYTES = 64 * 1024
 
 
-def decode_off_loop(records: bytes | memoryview) -> bool:
-    """Whether checking these Produce records' keys is worth a worker thread: a compressed batch
-    (decompression up to the bound, then every record) or a large one."""
-    if len(records) > DECODE_OFF_LOOP_BYTES:
-        return True
-    n, pos = len(records), 0
-    while n - pos >= HEADER_SIZE:
-        header = read_batch_header(records, pos)
-        if header.compression:
-            return True
-        if header.size <= 0:
-            break
-        pos += header.size
-    return False
-
-
 # Records whose lengths append_as_leader walks on the loop (to count them, ~0.5 us each); a
 # request with more has them counted in a worker thread
 COUNT_OFF_LOOP_RECORDS = 4096
 
 
-def count_off_loop(records: bytes | memoryview) -> bool:
-    """Whether counting these Produce records is worth a worker thread: a compressed batch
-    (inflated first) or many records."""
+def check_off_loop(records: bytes | memoryview, decodes: bool) -> bool:
+    """Whether checking these Produce records is worth a worker thread: a compressed batch
+    (inflated first), or, when every record is decoded (`decodes`: keys, timestamps) a large
+    request, else one of many records (only their lengths are walked)."""
+    if decodes and len(records) > DECODE_OFF_LOOP_BYTES:
+        return True
     n, pos, count = len(records), 0, 0
     while n - pos >= HEADER_SIZE:
         header = read_batch_header(records, pos)
         count += header.record_count
-        if header.compression or count > COUNT_OFF_LOOP_RECORDS:
+        if header.compression or (not decodes and count > COUNT_OFF_LOOP_RECORDS):
             return True
         if header.size <= 0:
             break

@@ -44,8 +44,8 @@ from broker.coordinator.transaction.verification import (
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, ResourceType, authorize, filter_authorized
 from broker.replication.delayed_produce import ProduceResult
-from protocol.errors import ErrorCode, KafkaError
-from protocol.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD, ZSTD, iter_batches
+from protocol.errors import ErrorCode
+from protocol.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD, ZSTD, first_batch_header
 
 FIRST_VERSION_WITH_UNKNOWN_PRODUCER_ID = 5
 FIRST_VERSION_WITH_ZSTD = 7  # KIP-110: older clients cannot have asked for it
@@ -74,15 +74,6 @@ def _response(request, results: dict) -> dict:
         ],
         "throttle_time_ms": 0,
     }
-
-
-def _is_zstd(records) -> bool:
-    """Whether the (first and only) batch is zstd-compressed (Kafka's validateRecords)."""
-    try:
-        first = next(iter_batches(records or b""), None)
-    except KafkaError:  # unreadable: the log refuses it with CORRUPT_MESSAGE
-        return False
-    return first is not None and first[1].compression == ZSTD
 
 
 def _more_than_one_batch(records) -> bool:
@@ -137,7 +128,9 @@ async def handle(ctx: RequestContext, request) -> dict | None:
             results[key] = ProduceResult(ErrorCode.INVALID_RECORD, error_message=(
                 f"produce v{ctx.api_version} allows exactly one record batch per partition"))
         if ctx.api_version < FIRST_VERSION_WITH_ZSTD:
-            for key in [k for k, records in entries.items() if _is_zstd(records)]:
+            for key in [k for k, records in entries.items()
+                        if (header := first_batch_header(records)) is not None
+                        and header.compression == ZSTD]:
                 del entries[key]
                 results[key] = ProduceResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, error_message=(
                     f"Produce requests with version {ctx.api_version} are not allowed to use "

@@ -22,6 +22,7 @@ REQUEST_SLACK_S = 10.0  # beyond the fetch's own max wait
 
 class TcpLeaderEndpoint:
     answers_when_asked = False  # a parked fetch answers within its max wait, by itself
+
     def __init__(self, follower_id: int, leader_id: int,
                  address: Callable[[], tuple[str, int] | None],
                  security: ClientSecurity | None = None) -> None:

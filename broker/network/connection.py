@@ -402,7 +402,7 @@ class Connection:
         else:
             body = encode(header.api_key, version, response)
         if type(body) is list:
-            return encode_frame_parts(head, body) if len(body) > 1 else encode_frame(head + body[0])
+            return encode_frame_parts(head, body)
         return encode_frame(head + body)
 
 

@@ -390,6 +390,11 @@ class ReplicaManager:
         guard = self.verification_guards[(key, producer_id)] = object()
         return guard
 
+    def end_verification(self, key: tuple[str, int], producer_id: int, guard: object) -> None:
+        """Drop a guard no write will use (refused, or never appended), unless replaced since."""
+        if self.verification_guards.get((key, producer_id)) is guard:
+            del self.verification_guards[(key, producer_id)]
+
     def append_records(
         self, entries: dict[tuple[str, int], bytes | memoryview | None], acks: int = 1,
         records_checked: frozenset[tuple[str, int]] = frozenset(),
@@ -462,7 +467,7 @@ class ReplicaManager:
         length to count them) must not hold the event loop. Returns the partitions that failed
         and those checked (whose append then skips the check); everything else is checked on the
         loop during the append."""
-        from storage.log import check_batches_records, count_off_loop, decode_off_loop
+        from storage.log import check_batches_records, check_off_loop
 
         failed: dict[tuple[str, int], ProduceResult] = {}
         checked: set[tuple[str, int]] = set()
@@ -471,8 +476,7 @@ class ReplicaManager:
             if not records or partition is None or not partition.is_leader:
                 continue
             log_ = partition.log
-            if not (decode_off_loop(records) if log_.decodes_produced_records
-                    else count_off_loop(records)):
+            if not check_off_loop(records, log_.decodes_produced_records):
                 continue
             if acks == -1 and len(partition.isr) < partition.log.config.min_insync_replicas:
                 continue  # NOT_ENOUGH_REPLICAS comes first, from append_records (Kafka's order)
@@ -505,8 +509,7 @@ class ReplicaManager:
                 verified)
         finally:
             for key, (producer_id, guard) in (verified or {}).items():
-                if self.verification_guards.get((key, producer_id)) is guard:
-                    del self.verification_guards[(key, producer_id)]  # never appended
+                self.end_verification(key, producer_id, guard)  # never appended
         if acks != -1:
             return results
         # Each appended partition waits until its HW covers the append: the LEO right after it.

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from broker.coordinator.group.group_metadata_manager import java_string_hash, kafka_abs
 from broker.metadata.topic_names import TRANSACTION_STATE_TOPIC
-from protocol.errors import ErrorCode, KafkaError
-from protocol.records import iter_batches
+from protocol.errors import ErrorCode
+from protocol.records import first_batch_header
 
 if TYPE_CHECKING:
     from broker.coordinator.transaction.transaction_marker_channel import MarkerTransport
@@ -33,12 +33,9 @@ def transactional_producers(entries: dict[TopicPartition, bytes | memoryview | N
     at the first: one batch per partition is all Produce v3+ allows)."""
     found = {}
     for key, records in entries.items():
-        try:
-            first = next(iter_batches(records or b""), None)
-        except KafkaError:  # unreadable: the log refuses it with CORRUPT_MESSAGE
-            continue
-        if first is not None and first[1].is_transactional:
-            found[key] = (first[1].producer_id, first[1].producer_epoch)
+        header = first_batch_header(records)
+        if header is not None and header.is_transactional:
+            found[key] = (header.producer_id, header.producer_epoch)
     return found
 
 
@@ -73,9 +70,7 @@ async def verify_transactional_writes(
                 code = ErrorCode.INVALID_PRODUCER_EPOCH  # what a Produce says of a stale epoch
             if code != ErrorCode.NONE:
                 refused[key] = code
-                producer_id, guard = guards.pop(key)
-                if replica_manager.verification_guards.get((key, producer_id)) is guard:
-                    del replica_manager.verification_guards[(key, producer_id)]
+                replica_manager.end_verification(key, *guards.pop(key))
     return refused, guards
 
 
