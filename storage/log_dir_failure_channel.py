@@ -4,6 +4,7 @@ KafkaStorageError, what the request that met the failure is answered with (KAFKA
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,6 +16,15 @@ class KafkaStorageError(KafkaError):
 
     def __init__(self, message: str) -> None:
         super().__init__(ErrorCode.KAFKA_STORAGE_ERROR, message)
+
+
+# Errors that say a path cannot be named on this file system (too long for PATH_MAX or the file
+# system's own NAME_MAX, or characters it refuses): the disk is fine, only that one path fails.
+NAME_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.EINVAL, errno.EILSEQ})
+
+
+def is_name_error(exc: OSError) -> bool:
+    return exc.errno in NAME_ERRNOS
 
 
 @dataclass(slots=True)

@@ -34,7 +34,7 @@ from storage.log_dir import (
     parse_delete_dir_name,
     parse_future_dir_name,
 )
-from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel
+from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel, is_name_error
 from storage.log_flusher import LogFlusher
 from storage.naming import log_dir_name, parse_log_dir_name
 from storage.partition_metadata import write_partition_metadata
@@ -313,8 +313,8 @@ class LogManager:
                 write_text_atomically(log.directory / PARTITION_NAME_FILE, partition_name,
                                       log_dir.disk)
             except OSError as exc:
-                raise self.failure_channel.storage_error(
-                    log_dir.name, f"creating log {name}", exc) from exc
+                log.close()
+                raise self._creation_error(log_dir, name, exc) from exc
         self._make_durable(log, log_dir, topic_id, io["flusher"])
         return log
 
@@ -329,9 +329,16 @@ class LogManager:
                             producer_id_expiration_ms=self.producer_id_expiration_ms,
                             disk=log_dir.disk, failure_channel=self.failure_channel, files=files,
                             flusher=flusher)
-        except OSError as exc:  # its folder, segment or index files: the dir goes offline
-            raise self.failure_channel.storage_error(
-                log_dir.name, f"creating log {name}", exc) from exc
+        except OSError as exc:
+            raise self._creation_error(log_dir, name, exc) from exc
+
+    def _creation_error(self, log_dir: LogDir, name: str, exc: OSError) -> KafkaStorageError:
+        """A new log that could not be made. A path the file system cannot name fails that log
+        only (what was made of it is removed); any other error takes its dir offline."""
+        if not is_name_error(exc):
+            return self.failure_channel.storage_error(log_dir.name, f"creating log {name}", exc)
+        shutil.rmtree(log_dir.path / name, ignore_errors=True)
+        return KafkaStorageError(f"Error while creating log {name} in dir {log_dir.name}: {exc}")
 
     def _make_durable(self, log: Log, log_dir: LogDir, topic_id: uuid.UUID | None,
                       flusher: LogFlusher) -> None:

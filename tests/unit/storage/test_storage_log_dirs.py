@@ -99,3 +99,33 @@ def test_a_topic_of_249_characters_moves_between_dirs(tmp_path):
     assert swapped.read(0, 1 << 20).records and swapped.log_end_offset == 5
     assert not list(Path(a).iterdir()) or all(p.is_file() for p in Path(a).iterdir())
     assert not channel.is_offline(a) and not channel.is_offline(b)
+
+
+def test_a_folder_the_file_system_cannot_name_fails_only_its_log(tmp_path):
+    """Under a log dir whose own path is long, a long topic's folder passes PATH_MAX
+    (ENAMETOOLONG): creating its log, or its future log there, fails that log alone; the dir and
+    its other logs stay online."""
+    deep = tmp_path.joinpath(*["d" * 200] * 19)  # ~3,900 bytes: + a 250-byte folder > 4,095
+    deep.mkdir(parents=True)
+    channel = LogDirFailureChannel()
+    m = LogManager([tmp_path / "a", deep], LogConfig(), now_ms=lambda: 1_000,
+                   failure_channel=channel)
+    m.load()
+    a, b = str(tmp_path / "a"), str(deep)
+    topic = "L" * 240
+    current = m.create_log(topic, 0)
+    assert current.log_dir == a
+    fill(current, 3)
+    kept = m.create_log("short", 0)
+    assert kept.log_dir == b
+    with pytest.raises(KafkaStorageError, match="File name too long"):
+        m.create_future_log(topic, 0, b)
+    m.preferred_log_dirs[(topic, 1)] = b
+    with pytest.raises(KafkaStorageError, match="File name too long"):
+        m.create_log(topic, 1)
+    assert not channel.is_offline(b) and not channel.is_offline(a)
+    assert m.get_future_log(topic, 0) is None and m.get_log(topic, 1) is None
+    assert sorted(p.name for p in deep.iterdir() if p.is_dir()) == ["short-0"]
+    fill(kept, 2)  # the dir's other log goes on
+    assert kept.log_end_offset == 2 and current.log_end_offset == 3
+    m.shutdown()
