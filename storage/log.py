@@ -47,7 +47,7 @@ from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS, INT_MAX, LONG_MAX, LogConfig
 from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel
 from storage.log_flusher import Job, LogFlusher
-from storage.log_info import FetchDataInfo, LogAppendInfo
+from storage.log_info import FetchDataInfo, LogAppendInfo, LogOffsetMetadata
 from storage.log_loader import load_segments, new_segment
 from storage.naming import log_file
 from storage.producer_state import (
@@ -521,6 +521,21 @@ class Log:
                 data, position = found
                 return FetchDataInfo(fetch_offset, data, segment.base_offset, position)
         return FetchDataInfo(fetch_offset, b"")
+
+    def offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """Where `offset` lies (Kafka's convertToOffsetMetadata): the log end offset at the active
+        segment's end, any other at its batch's position; an offset no segment holds (below the log
+        start) at the first segment's start. Recent batches are found without an index lookup."""
+        active = self._segments[-1]
+        if offset >= self._log_end_offset:
+            return LogOffsetMetadata(offset, active.base_offset, active.size)
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        for segment in self._segments[i:]:
+            found = segment.translate_offset(offset)
+            if found is not None:
+                return LogOffsetMetadata(offset, segment.base_offset, found[0])
+        first = self._segments[0]
+        return LogOffsetMetadata(offset, first.base_offset, 0)
 
     def chunks(self, chunk_bytes: int) -> Iterator[bytes]:
         """Whole batches from the log start to the log end offset as of the call, at most

@@ -1,4 +1,5 @@
-"""What a log append or read reports back (Kafka's LogAppendInfo and FetchDataInfo)."""
+"""What a log append or read reports back (Kafka's LogAppendInfo and FetchDataInfo), and where an
+offset lies in the log (LogOffsetMetadata)."""
 
 from __future__ import annotations
 
@@ -29,3 +30,20 @@ class FetchDataInfo:
     records: bytes | FileRegion
     segment_base_offset: int = -1  # where the returned bytes start: segment and file position
     position: int = -1
+
+
+@dataclass(slots=True, frozen=True)
+class LogOffsetMetadata:
+    """Where an offset lies in the log: its segment and the file position of its batch (Kafka's
+    LogOffsetMetadata). A parked fetch compares the position of its fetch offset with that of the
+    offset it may read up to, instead of reading the bytes between."""
+    message_offset: int
+    segment_base_offset: int
+    relative_position: int
+
+    def on_older_segment(self, that: LogOffsetMetadata) -> bool:
+        return self.segment_base_offset < that.segment_base_offset
+
+    def position_diff(self, that: LogOffsetMetadata) -> int:
+        """Bytes from `that` to this one, both on one segment."""
+        return self.relative_position - that.relative_position

@@ -11,12 +11,14 @@ and as a whole at the request timeout, where partitions still waiting get REQUES
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from broker.replication.delayed_acks import DelayedPartitionAcks
 from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.replication.partition import Partition
 
 
 @dataclass(slots=True)
@@ -28,26 +30,16 @@ class DeleteRecordsPartitionStatus:
     acks_pending: bool = True
 
 
-class DelayedDeleteRecords(DelayedPartitionAcks):
-    def __init__(
-        self,
-        timeout_ms: int,
-        statuses: dict[tuple[str, int], DeleteRecordsPartitionStatus],
-        *,
-        low_watermark: Callable[[tuple[str, int]], int | None],
-        future: asyncio.Future,
-    ) -> None:
-        def settle(key: tuple[str, int], status: DeleteRecordsPartitionStatus) -> bool:
-            low = low_watermark(key)  # None: not the leader any more
-            if low is None:  # case A
-                status.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                return True
-            if low >= status.required_offset:  # case B
-                status.low_watermark = low
-                return True
-            return False
+class DelayedDeleteRecords(DelayedPartitionAcks[DeleteRecordsPartitionStatus]):
+    def settle(self, partition: Partition,
+               status: DeleteRecordsPartitionStatus) -> tuple[bool, ErrorCode]:
+        if not partition.is_leader:  # case A
+            return False, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        low = partition.low_watermark
+        if low >= status.required_offset:  # case B
+            status.low_watermark = low
+            return True, ErrorCode.NONE
+        return False, ErrorCode.NONE
 
-        super().__init__(timeout_ms, statuses, settle=settle, future=future)
-
-    def time_out(self, status: DeleteRecordsPartitionStatus) -> None:
-        status.error = ErrorCode.REQUEST_TIMED_OUT
+    def fail(self, status: DeleteRecordsPartitionStatus, error: ErrorCode) -> None:
+        status.error = error

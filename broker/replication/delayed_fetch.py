@@ -1,12 +1,18 @@
 """DelayedFetch: a Fetch that waits in the purgatory until enough bytes are visible or max wait passes.
 
-It completes when (Kafka's cases):
-  A. a partition it reads is no longer known or no longer led here, or its leader epoch is no
-     longer the one the fetch named (answered FENCED_LEADER_EPOCH),
-  B. a fetch offset lies beyond what the fetcher may see (the log was truncated under it),
-  C. the bytes visible to the fetcher (below the high watermark for consumers, below the log end
-     offset for followers) from all its fetch offsets add up to at least min_bytes,
-  D. max_wait_ms has passed (the timer expires it).
+Its try_complete holds Kafka's cases; the fetch completes when, for a partition it reads:
+  A. the partition is no longer led here (NOT_LEADER_OR_FOLLOWER), or the fetching follower is no
+     longer one of its replicas;
+  B. the partition is unknown here (UNKNOWN_TOPIC_OR_PARTITION) or on an offline log dir
+     (KAFKA_STORAGE_ERROR);
+  E. its leader epoch is no longer the one the fetch named (FENCED_LEADER_EPOCH);
+  F. the fetch offset and the offset the fetcher may read up to lie on different segments: the
+     log was truncated under the fetch offset, or rolled past it (or the fetch offset fell below
+     the log start offset);
+  G. the bytes between each fetch offset's position and the position of the offset the fetcher
+     may read up to (the high watermark for consumers, the last stable offset for read_committed
+     ones, the log end offset for followers) add up to min_bytes: positions compared, no bytes read;
+and, as a whole, when max_wait_ms has passed (the timer expires it).
 The read itself happens once, in on_complete, so the answer holds what is there at that moment.
 Whatever goes wrong in checking or reading, the fetch is answered: a check that raises completes
 it, and a read that raises answers UNKNOWN_SERVER_ERROR for every partition, so the client's
@@ -19,12 +25,17 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from broker.logs import get_logger
 from broker.replication.purgatory import DelayedOperation
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 from protocol.file_region import FileRegion
 from storage.transaction_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from broker.replication.partition import HostedPartitions, Partition
+    from storage.log_info import LogOffsetMetadata
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # a Fetch's and ListOffsets' isolation_level
 
@@ -77,6 +88,16 @@ class FetchParams:
     def is_from_follower(self) -> bool:
         return self.replica_id >= 0
 
+    def end_offset(self, partition: Partition) -> int:
+        """Where this fetcher may read up to (Kafka's FetchIsolation): followers to the log end
+        offset, consumers to the high watermark, read_committed consumers to the last stable
+        offset."""
+        if self.is_from_follower:
+            return partition.log_end_offset
+        if self.isolation_level == READ_COMMITTED:
+            return partition.log.last_stable_offset
+        return partition.high_watermark
+
 
 @dataclass(slots=True)
 class FetchPartitionData:
@@ -99,7 +120,7 @@ class DelayedFetch(DelayedOperation):
         params: FetchParams,
         partitions: list[FetchPartition],
         *,
-        bytes_available: Callable[[FetchParams, FetchPartition], int | None],
+        replicas: HostedPartitions,
         read: Callable[[FetchParams, list[FetchPartition]], list[FetchPartitionData]],
         future: asyncio.Future,
         candidates: Callable[[], list[FetchPartition]] | None = None,
@@ -107,36 +128,69 @@ class DelayedFetch(DelayedOperation):
         super().__init__(params.max_wait_ms)
         self.params = params
         self.partitions = distinct_partitions(partitions)  # its checks cost per distinct partition
-        self._bytes_available = bytes_available
+        self._replicas = replicas
         self._read = read
         self.future = future
         # What a check looks at, when not every partition (a fetch session's: those changed
         # since it read; the others had nothing then and still have nothing)
         self._candidates = candidates
+        # Each fetch offset's place in the log (Kafka's fetchOffsetMetadata), found at its first
+        # check: a later one compares positions with it
+        self._start: dict[tuple[str, int], LogOffsetMetadata] = {}
 
     def try_complete(self) -> bool:
         accumulated = 0
         checked = self.partitions if self._candidates is None else self._candidates()
         for fetch_partition in checked:
             try:
-                available = self._bytes_available(self.params, fetch_partition)
+                available = self._bytes_available(fetch_partition)
+            except KafkaError:  # cases A, B and E: the read answers the error
+                return self.force_complete()
             except Exception:  # as Kafka's tryComplete: answer now, the read reports the error
                 log.exception("checking a parked fetch failed; answering it now",
                               topic=fetch_partition.topic, partition=fetch_partition.partition)
-                available = None
-            if available is None:  # cases A and B
+                return self.force_complete()
+            if available is None:  # case F
                 return self.force_complete()
             accumulated += available
             if accumulated >= self.params.min_bytes and accumulated > 0:
-                # Case C, known without checking the rest: a follower's fetch (min_bytes 1) over
+                # Case G, known without checking the rest: a follower's fetch (min_bytes 1) over
                 # many idle partitions stops at the first with data. The read reports the rest.
                 return self.force_complete()
-        if accumulated >= self.params.min_bytes:  # case C (min_bytes 0)
+        if accumulated >= self.params.min_bytes:  # case G (min_bytes 0)
             return self.force_complete()
         return False
 
+    def _bytes_available(self, fp: FetchPartition) -> int | None:
+        """Bytes this fetch could read from `fp` now, by positions; None for case F. Raises the
+        partition's error for cases A, B and E."""
+        params = self.params
+        partition = self._replicas.partition_with_epoch(fp.topic, fp.partition,
+                                                        fp.current_leader_epoch)
+        if params.is_from_follower and not partition.is_remote_replica(params.replica_id):
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)  # case A: reassigned away
+        log_ = partition.log
+        if fp.fetch_offset < log_.log_start_offset:
+            return None  # case F: DeleteRecords or retention passed it
+        key = (fp.topic, fp.partition)
+        start = self._start.get(key)
+        if start is None:
+            start = self._start[key] = log_.offset_metadata(fp.fetch_offset)
+        end = log_.offset_metadata(params.end_offset(partition))
+        if end.message_offset == start.message_offset:
+            return 0
+        if end.on_older_segment(start) or start.on_older_segment(end):
+            return None  # case F: truncated under the fetch offset, or rolled past it
+        if start.message_offset > end.message_offset:
+            # Beyond what it may see: a follower's offset past the log end answers (the read says
+            # OFFSET_OUT_OF_RANGE); a consumer's past the high watermark waits for it.
+            return None if params.is_from_follower else 0
+        # At least a byte: a cleaned segment may have moved the positions under the offsets.
+        return max(1, min(end.position_diff(start), fp.partition_max_bytes))
+
     def on_complete(self) -> None:
         partitions, self.partitions = self.partitions, []  # the watcher lists keep a completed
+        self._start = {}
         if self.future.done():  # operation until purged: nothing of its request with it
             return
         try:
@@ -146,5 +200,5 @@ class DelayedFetch(DelayedOperation):
             results = [FetchPartitionData(ErrorCode.UNKNOWN_SERVER_ERROR) for _ in partitions]
         self.future.set_result(results)
 
-    def on_expiration(self) -> None:  # case D: on_complete already answered with what is there
+    def on_expiration(self) -> None:  # the timeout: on_complete already answered with what is there
         pass

@@ -10,12 +10,14 @@ and as a whole at the request timeout, where partitions still waiting get REQUES
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from broker.replication.delayed_acks import DelayedPartitionAcks
 from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.replication.partition import Partition
 
 
 @dataclass(slots=True)
@@ -38,22 +40,12 @@ class ProducePartitionStatus:
     acks_pending: bool = True
 
 
-class DelayedProduce(DelayedPartitionAcks):
-    def __init__(
-        self,
-        timeout_ms: int,
-        statuses: dict[tuple[str, int], ProducePartitionStatus],
-        *,
-        check: Callable[[tuple[str, int], ProducePartitionStatus], ErrorCode | None],
-        future: asyncio.Future,
-    ) -> None:
-        def settle(key: tuple[str, int], status: ProducePartitionStatus) -> bool:
-            code = check(key, status)  # None: still waiting; a code: done (NONE = ok)
-            if code is not None:
-                status.result.error = code
-            return code is not None
+class DelayedProduce(DelayedPartitionAcks[ProducePartitionStatus]):
+    """Kafka's DelayedProduce: case A and B are the partition's checkEnoughReplicasReachOffset,
+    case C never waits (its status is made settled)."""
 
-        super().__init__(timeout_ms, statuses, settle=settle, future=future)
+    def settle(self, partition: Partition, status: ProducePartitionStatus) -> tuple[bool, ErrorCode]:
+        return partition.check_enough_replicas_reach_offset(status.required_offset)
 
-    def time_out(self, status: ProducePartitionStatus) -> None:
-        status.result.error = ErrorCode.REQUEST_TIMED_OUT
+    def fail(self, status: ProducePartitionStatus, error: ErrorCode) -> None:
+        status.result.error = error

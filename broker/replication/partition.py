@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from broker.metadata.partition_state import LeaderAndIsr
+from protocol.errors import ErrorCode
 from storage.append_origin import AppendOrigin
 from storage.log import Log
 from storage.log_info import LogAppendInfo
@@ -113,6 +115,19 @@ class Partition:
                                          origin=origin)
         self.maybe_increment_high_watermark()  # with the leader alone in the ISR, HW = LEO now
         return info
+
+    def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
+        """Whether an acks=all append ending at `required_offset` is settled (Kafka's
+        checkEnoughReplicasReachOffset): once the high watermark covers it, with
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below min.insync.replicas meanwhile;
+        at once with NOT_LEADER_OR_FOLLOWER when leadership moved."""
+        if not self.is_leader:
+            return False, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.high_watermark < required_offset:
+            return False, ErrorCode.NONE
+        if len(self.isr) < self.log.config.min_insync_replicas:
+            return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return True, ErrorCode.NONE
 
     def is_remote_replica(self, replica_id: int) -> bool:
         """True for a replica of this partition other than this broker (the followers a leader
@@ -226,3 +241,18 @@ class Partition:
                         "high_watermark": None,
                         "lag": max(0, leo - state.log_end_offset) if state.log_end_offset >= 0 else None})
         return out
+
+
+class HostedPartitions(Protocol):
+    """The replica manager as the delayed operations see it: the partitions hosted here, each
+    looked up with the error a request gets for it (Kafka's getPartitionOrException)."""
+
+    def hosted_partition(self, topic: str, index: int) -> Partition:
+        """KAFKA_STORAGE_ERROR, NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION raised."""
+        ...
+
+    def partition_with_epoch(self, topic: str, index: int, current_leader_epoch: int, *,
+                             require_leader: bool = True) -> Partition:
+        """As hosted_partition, then FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for an epoch
+        other than the partition's (-1: none named), NOT_LEADER_OR_FOLLOWER on a follower."""
+        ...

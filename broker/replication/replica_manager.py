@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     )
     from broker.replication.delayed_produce import (
         DelayedProduce,
-        ProducePartitionStatus,
         ProduceResult,
     )
     from broker.replication.fetch_session import FetchContext, FetchManager, FetchMetadata
@@ -447,18 +446,6 @@ class ReplicaManager:
             if header.is_control:
                 self.verification_guards.pop((key, header.producer_id), None)
 
-    def _check_replicated(self, key: tuple[str, int], status: ProducePartitionStatus) -> ErrorCode | None:
-        partition = self.partitions.get(key)
-        if partition is None and key in self.offline_partitions:
-            return ErrorCode.KAFKA_STORAGE_ERROR
-        if partition is None or not partition.is_leader:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if partition.high_watermark >= status.required_offset:
-            if len(partition.isr) < partition.log.config.min_insync_replicas:
-                return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-            return ErrorCode.NONE
-        return None
-
     async def _check_off_loop(
         self, entries: dict[tuple[str, int], bytes | memoryview | None], acks: int
     ) -> tuple[dict[tuple[str, int], ProduceResult], frozenset[tuple[str, int]]]:
@@ -521,8 +508,7 @@ class ReplicaManager:
         if not statuses:
             return results
         future = asyncio.get_running_loop().create_future()
-        op = DelayedProduce(max(0, timeout_ms), statuses, check=self._check_replicated,
-                            future=future)
+        op = DelayedProduce(max(0, timeout_ms), statuses, replicas=self, future=future)
         await self._park(self.produce_purgatory, op, list(statuses), future)
         return results
 
@@ -545,10 +531,6 @@ class ReplicaManager:
                 op.force_complete()
 
     # -- delete records ---------------------------------------------------------------------
-
-    def _low_watermark(self, key: tuple[str, int]) -> int | None:
-        partition = self.partitions.get(key)
-        return partition.low_watermark if partition is not None and partition.is_leader else None
 
     async def delete_records(
         self, timeout_ms: int, offsets: dict[tuple[str, int], int]
@@ -577,46 +559,11 @@ class ReplicaManager:
         waiting = {k: s for k, s in statuses.items() if s.acks_pending}
         if waiting:
             future = asyncio.get_running_loop().create_future()
-            op = DelayedDeleteRecords(max(0, timeout_ms), waiting, low_watermark=self._low_watermark,
-                                      future=future)
+            op = DelayedDeleteRecords(max(0, timeout_ms), waiting, replicas=self, future=future)
             await self._park(self.delete_records_purgatory, op, list(waiting), future)
         return statuses
 
     # -- fetch ------------------------------------------------------------------------------
-
-    def _end_offset(self, params: FetchParams, partition: Partition) -> int:
-        """Followers may read up to the log end offset, consumers up to the high watermark, and
-        read_committed consumers up to the last stable offset."""
-        from broker.replication.delayed_fetch import READ_COMMITTED
-
-        if params.is_from_follower:
-            return partition.log_end_offset
-        if params.isolation_level == READ_COMMITTED:
-            return partition.log.last_stable_offset
-        return partition.high_watermark
-
-    def bytes_available(self, params: FetchParams, fp: FetchPartition) -> int | None:
-        """Bytes a parked fetch could read now; None when it must answer at once (an error)."""
-        partition = self.partitions.get((fp.topic, fp.partition))
-        if partition is None or not partition.is_leader:
-            return None
-        if fp.current_leader_epoch >= 0 and fp.current_leader_epoch != partition.leader_epoch:
-            return None  # the epoch moved under it: the read answers FENCED/UNKNOWN_LEADER_EPOCH
-        if params.is_from_follower and not partition.is_remote_replica(params.replica_id):
-            return None  # no longer a replica (reassigned): answer with the error now
-        end = self._end_offset(params, partition)
-        if fp.fetch_offset > end or fp.fetch_offset < partition.log_start_offset:
-            return None
-        if fp.fetch_offset == end:
-            return 0
-        if params.min_bytes <= 1:
-            return 1  # something is there, and one byte is all this fetch waits for: no read
-        # Measured in the file, not read: a region of it, closed at once
-        records = partition.log.read(fp.fetch_offset, max(fp.partition_max_bytes, 1),
-                                     max_offset=end, min_one_message=True, as_region=True).records
-        if isinstance(records, FileRegion):
-            records.close()
-        return len(records)
 
     def read_from_local_log(
         self, params: FetchParams, partitions: list[FetchPartition]
@@ -651,7 +598,7 @@ class ReplicaManager:
                 partition.log.last_stable_offset,
                 partition.log_start_offset,
             )
-            data.end_offset = end = self._end_offset(params, partition)
+            data.end_offset = end = params.end_offset(partition)
             try:
                 read = partition.log.read(
                     fp.fetch_offset,
@@ -741,13 +688,12 @@ class ReplicaManager:
                              ) -> list[FetchPartitionData]:
                 return self.read_from_local_log(params, context.renarrow(changes))
 
-            op = DelayedFetch(params, [], bytes_available=self.bytes_available,
-                              read=read_changed, future=future,
+            op = DelayedFetch(params, [], replicas=self, read=read_changed, future=future,
                               candidates=lambda: context.changed_since_read(changes))
         else:
             keys = [(fp.topic, fp.partition) for fp in partitions]
-            op = DelayedFetch(params, partitions, bytes_available=self.bytes_available,
-                              read=self.read_from_local_log, future=future)
+            op = DelayedFetch(params, partitions, replicas=self, read=self.read_from_local_log,
+                              future=future)
         if not keys:
             return results
         # While the cluster's clock is frozen (`ctl clock freeze`), max_wait_ms is the client's

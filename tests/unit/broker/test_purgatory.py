@@ -300,20 +300,19 @@ def test_a_delayed_fetch_whose_read_raises_answers_unknown_server_error():
     from broker.replication.delayed_fetch import DelayedFetch, FetchParams, FetchPartition
     from protocol.errors import ErrorCode
 
+    class BrokenReplicas:  # its partitions cannot even be looked up
+        def partition_with_epoch(self, topic, index, current_leader_epoch, *, require_leader=True):
+            raise RuntimeError("broken check")
+
     async def scenario():
         future = asyncio.get_running_loop().create_future()
 
         def read(_params, _partitions):
             raise RuntimeError("broken read")
 
-        def bytes_available(_params, fp):
-            if fp.partition == 1:
-                raise RuntimeError("broken check")
-            return 0
-
         partitions = [FetchPartition("t", 0, 0, 100), FetchPartition("t", 1, 0, 100)]
         op = DelayedFetch(FetchParams(-1, 1000, 1, 100), partitions,
-                          bytes_available=bytes_available, read=read, future=future)
+                          replicas=BrokenReplicas(), read=read, future=future)
         assert op.try_complete()  # the broken check answers it now
         assert [d.error for d in future.result()] == [ErrorCode.UNKNOWN_SERVER_ERROR] * 2
 
