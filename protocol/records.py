@@ -309,14 +309,19 @@ def _invalid(message: str) -> KafkaError:
     return KafkaError(ErrorCode.INVALID_RECORD, message)
 
 
-def _length(value: int, pos: int, end: int, what: str, *, nullable: bool = True) -> int:
-    """Check a varint length read at pos against the record's end; return the bytes it spans."""
-    if value < (-1 if nullable else 0):
-        raise _invalid(f"Found invalid record structure: {what} length {value}")
+def _length(value: int, pos: int, end: int, what: str) -> int:
+    """Check a varint length read at pos against the record's end; return the bytes it spans
+    (any negative length is null, as Kafka's readBytes reads it)."""
     if value > end - pos:
         raise _invalid(f"Found invalid record structure: {what} length {value} runs past the "
                        f"record's end ({end - pos} bytes left)")
     return max(value, 0)
+
+
+def _header_key_length(value: int, pos: int, end: int) -> int:
+    if value < 0:
+        raise _invalid(f"Invalid negative header key size {value}")
+    return _length(value, pos, end, "header key")
 
 
 def _decode_records(data: bytes, count: int, base_offset: int, base_ts: int) -> list[Record]:
@@ -353,8 +358,8 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_ts: int) -> 
             headers: list[tuple[str, bytes | None]] = []
             for _ in range(nheaders):
                 hklen, pos = decode_varint(data, pos)
-                size = _length(hklen, pos, end, "header key", nullable=False)
-                hkey = data[pos : pos + size].decode()
+                size = _header_key_length(hklen, pos, end)
+                hkey = data[pos : pos + size].decode(errors="replace")  # as Java's new String
                 pos += size
                 hvlen, pos = decode_varint(data, pos)
                 size = _length(hvlen, pos, end, "header value")
@@ -374,10 +379,11 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_ts: int) -> 
 
 def check_record_count(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader,
                        max_decompressed: int = MAX_DECOMPRESSED_BYTES) -> None:
-    """The batch at `pos` holds exactly the records its header declares (Kafka's record iterator:
-    "Incorrect declared batch size"), found by walking the records' length prefixes only (after
-    decompressing a compressed batch, up to `max_decompressed`): INVALID_RECORD otherwise. A
-    batch declaring two billion records over one would move the log end offset by as many."""
+    """The batch at `pos` holds exactly the records its header declares, each one readable
+    (Kafka's LogValidator reads every record with DefaultRecord.readFrom): INVALID_RECORD
+    otherwise. A compressed batch is inflated first, up to `max_decompressed`. The walk reads
+    every length and count but copies no key, value or header: a batch declaring two billion
+    records over one, or a record our own reader would refuse, never reaches the log."""
     blob: bytes | bytearray | memoryview = memoryview(buf)[pos + RECORDS_OFFSET : pos + header.size]
     if header.compression and blob:
         blob = decompress(header.compression, bytes(blob), max_decompressed)
@@ -387,10 +393,28 @@ def check_record_count(buf: bytes | bytearray | memoryview, pos: int, header: Ba
     try:
         for index in range(count):
             length, at = decode_varint(blob, at)
-            if length < MIN_RECORD_SIZE - 1 or at + length > n:
+            end = at + length
+            if length < MIN_RECORD_SIZE - 1 or end > n:
                 raise _invalid(f"Incorrect declared batch size, premature EOF reached at record "
                                f"{index} of {count}")
-            at += length
+            start = at
+            at += 1  # attributes
+            _, at = decode_varint(blob, at)  # timestamp delta
+            _, at = decode_varint(blob, at)  # offset delta
+            for what in ("key", "value"):
+                size, at = decode_varint(blob, at)
+                at += _length(size, at, end, what)
+            nheaders, at = decode_varint(blob, at)
+            if nheaders < 0 or nheaders > (end - at) // MIN_HEADER_SIZE:
+                raise _invalid(f"Found invalid number of record headers {nheaders}")
+            for _ in range(nheaders):
+                size, at = decode_varint(blob, at)
+                at += _header_key_length(size, at, end)
+                size, at = decode_varint(blob, at)
+                at += _length(size, at, end, "header value")
+            if at != end:
+                raise _invalid(f"Invalid record size: expected to read {length} bytes in record "
+                               f"payload, but instead read {at - start}")
     except IndexError:
         raise _invalid(f"Incorrect declared batch size, premature EOF reached: {count} "
                        f"records declared") from None

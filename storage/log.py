@@ -25,6 +25,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 from protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from protocol.records import (
     HEADER_SIZE,
+    LOG_APPEND_TIME,
     MAGIC_V2,
     NO_TIMESTAMP,
     TIMESTAMP_TYPE_MASK,
@@ -300,6 +301,8 @@ class Log:
                 check_produced_records(records, headers, self.record_checks(now), limit)
             else:
                 check_record_counts(records, headers, limit)
+        if origin == AppendOrigin.CLIENT:  # after the counts: they bound its record errors
+            _check_client_batches(headers, self.directory.name, self.config.log_append_time)
         buf = bytearray(records)
         self._check_fits_segment(len(buf))
         append_time = self.config.log_append_time
@@ -921,6 +924,26 @@ def _markers(records: bytes | memoryview, headers: list[BatchHeader], origin: Ap
                        if header.is_control else None)
         pos += header.size
     return markers
+
+
+def _check_client_batches(headers: list[BatchHeader], topic_partition: str,
+                          log_append_time: bool) -> None:
+    """A client's batch starts at offset 0 (the log assigns offsets), and does not claim a
+    LogAppendTime the topic would not give it (Kafka's LogValidator)."""
+    for header in headers:
+        if header.base_offset != 0:
+            raise KafkaError(ErrorCode.INVALID_RECORD, (
+                f"The baseOffset of the record batch in the append to {topic_partition} should "
+                f"be 0, but it is {header.base_offset}"))
+        if header.timestamp_type == LOG_APPEND_TIME and (
+                log_append_time or header.max_timestamp == NO_TIMESTAMP):
+            # Kafka names each record with its sizes; the batch is not inflated here to say so.
+            raise RecordValidationError(
+                ErrorCode.INVALID_TIMESTAMP,
+                "One or more records have been rejected due to invalid timestamp",
+                [(index, f"Invalid timestamp type in message with offset {index}. Producer "
+                         "should not set timestamp type to LogAppendTime.")
+                 for index in range(header.record_count)])
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,12 +7,12 @@
   min.insync.replicas before the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND when it falls below
   while waiting, REQUEST_TIMED_OUT at timeout_ms.
 - Each partition fails alone: UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (an internal
-  topic such as __consumer_offsets), CORRUPT_MESSAGE (CRC, torn batch),
-  UNSUPPORTED_FOR_MESSAGE_FORMAT (magic < 2), MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE (also a
-  compressed batch a compacted topic would have to inflate past the decompression bound),
-  INVALID_RECORD (more than one batch for a partition: Kafka's ProduceRequest.validateRecords;
-  on a compacted topic, whose records are decoded to check their keys, a record without a key or
-  one that cannot be read out of its CRC-valid batch: Kafka's InvalidRecordException).
+  topic such as __consumer_offsets), CORRUPT_MESSAGE (CRC, malformed batch length),
+  MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE (also a compressed batch that would inflate past the
+  decompression bound), INVALID_RECORD (no complete batch, a batch of magic 0/1, or more than one
+  batch for a partition: Kafka's ProduceRequest.validateRecords; a client batch whose base offset
+  is not 0; a record that cannot be read out of its CRC-valid batch, or a batch declaring more or
+  fewer records than it holds: Kafka's InvalidRecordException).
 - A zstd batch in a Produce below v7 (KIP-110): UNSUPPORTED_COMPRESSION_TYPE for its partition.
 - Records refused one by one (KIP-467, v8+): INVALID_RECORD or INVALID_TIMESTAMP with
   `record_errors` (each record's index in its batch and Kafka's message) and Kafka's summary as
@@ -44,8 +44,8 @@ from broker.coordinator.transaction.verification import (
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, ResourceType, authorize, filter_authorized
 from broker.replication.delayed_produce import ProduceResult
-from protocol.errors import ErrorCode
-from protocol.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD, ZSTD, first_batch_header
+from protocol.errors import ErrorCode, KafkaError
+from protocol.records import MAGIC_V2, ZSTD, BatchHeader, iter_batches
 
 FIRST_VERSION_WITH_UNKNOWN_PRODUCER_ID = 5
 FIRST_VERSION_WITH_ZSTD = 7  # KIP-110: older clients cannot have asked for it
@@ -76,18 +76,32 @@ def _response(request, results: dict) -> dict:
     }
 
 
-def _more_than_one_batch(records) -> bool:
-    """A second complete batch after the first (a torn tail is left to the log: CORRUPT_MESSAGE)."""
-    pos = 0
-    for _ in range(2):
-        if records is None or len(records) - pos < LOG_OVERHEAD:
-            return False
-        length = int.from_bytes(records[pos + BATCH_LENGTH_OFFSET : pos + LOG_OVERHEAD], "big",
-                                signed=True)
-        if length <= 0 or pos + LOG_OVERHEAD + length > len(records):
-            return False
-        pos += LOG_OVERHEAD + length
-    return True
+def _validate_records(records, version: int) -> ProduceResult | None:
+    """Kafka's ProduceRequest.validateRecords: exactly one magic-2 batch per partition, not zstd
+    below v7; CORRUPT_MESSAGE for a first batch length no batch can have."""
+    batches: list[BatchHeader] = []
+    try:
+        for _, header in iter_batches(records or b""):
+            batches.append(header)
+            if len(batches) == 2:
+                break
+    except KafkaError as exc:  # a length no batch can have
+        if not batches:
+            return ProduceResult(exc.code, error_message=exc.message)
+    if not batches:
+        message = "must have at least one record batch per partition"
+    elif batches[0].magic != MAGIC_V2:
+        message = "are only allowed to contain record batches with magic version 2"
+    elif version < FIRST_VERSION_WITH_ZSTD and batches[0].compression == ZSTD:
+        return ProduceResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, error_message=(
+            f"Produce requests with version {version} are not allowed to use ZStandard "
+            "compression"))
+    elif len(batches) > 1:
+        message = "are only allowed to contain exactly one record batch per partition"
+    else:
+        return None
+    return ProduceResult(ErrorCode.INVALID_RECORD,
+                         error_message=f"Produce requests with version {version} {message}")
 
 
 def _refuse_unauthorized(ctx: RequestContext, request, entries: dict,
@@ -123,18 +137,11 @@ async def handle(ctx: RequestContext, request) -> dict | None:
     if request.acks not in (-1, 0, 1):
         results |= {key: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for key in entries}
     else:
-        for key in [k for k, records in entries.items() if _more_than_one_batch(records)]:
-            del entries[key]
-            results[key] = ProduceResult(ErrorCode.INVALID_RECORD, error_message=(
-                f"produce v{ctx.api_version} allows exactly one record batch per partition"))
-        if ctx.api_version < FIRST_VERSION_WITH_ZSTD:
-            for key in [k for k, records in entries.items()
-                        if (header := first_batch_header(records)) is not None
-                        and header.compression == ZSTD]:
+        for key, records in list(entries.items()):
+            refused = _validate_records(records, ctx.api_version)
+            if refused is not None:
                 del entries[key]
-                results[key] = ProduceResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, error_message=(
-                    f"Produce requests with version {ctx.api_version} are not allowed to use "
-                    "ZStandard compression"))
+                results[key] = refused
         for key in [k for k in entries if _is_internal(ctx, k[0])]:
             del entries[key]  # only the broker itself writes to internal topics
             results[key] = ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=(

@@ -202,8 +202,8 @@ async def test_unreadable_records_with_an_authorizer_get_the_logs_answer(async_b
     client = await RawClient.connect(async_broker.port)
     await create_topic(client, "t")
     response = await client.request(PRODUCE, 9, produce_body({("t", 0): bytes(70)}))
-    # batch length 0 and magic 0: Kafka's LogValidator checks the magic first
-    assert partition_errors(response) == {("t", 0): ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT}
+    # batch length 0: Kafka's batch iterator refuses it before anything looks at the magic
+    assert partition_errors(response) == {("t", 0): ErrorCode.CORRUPT_MESSAGE}
     await served_promptly(async_broker.port)
     await client.close()
 

@@ -77,14 +77,17 @@ async def test_malformed_record_on_compacted_topic_is_invalid_record(async_broke
 
 
 async def test_list_offsets_by_timestamp_over_a_malformed_stored_record(async_broker):
-    # A topic that is not compacted stores batches without decoding their records (only the batch
-    # header and CRC are checked on this hot path); the timestamp lookup decodes them.
+    # A producer's malformed record is refused on any topic (every record's structure is walked,
+    # as Kafka's LogValidator reads it); a follower appends its leader's batches as they are, and
+    # the timestamp lookup decodes them.
     client = await RawClient.connect(async_broker.port)
     await create_topic(client, "plain", 2)
     good = encode_batch([(b"k", b"v", [], 1000)])
     response = await client.request(PRODUCE, 9, produce_body({
         ("plain", 0): BACKWARDS, ("plain", 1): good}))
-    assert set(partition_errors(response).values()) == {ErrorCode.NONE}
+    assert partition_errors(response) == {("plain", 0): ErrorCode.INVALID_RECORD,
+                                          ("plain", 1): ErrorCode.NONE}
+    async_broker.replica_manager.partitions[("plain", 0)].log.append_as_follower(BACKWARDS)
     response = await asyncio.wait_for(client.request(LIST_OFFSETS, 7, {
         "replica_id": -1, "isolation_level": 0, "topics": [{"name": "plain", "partitions": [
             {"partition_index": 0, "current_leader_epoch": -1, "timestamp": 500},

@@ -5,11 +5,25 @@ from __future__ import annotations
 
 import struct
 
+from crc32c import crc32c
+
 from protocol.api import request_header_version
 from protocol.errors import ErrorCode
 from protocol.framing import encode_frame
 from protocol.headers import encode_request_header
-from protocol.records import encode_batch
+from protocol.records import (
+    _I16,
+    _I32,
+    _I64,
+    _U32,
+    ATTRIBUTES_OFFSET,
+    BATCH_LENGTH_OFFSET,
+    CRC_OFFSET,
+    LOG_OVERHEAD,
+    MAX_TIMESTAMP_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    encode_batch,
+)
 from tests.integration.raw_client import RawClient
 
 PRODUCE, FETCH, METADATA, API_VERSIONS, CREATE_TOPICS = 0, 1, 3, 18, 19
@@ -100,8 +114,7 @@ async def test_bad_partitions_fail_alone(async_broker):
                       ("edges", 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                       ("missing", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
     response = await client.request(PRODUCE, 9, produce_body({("edges", 1): bytes(magic1)}))
-    assert response.responses[0].partition_responses[0].error_code == \
-        ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_RECORD
     response = await client.request(PRODUCE, 9, produce_body({("edges", 0): good}, acks=5))
     assert response.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_REQUIRED_ACKS
     # Nothing of the failed partitions was written; the good one holds exactly one batch.
@@ -188,3 +201,53 @@ async def test_unreadable_body_closes_the_connection(async_broker):
     await bad.send_raw(encode_frame(header + struct.pack(">i", 2**30)))  # 1G topics, no bytes
     assert await bad.is_closed_by_peer()
     await healthy(async_broker.port)
+
+
+def _resealed(batch: bytes, change) -> bytes:
+    """`batch` changed by `change(bytearray)` and its CRC made right again."""
+    out = bytearray(batch)
+    change(out)
+    _U32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+async def test_batches_a_client_may_not_send_are_refused_alone(async_broker):
+    """Kafka's ProduceRequest.validateRecords and LogValidator: no batch at all, a batch not at
+    offset 0, a record Kafka cannot read (a null header key), a LogAppendTime claimed on a
+    CreateTime topic without a timestamp; each fails its partition alone, nothing is stored."""
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "refused", 5)
+    good = encode_batch([(b"k", b"v", [], 1000), (b"k", b"w", [], 1001)])
+    at_five = bytearray(good)
+    _I64.pack_into(at_five, 0, 5)  # the base offset lies outside the CRC
+    # One record whose header key length is -1 (a varint 1), in place of its header key "h"
+    sent = encode_batch([(b"k", b"v", [("h", b"h")], 1000)])
+    record = b"\x18\x00\x00\x00\x02k\x02v\x02\x02h\x02h"
+    assert sent.endswith(record)
+
+    def null_key(b: bytearray) -> None:
+        b[-len(record):] = b"\x16\x00\x00\x00\x02k\x02v\x02\x01\x02h"
+        _I32.pack_into(b, BATCH_LENGTH_OFFSET, len(b) - LOG_OVERHEAD)
+
+    null_header_key = _resealed(sent, null_key)
+
+    def append_time_without_timestamp(b: bytearray) -> None:
+        _I16.pack_into(b, ATTRIBUTES_OFFSET, TIMESTAMP_TYPE_MASK)
+        _I64.pack_into(b, MAX_TIMESTAMP_OFFSET, -1)
+
+    append_time = _resealed(good, append_time_without_timestamp)
+    response = await client.request(PRODUCE, 9, produce_body({
+        ("refused", 0): b"", ("refused", 1): bytes(at_five), ("refused", 2): null_header_key,
+        ("refused", 3): append_time, ("refused", 4): good}))
+    answers = {p.index: p for p in response.responses[0].partition_responses}
+    assert {i: p.error_code for i, p in answers.items()} == {
+        0: ErrorCode.INVALID_RECORD, 1: ErrorCode.INVALID_RECORD, 2: ErrorCode.INVALID_RECORD,
+        3: ErrorCode.INVALID_TIMESTAMP, 4: ErrorCode.NONE}
+    assert "at least one record batch" in answers[0].error_message
+    assert "should be 0, but it is 5" in answers[1].error_message
+    assert "Invalid negative header key size -1" in answers[2].error_message
+    assert [e.batch_index for e in answers[3].record_errors] == [0, 1]
+    assert "LogAppendTime" in answers[3].record_errors[0].batch_index_error_message
+    partitions = async_broker.replica_manager.partitions
+    assert [partitions[("refused", i)].log_end_offset for i in range(5)] == [0, 0, 0, 0, 2]
+    await client.close()

@@ -1,6 +1,7 @@
 """Hostile record bytes inside CRC-valid batches: every length and count is checked against the
-bytes left in its record, so the decoder fails with INVALID_RECORD (Kafka's InvalidRecordException)
-in time and memory linear in the input, never walking backwards."""
+bytes left in its record, so the decoder, and the walk a produce's records get before they are
+stored, fail with INVALID_RECORD (Kafka's InvalidRecordException) in time and memory linear in the
+input, never walking backwards. What Kafka's DefaultRecord.readFrom reads, both read alike."""
 
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ from protocol.records import (
     LOG_OVERHEAD,
     MAGIC_V2,
     MIN_RECORD_SIZE,
+    check_record_count,
     decode_batch,
     encode_batch,
     encode_varint,
+    read_batch_header,
 )
 
 
@@ -44,36 +47,44 @@ ATTRS = b"\x00"
 
 
 def decode_error(blob: bytes, count: int = 1) -> KafkaError:
+    batch = batch_with_records_blob(blob, count)
+    with pytest.raises(KafkaError) as walked:  # a produce's check, before the append
+        check_record_count(batch, 0, read_batch_header(batch))
     with pytest.raises(KafkaError) as info:
-        decode_batch(batch_with_records_blob(blob, count))
+        decode_batch(batch)
+    assert walked.value.code == info.value.code
     return info.value
 
 
 @pytest.mark.parametrize("blob", [
-    # key length below -1, value length below -1
-    record(ATTRS, 0, 0, -5, b"", -1, 0),
-    record(ATTRS, 0, 0, -1, -7, 0),
     # key / value runs past the record's end
     record(ATTRS, 0, 0, 50, b"abc", -1, 0),
     record(ATTRS, 0, 0, -1, 9, b"abc", 0),
     # header count negative, or more headers than bytes can hold (the endless loop of the issue)
     record(ATTRS, 0, 0, -1, -1, -3),
     record(ATTRS, 0, 0, -1, -1, 2**31 - 1, -4, b"", -1),
-    # header key length negative (moved the decoder backwards), past the end; header value < -1
+    # header key length negative (moved the decoder backwards), past the end; value past the end
     record(ATTRS, 0, 0, -1, -1, 1, -6, -1),
     record(ATTRS, 0, 0, -1, -1, 1, 40, b"k", -1),
-    record(ATTRS, 0, 0, -1, -1, 1, 1, b"k", -9),
     record(ATTRS, 0, 0, -1, -1, 1, 1, b"k", 30, b"v"),
     # record length negative, past the blob, shorter than its fields, longer than its fields
     encode_varint(-20) + ATTRS + b"\x00\x00\x01\x01\x00",
     encode_varint(500) + ATTRS + b"\x00\x00\x01\x01\x00",
     encode_varint(6) + ATTRS + b"\x00\x00\x02kv\x01\x00",
     encode_varint(8) + ATTRS + b"\x00\x00\x01\x01\x00\x00\x00",
-    # a header key that is not UTF-8
-    record(ATTRS, 0, 0, -1, -1, 1, 2, b"\xff\xfe", -1),
 ])
 def test_malformed_record_is_invalid_record(blob: bytes) -> None:
     assert decode_error(blob).code == ErrorCode.INVALID_RECORD
+
+
+def test_what_kafka_reads_is_read_alike() -> None:
+    """Any negative key, value or header value length is null (Kafka's readFrom tests >= 0), and
+    a header key that is not UTF-8 is read with replacement characters (Java's new String)."""
+    blob = record(ATTRS, 0, 0, -5, b"", -7, 1, 2, b"\xff\xfe", -9)
+    batch = batch_with_records_blob(blob, 1)
+    check_record_count(batch, 0, read_batch_header(batch))
+    [read] = decode_batch(batch)[1]
+    assert (read.key, read.value, read.headers) == (None, None, [("\ufffd\ufffd", None)])
 
 
 def test_record_count_beyond_the_bytes_is_refused_before_decoding() -> None:
