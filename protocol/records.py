@@ -239,10 +239,12 @@ def assign_offsets(buf: bytearray, pos: int, base_offset: int, leader_epoch: int
     _I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
 
 
-def set_log_append_time(buf: bytearray, pos: int, ts: int) -> None:
-    """Mark the batch LogAppendTime with maxTimestamp = ts and recompute the CRC (both are covered)."""
-    attributes = _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
-    _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
+def set_max_timestamp(buf: bytearray, pos: int, timestamp_type: int, ts: int) -> None:
+    """Set the batch's timestamp type and maxTimestamp and recompute the CRC (both are covered)
+    (Kafka's setMaxTimestamp)."""
+    attributes = _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0] & ~TIMESTAMP_TYPE_MASK
+    _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes | (
+        TIMESTAMP_TYPE_MASK if timestamp_type == LOG_APPEND_TIME else 0))
     _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, ts)
     end = pos + LOG_OVERHEAD + _I32.unpack_from(buf, pos + BATCH_LENGTH_OFFSET)[0]
     _U32.pack_into(buf, pos + CRC_OFFSET, crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : end]))
@@ -378,18 +380,20 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_ts: int) -> 
 
 
 def check_record_count(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader,
-                       max_decompressed: int = MAX_DECOMPRESSED_BYTES) -> None:
+                       max_decompressed: int = MAX_DECOMPRESSED_BYTES) -> int:
     """The batch at `pos` holds exactly the records its header declares, each one readable
     (Kafka's LogValidator reads every record with DefaultRecord.readFrom): INVALID_RECORD
     otherwise. A compressed batch is inflated first, up to `max_decompressed`. The walk reads
     every length and count but copies no key, value or header: a batch declaring two billion
-    records over one, or a record our own reader would refuse, never reaches the log."""
+    records over one, or a record our own reader would refuse, never reaches the log. Returns the
+    largest record timestamp (NO_TIMESTAMP for none), what the batch's maxTimestamp must say."""
     blob: bytes | bytearray | memoryview = memoryview(buf)[pos + RECORDS_OFFSET : pos + header.size]
     if header.compression and blob:
         blob = decompress(header.compression, bytes(blob), max_decompressed)
     n, at, count = len(blob), 0, header.record_count
     if count > n // MIN_RECORD_SIZE:
         raise _invalid(f"Incorrect declared batch size: {count} records cannot fit in {n} bytes")
+    max_delta = None
     try:
         for index in range(count):
             length, at = decode_varint(blob, at)
@@ -399,7 +403,9 @@ def check_record_count(buf: bytes | bytearray | memoryview, pos: int, header: Ba
                                f"{index} of {count}")
             start = at
             at += 1  # attributes
-            _, at = decode_varint(blob, at)  # timestamp delta
+            delta, at = decode_varint(blob, at)  # timestamp delta
+            if max_delta is None or delta > max_delta:
+                max_delta = delta
             _, at = decode_varint(blob, at)  # offset delta
             for what in ("key", "value"):
                 size, at = decode_varint(blob, at)
@@ -421,6 +427,10 @@ def check_record_count(buf: bytes | bytearray | memoryview, pos: int, header: Ba
     if at != n:
         raise _invalid(f"Incorrect declared batch size, records still remaining in file: "
                        f"{n - at} bytes after the {count} records declared")
+    if header.timestamp_type == LOG_APPEND_TIME:  # each record's timestamp is the batch's max
+        return header.max_timestamp
+    return NO_TIMESTAMP if max_delta is None else max(header.base_timestamp + max_delta,
+                                                      NO_TIMESTAMP)
 
 
 def decode_batch(

@@ -24,6 +24,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from protocol.records import (
+    CREATE_TIME,
     HEADER_SIZE,
     LOG_APPEND_TIME,
     MAGIC_V2,
@@ -37,7 +38,7 @@ from protocol.records import (
     decompression_limit,
     iter_batches,
     read_batch_header,
-    set_log_append_time,
+    set_max_timestamp,
     validate_produce_records,
 )
 from storage.append_origin import AppendOrigin
@@ -284,23 +285,26 @@ class Log:
 
     @_handling_io_errors("appending to log")
     def append_as_leader(
-        self, records: bytes | memoryview, leader_epoch: int, *, records_checked: bool = False,
+        self, records: bytes | memoryview, leader_epoch: int, *,
+        checked_max_timestamps: list[int] | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
-        """Validate a producer's batches, assign offsets from the LEO, stamp the epoch, append.
+        """Validate a producer's batches, assign offsets from the LEO, stamp the epoch and each
+        batch's max timestamp, append.
 
-        `records_checked`: the caller already ran check_batches_records on these very bytes (in
-        a worker thread: decompressing and reading a batch's records can take long), so they are
-        not read again here. Control batches (transaction markers) come only from the coordinator."""
+        `checked_max_timestamps`: what check_batches_records returned for these very bytes, run by
+        the caller (in a worker thread: decompressing and reading a batch's records can take
+        long), so they are not read again here. Control batches (transaction markers) come only
+        from the coordinator."""
         headers = validate_produce_records(records, self.config.max_message_bytes)
         markers = _markers(records, headers, origin)
         now = self._now_ms()
-        if not records_checked:
+        max_timestamps = checked_max_timestamps
+        if max_timestamps is None:
             limit = decompression_limit(self.config.max_message_bytes)
-            if self.decodes_produced_records:  # every record decoded: its count comes with it
+            max_timestamps = (  # every record decoded on a log that decodes them, else walked
                 check_produced_records(records, headers, self.record_checks(now), limit)
-            else:
-                check_record_counts(records, headers, limit)
+                if self.decodes_produced_records else check_record_counts(records, headers, limit))
         if origin == AppendOrigin.CLIENT:  # after the counts: they bound its record errors
             _check_client_batches(headers, self.directory.name, self.config.log_append_time)
         buf = bytearray(records)
@@ -314,13 +318,18 @@ class Log:
                                                markers, origin == AppendOrigin.CLIENT)
         if isinstance(pending, BatchMetadata):  # a retry of a batch already here: write nothing
             return duplicate_append_info(pending, append_time)
-        for header in headers:
+        for header, records_max in zip(headers, max_timestamps, strict=True):
             assign_offsets(buf, pos, offset, leader_epoch)
             header.base_offset, header.partition_leader_epoch = offset, leader_epoch
             if append_time:
-                set_log_append_time(buf, pos, now)
+                set_max_timestamp(buf, pos, LOG_APPEND_TIME, now)
                 header.max_timestamp = now
                 header.attributes |= TIMESTAMP_TYPE_MASK
+            elif header.max_timestamp != records_max or header.timestamp_type != CREATE_TIME:
+                # Kafka's LogValidator: a CreateTime batch's max is its records', not the header's
+                set_max_timestamp(buf, pos, CREATE_TIME, records_max)
+                header.max_timestamp = records_max
+                header.attributes &= ~TIMESTAMP_TYPE_MASK
             if header.max_timestamp > max_ts:
                 # With LogAppendTime every record has the max, so the first offset holds it.
                 max_ts = header.max_timestamp
@@ -957,26 +966,27 @@ class RecordChecks:
 
 
 def check_batches_records(records: bytes, max_message_bytes: int,
-                          checks: RecordChecks | None) -> None:
+                          checks: RecordChecks | None) -> list[int]:
     """What append_as_leader checks on a producer's records, as a function of the bytes alone, so
     that it may run in a worker thread: the batches, then every record when the log decodes them
-    (`checks`), else each batch's record count against the records it holds."""
+    (`checks`), else each record's structure and each batch's count. Returns each batch's
+    records' max timestamp."""
     headers = validate_produce_records(records, max_message_bytes)
     limit = decompression_limit(max_message_bytes)
     if checks is not None:
-        check_produced_records(records, headers, checks, limit)
-    else:
-        check_record_counts(records, headers, limit)
+        return check_produced_records(records, headers, checks, limit)
+    return check_record_counts(records, headers, limit)
 
 
 def check_record_counts(records: bytes | memoryview, headers: list[BatchHeader],
-                        max_decompressed: int) -> None:
-    """Each batch holds the records it declares (Kafka's LogValidator reads them all): nothing
-    of a batch whose count lies reaches the log."""
-    pos = 0
+                        max_decompressed: int) -> list[int]:
+    """Each batch holds the readable records it declares (Kafka's LogValidator reads them all):
+    nothing of a batch whose count lies reaches the log. Each batch's records' max timestamp."""
+    pos, max_timestamps = 0, []
     for header in headers:
-        check_record_count(records, pos, header, max_decompressed)
+        max_timestamps.append(check_record_count(records, pos, header, max_decompressed))
         pos += header.size
+    return max_timestamps
 
 
 def _long(n: int) -> int:
@@ -987,18 +997,20 @@ def _long(n: int) -> int:
 def check_produced_records(
     records: bytes | memoryview, headers: list[BatchHeader], checks: RecordChecks,
     max_decompressed: int,
-) -> None:
+) -> list[int]:
     """Kafka's LogValidator.validateRecord per record: a key on a compacted topic, else a
     timestamp within the bounds. A batch with refused records fails as a whole with
     RecordValidationError naming them by index (KIP-467): INVALID_TIMESTAMP if any timestamp is
-    out of range, else INVALID_RECORD with Kafka's summary of the first three."""
-    pos = 0
+    out of range, else INVALID_RECORD with Kafka's summary of the first three. Returns each
+    batch's records' max timestamp."""
+    pos, max_timestamps = 0, []
     for header in headers:
         errors: list[tuple[int, str]] = []
         timestamp_refused = False
+        decoded = decode_batch(records, pos, max_decompressed=max_decompressed)[1]
+        max_timestamps.append(max([NO_TIMESTAMP, *(r.timestamp for r in decoded)]))
         if not header.is_control:
-            for index, record in enumerate(
-                    decode_batch(records, pos, max_decompressed=max_decompressed)[1]):
+            for index, record in enumerate(decoded):
                 if checks.compacted and record.key is None:
                     errors.append((index, "Compacted topic cannot accept message without key in "
                                           f"topic partition {checks.topic_partition}"))
@@ -1021,3 +1033,4 @@ def check_produced_records(
                 f"One or more records have been rejected due to {len(errors)} record errors in "
                 f"total, and only showing the first three errors at most: [{shown}]", errors)
         pos += header.size
+    return max_timestamps

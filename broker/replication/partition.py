@@ -108,11 +108,11 @@ class Partition:
     # -- leader side ------------------------------------------------------------------------
 
     def append_records_as_leader(
-        self, records: bytes | memoryview, *, records_checked: bool = False,
+        self, records: bytes | memoryview, *, checked_max_timestamps: list[int] | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
-        info = self.log.append_as_leader(records, self.leader_epoch, records_checked=records_checked,
-                                         origin=origin)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin=origin,
+                                         checked_max_timestamps=checked_max_timestamps)
         self.maybe_increment_high_watermark()  # with the leader alone in the ISR, HW = LEO now
         return info
 

@@ -396,7 +396,7 @@ class ReplicaManager:
 
     def append_records(
         self, entries: dict[tuple[str, int], bytes | memoryview | None], acks: int = 1,
-        records_checked: frozenset[tuple[str, int]] = frozenset(),
+        checked: dict[tuple[str, int], list[int]] | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         verified: dict[tuple[str, int], tuple[int, object]] | None = None,
     ) -> dict[tuple[str, int], ProduceResult]:
@@ -423,8 +423,9 @@ class ReplicaManager:
                         ErrorCode.NOT_ENOUGH_REPLICAS,
                         f"the ISR {partition.isr} is smaller than min.insync.replicas={min_isr}",
                     )
-                info = partition.append_records_as_leader(records, origin=origin,
-                                                          records_checked=key in records_checked)
+                info = partition.append_records_as_leader(
+                    records, origin=origin,
+                    checked_max_timestamps=None if checked is None else checked.get(key))
             except KafkaError as exc:
                 results[key] = _failed_append(exc, self.partitions.get(key))
                 continue
@@ -448,16 +449,16 @@ class ReplicaManager:
 
     async def _check_off_loop(
         self, entries: dict[tuple[str, int], bytes | memoryview | None], acks: int
-    ) -> tuple[dict[tuple[str, int], ProduceResult], frozenset[tuple[str, int]]]:
+    ) -> tuple[dict[tuple[str, int], ProduceResult], dict[tuple[str, int], list[int]]]:
         """Check compressed (or large) batches in a worker thread: inflating up to the
-        decompression bound and reading every record (its key on a compacted topic, or only its
-        length to count them) must not hold the event loop. Returns the partitions that failed
-        and those checked (whose append then skips the check); everything else is checked on the
-        loop during the append."""
+        decompression bound and reading every record (decoded on a log that checks keys or
+        timestamps, its structure walked otherwise) must not hold the event loop. Returns the
+        partitions that failed and those checked, with their batches' max timestamps (their
+        append then skips the check); everything else is checked on the loop during the append."""
         from storage.log import check_batches_records, check_off_loop
 
         failed: dict[tuple[str, int], ProduceResult] = {}
-        checked: set[tuple[str, int]] = set()
+        checked: dict[tuple[str, int], list[int]] = {}
         for key, records in list(entries.items()):
             partition = self.partitions.get(key)
             if not records or partition is None or not partition.is_leader:
@@ -469,15 +470,14 @@ class ReplicaManager:
                 continue  # NOT_ENOUGH_REPLICAS comes first, from append_records (Kafka's order)
             data = bytes(records)  # immutable: the thread sees exactly what will be appended
             try:
-                await asyncio.to_thread(check_batches_records, data, log_.config.max_message_bytes,
-                                        log_.record_checks() if log_.decodes_produced_records
-                                        else None)
+                checked[key] = await asyncio.to_thread(
+                    check_batches_records, data, log_.config.max_message_bytes,
+                    log_.record_checks() if log_.decodes_produced_records else None)
             except KafkaError as exc:
                 failed[key] = _failed_append(exc, partition)
                 continue
             entries[key] = data
-            checked.add(key)
-        return failed, frozenset(checked)
+        return failed, checked
 
     async def produce(
         self, acks: int, timeout_ms: int, entries: dict[tuple[str, int], bytes | memoryview | None],

@@ -19,14 +19,16 @@ from protocol.records import (
     ATTRIBUTES_OFFSET,
     BATCH_LENGTH_OFFSET,
     CRC_OFFSET,
+    CREATE_TIME,
     LOG_OVERHEAD,
     MAX_TIMESTAMP_OFFSET,
     TIMESTAMP_TYPE_MASK,
     encode_batch,
+    iter_batches,
 )
 from tests.integration.raw_client import RawClient
 
-PRODUCE, FETCH, METADATA, API_VERSIONS, CREATE_TOPICS = 0, 1, 3, 18, 19
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, CREATE_TOPICS = 0, 1, 2, 3, 18, 19
 
 
 async def create_topic(client: RawClient, name: str, partitions: int = 1) -> None:
@@ -250,4 +252,33 @@ async def test_batches_a_client_may_not_send_are_refused_alone(async_broker):
     assert "LogAppendTime" in answers[3].record_errors[0].batch_index_error_message
     partitions = async_broker.replica_manager.partitions
     assert [partitions[("refused", i)].log_end_offset for i in range(5)] == [0, 0, 0, 0, 2]
+    await client.close()
+
+
+async def test_a_create_time_batch_is_stored_with_its_records_max_timestamp(async_broker):
+    """Kafka's LogValidator sets a CreateTime batch's maxTimestamp from its records (and clears a
+    LogAppendTime the producer claimed): the time index and ListOffsets see what the records say."""
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "stamped", 2)
+    sent = encode_batch([(b"k", b"v", [], 5_000), (b"k", b"w", [], 5_010)])
+    lying = _resealed(sent, lambda b: _I64.pack_into(b, MAX_TIMESTAMP_OFFSET, 0))
+
+    def claims_append_time(b: bytearray) -> None:
+        _I16.pack_into(b, ATTRIBUTES_OFFSET, TIMESTAMP_TYPE_MASK)
+        _I64.pack_into(b, MAX_TIMESTAMP_OFFSET, 9_000)
+
+    claimed = _resealed(sent, claims_append_time)
+    response = await client.request(PRODUCE, 9, produce_body({("stamped", 0): lying,
+                                                              ("stamped", 1): claimed}))
+    assert {p.index: p.error_code for p in response.responses[0].partition_responses} == {
+        0: ErrorCode.NONE, 1: ErrorCode.NONE}
+    for index, expected in ((0, 5_010), (1, 9_000)):  # a claimed LogAppendTime is every record's
+        log = async_broker.replica_manager.partitions[("stamped", index)].log
+        [(_, stored)] = list(iter_batches(log.read(0, 1 << 20).records))
+        assert (stored.timestamp_type, stored.max_timestamp) == (CREATE_TIME, expected)
+    response = await client.request(LIST_OFFSETS, 7, {
+        "replica_id": -1, "isolation_level": 0, "topics": [{"name": "stamped", "partitions": [
+            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -3}]}]})
+    answer = response.topics[0].partitions[0]
+    assert (answer.error_code, answer.offset, answer.timestamp) == (ErrorCode.NONE, 1, 5_010)
     await client.close()

@@ -18,6 +18,7 @@ from protocol.records import (
     BASE_TIMESTAMP_OFFSET,
     BATCH_LENGTH_OFFSET,
     CRC_OFFSET,
+    CREATE_TIME,
     GZIP,
     HEADER_SIZE,
     HEADER_STRUCT,
@@ -41,7 +42,7 @@ from protocol.records import (
     encode_varint,
     iter_batches,
     read_batch_header,
-    set_log_append_time,
+    set_max_timestamp,
     size_of_varint,
     validate_produce_records,
 )
@@ -243,14 +244,19 @@ def test_assign_offsets_keeps_the_crc_valid() -> None:
     assert [r.offset for r in decode_batch(buf)[1]] == [1234, 1235]
 
 
-def test_set_log_append_time_rewrites_crc_and_timestamps() -> None:
+def test_set_max_timestamp_rewrites_crc_and_timestamps() -> None:
     buf = bytearray(encode_batch(RECORDS[:3], compression=GZIP))
-    set_log_append_time(buf, 0, 42_000)
+    set_max_timestamp(buf, 0, LOG_APPEND_TIME, 42_000)
     header, records = decode_batch(buf)
     assert header.timestamp_type == LOG_APPEND_TIME and header.max_timestamp == 42_000
     assert header.compression == GZIP
     assert batch_crc_ok(buf, 0, header)
     assert {r.timestamp for r in records} == {42_000}
+    set_max_timestamp(buf, 0, CREATE_TIME, 7)  # and back: the records keep their own
+    header, records = decode_batch(buf)
+    assert (header.timestamp_type, header.max_timestamp, header.compression) == (CREATE_TIME, 7, GZIP)
+    assert batch_crc_ok(buf, 0, header)
+    assert [r.timestamp for r in records] == [ts for *_, ts in RECORDS[:3]]
 
 
 def test_iter_batches_stops_at_incomplete_tail() -> None:
