@@ -908,13 +908,24 @@ def _aborted_in(log_: Log, fetch_offset: int, records: bytes) -> list[AbortedTxn
     return log_.collect_aborted_transactions(fetch_offset, upper) if upper > fetch_offset else []
 
 
+# Errors Kafka's appendToLocalLog answers with the log start offset -1: those it catches by name
+# (the partition unknown, not led, its dir offline, the records corrupt or too large); any other
+# refusal of the log (invalid records, producer state, NOT_ENOUGH_REPLICAS) carries the
+# partition's log start offset.
+_NO_LOG_START_OFFSET = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.CORRUPT_MESSAGE, ErrorCode.MESSAGE_TOO_LARGE,
+    ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_TOPIC_EXCEPTION,
+})
+
+
 def _failed_append(exc: KafkaError, partition: Partition | None) -> ProduceResult:
-    """A refused append's answer; records refused one by one (KIP-467) carry their indexes and
-    the partition's log start offset, as Kafka's RecordValidationException answer does."""
+    """A refused append's answer; records refused one by one (KIP-467) carry their indexes."""
     from broker.replication.delayed_produce import ProduceResult
 
-    if isinstance(exc, RecordValidationError) and partition is not None:
-        return ProduceResult(exc.code, error_message=exc.message,
-                             log_start_offset=partition.log_start_offset,
-                             record_errors=exc.record_errors)
-    return ProduceResult(exc.code, error_message=exc.message or None)
+    log_start_offset = -1 if partition is None or exc.code in _NO_LOG_START_OFFSET \
+        else partition.log_start_offset
+    return ProduceResult(exc.code, error_message=exc.message or None,
+                         log_start_offset=log_start_offset,
+                         record_errors=exc.record_errors
+                         if isinstance(exc, RecordValidationError) else [])

@@ -247,6 +247,8 @@ async def test_batches_a_client_may_not_send_are_refused_alone(async_broker):
         3: ErrorCode.INVALID_TIMESTAMP, 4: ErrorCode.NONE}
     assert "at least one record batch" in answers[0].error_message
     assert "should be 0, but it is 5" in answers[1].error_message
+    # The log's refusals carry its log start offset, as Kafka's (its request checks do not)
+    assert (answers[0].log_start_offset, answers[1].log_start_offset) == (-1, 0)
     assert "Invalid negative header key size -1" in answers[2].error_message
     assert [e.batch_index for e in answers[3].record_errors] == [0, 1]
     assert "LogAppendTime" in answers[3].record_errors[0].batch_index_error_message
