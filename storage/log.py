@@ -299,6 +299,8 @@ class Log:
         headers = validate_produce_records(records, self.config.max_message_bytes)
         markers = _markers(records, headers, origin)
         now = self._now_ms()
+        if origin == AppendOrigin.CLIENT:
+            _check_client_batches(headers, self.directory.name)
         max_timestamps = checked_max_timestamps
         if max_timestamps is None:
             limit = decompression_limit(self.config.max_message_bytes)
@@ -306,7 +308,7 @@ class Log:
                 check_produced_records(records, headers, self.record_checks(now), limit)
                 if self.decodes_produced_records else check_record_counts(records, headers, limit))
         if origin == AppendOrigin.CLIENT:  # after the counts: they bound its record errors
-            _check_client_batches(headers, self.directory.name, self.config.log_append_time)
+            _check_claimed_append_time(headers, self.config.log_append_time)
         buf = bytearray(records)
         self._check_fits_segment(len(buf))
         append_time = self.config.log_append_time
@@ -935,15 +937,24 @@ def _markers(records: bytes | memoryview, headers: list[BatchHeader], origin: Ap
     return markers
 
 
-def _check_client_batches(headers: list[BatchHeader], topic_partition: str,
-                          log_append_time: bool) -> None:
-    """A client's batch starts at offset 0 (the log assigns offsets), and does not claim a
-    LogAppendTime the topic would not give it (Kafka's LogValidator)."""
+def _check_client_batches(headers: list[BatchHeader], topic_partition: str) -> None:
+    """Kafka's LogValidator on a client's batch, before its records: it starts at offset 0 (the
+    log assigns offsets), and a producer id comes with a sequence."""
     for header in headers:
         if header.base_offset != 0:
             raise KafkaError(ErrorCode.INVALID_RECORD, (
                 f"The baseOffset of the record batch in the append to {topic_partition} should "
                 f"be 0, but it is {header.base_offset}"))
+        if header.producer_id >= 0 and header.base_sequence < 0:
+            raise KafkaError(ErrorCode.INVALID_RECORD, (
+                f"Invalid sequence number {header.base_sequence} in record batch with producerId "
+                f"{header.producer_id} in topic partition {topic_partition}."))
+
+
+def _check_claimed_append_time(headers: list[BatchHeader], log_append_time: bool) -> None:
+    """A client's batch does not claim a LogAppendTime the topic would not give it (Kafka's
+    LogValidator.validateTimestamp): every record of it refused."""
+    for header in headers:
         if header.timestamp_type == LOG_APPEND_TIME and (
                 log_append_time or header.max_timestamp == NO_TIMESTAMP):
             # Kafka names each record with its sizes; the batch is not inflated here to say so.

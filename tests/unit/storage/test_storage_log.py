@@ -440,6 +440,20 @@ def test_keyless_records_on_a_compacted_topic_are_named_by_their_index(tmp_path:
     assert log.log_end_offset == 0
 
 
+def test_a_producer_id_without_a_sequence_is_refused_before_its_records(tmp_path: Path) -> None:
+    """Kafka checks the batch (its sequence) before its records (their keys): one error, no
+    record errors."""
+    log = open_log(tmp_path, cleanup_policy="compact")
+    records = encode_batch([(None, b"a", [], 1)], producer_id=5, producer_epoch=0)
+    with pytest.raises(KafkaError) as info:
+        log.append_as_leader(records, 0)
+    assert not isinstance(info.value, RecordValidationError)
+    assert (info.value.code, info.value.message) == (ErrorCode.INVALID_RECORD, (
+        "Invalid sequence number -1 in record batch with producerId 5 in topic partition "
+        "topic-0."))
+    assert log.log_end_offset == 0
+
+
 def test_timestamp_bounds_before_and_after_kip_937(tmp_path: Path) -> None:
     clock = FakeClock(now=100_000)
     log = open_log(tmp_path, clock, message_timestamp_before_max_ms=1_000)
