@@ -118,12 +118,14 @@ def decompress(codec: int, data: bytes | memoryview, limit: int = MAX_DECOMPRESS
     raise _corrupt(f"unknown compression codec {codec}")
 
 
-def compress(codec: int, data: bytes, *, snappy_xerial: bool = True) -> bytes:
-    """Deflate a records blob the way the Java client does (xerial snappy, independent lz4 blocks)."""
+def compress(codec: int, data: bytes, *, snappy_xerial: bool = True,
+             level: int | None = None) -> bytes:
+    """Deflate a records blob the way the Java client does (xerial snappy, independent lz4
+    blocks); `level` as Kafka's compression.<codec>.level (None or gzip's -1: the default)."""
     import cramjam
 
     if codec == GZIP:
-        return bytes(cramjam.gzip.compress(data))
+        return bytes(cramjam.gzip.compress(data, level=6 if level in (None, -1) else level))
     if codec == SNAPPY:
         if not snappy_xerial:
             return bytes(cramjam.snappy.compress_raw(data))
@@ -134,9 +136,10 @@ def compress(codec: int, data: bytes, *, snappy_xerial: bool = True) -> bytes:
         return b"".join(parts)
     if codec == LZ4:
         # Java's KafkaLZ4BlockInputStream decodes blocks one by one: they must be independent.
-        compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+        compressor = cramjam.lz4.Compressor(level=9 if level is None else level,
+                                            content_checksum=False, block_linked=False)
         compressor.compress(data)
         return bytes(compressor.finish())
     if codec == ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+        return bytes(cramjam.zstd.compress(data, level=3 if level is None else level))
     raise ValueError(f"unknown compression codec {codec}")

@@ -379,21 +379,27 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_ts: int) -> 
     return records
 
 
+@dataclass(frozen=True, slots=True)
+class RecordsSummary:
+    """What reading a batch's records found that its header does not say."""
+    max_timestamp: int  # the records' largest (NO_TIMESTAMP for none): the batch's maxTimestamp
+    offsets_in_order: bool  # record i's offset delta is i
+
+
 def check_record_count(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader,
-                       max_decompressed: int = MAX_DECOMPRESSED_BYTES) -> int:
+                       max_decompressed: int = MAX_DECOMPRESSED_BYTES) -> RecordsSummary:
     """The batch at `pos` holds exactly the records its header declares, each one readable
     (Kafka's LogValidator reads every record with DefaultRecord.readFrom): INVALID_RECORD
     otherwise. A compressed batch is inflated first, up to `max_decompressed`. The walk reads
     every length and count but copies no key, value or header: a batch declaring two billion
-    records over one, or a record our own reader would refuse, never reaches the log. Returns the
-    largest record timestamp (NO_TIMESTAMP for none), what the batch's maxTimestamp must say."""
+    records over one, or a record our own reader would refuse, never reaches the log."""
     blob: bytes | bytearray | memoryview = memoryview(buf)[pos + RECORDS_OFFSET : pos + header.size]
     if header.compression and blob:
         blob = decompress(header.compression, bytes(blob), max_decompressed)
     n, at, count = len(blob), 0, header.record_count
     if count > n // MIN_RECORD_SIZE:
         raise _invalid(f"Incorrect declared batch size: {count} records cannot fit in {n} bytes")
-    max_delta = None
+    max_delta, in_order = None, True
     # Each field's varint read inline when it is one byte (nearly always): a call per field
     # would double the walk's cost.
     try:
@@ -411,10 +417,13 @@ def check_record_count(buf: bytes | bytearray | memoryview, pos: int, header: Ba
                 delta, at = decode_varint(blob, at + 1)
             if max_delta is None or delta > max_delta:
                 max_delta = delta
-            if blob[at] < 0x80:  # the offset delta
-                at += 1
+            b = blob[at]  # the offset delta
+            if b < 0x80:
+                delta, at = (b >> 1) ^ -(b & 1), at + 1
             else:
-                _, at = decode_varint(blob, at)
+                delta, at = decode_varint(blob, at)
+            if delta != index:
+                in_order = False
             for what in ("key", "value"):
                 b = blob[at]
                 if b < 0x80:
@@ -442,9 +451,9 @@ def check_record_count(buf: bytes | bytearray | memoryview, pos: int, header: Ba
         raise _invalid(f"Incorrect declared batch size, records still remaining in file: "
                        f"{n - at} bytes after the {count} records declared")
     if header.timestamp_type == LOG_APPEND_TIME:  # each record's timestamp is the batch's max
-        return header.max_timestamp
-    return NO_TIMESTAMP if max_delta is None else max(header.base_timestamp + max_delta,
-                                                      NO_TIMESTAMP)
+        return RecordsSummary(header.max_timestamp, in_order)
+    return RecordsSummary(NO_TIMESTAMP if max_delta is None
+                          else max(header.base_timestamp + max_delta, NO_TIMESTAMP), in_order)
 
 
 def decode_batch(
@@ -510,6 +519,7 @@ def encode_batch(
     is_control: bool = False,
     timestamp_type: int = CREATE_TIME,
     snappy_xerial: bool = True,
+    compression_level: int | None = None,
 ) -> bytes:
     """Build one v2 batch from (key, value, headers, timestamp) tuples; timestamp None means now."""
     if not records:
@@ -522,7 +532,7 @@ def encode_batch(
         for i, ((key, value, headers, _), ts) in enumerate(zip(records, stamps, strict=True))
     )
     if compression:
-        blob = compress(compression, blob, snappy_xerial=snappy_xerial)
+        blob = compress(compression, blob, snappy_xerial=snappy_xerial, level=compression_level)
     attributes = (
         (compression & COMPRESSION_MASK)
         | (TIMESTAMP_TYPE_MASK if timestamp_type == LOG_APPEND_TIME else 0)
@@ -538,6 +548,21 @@ def encode_batch(
     out[HEADER_SIZE:] = blob
     _U32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return bytes(out)
+
+
+def recompress_batch(buf: bytes | bytearray | memoryview, pos: int, codec: int,
+                     level: int | None, max_decompressed: int = MAX_DECOMPRESSED_BYTES) -> bytes:
+    """The batch at `pos` built again with `codec`, its records at offset deltas 0..n-1 (Kafka's
+    LogValidator.buildRecordsAndAssignOffsets: a topic's compression.type other than the batch's,
+    or a compressed batch whose inner offsets are out of order). The producer's id, epoch,
+    sequence and transactional flag stay."""
+    header, records = decode_batch(buf, pos, max_decompressed=max_decompressed)
+    return encode_batch(
+        [(r.key, r.value, r.headers, r.timestamp) for r in records], compression=codec,
+        compression_level=level, producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+        partition_leader_epoch=header.partition_leader_epoch,
+        is_transactional=header.is_transactional, timestamp_type=header.timestamp_type)
 
 
 def rebuild_batch(header: BatchHeader, records: Sequence[Record]) -> bytes:

@@ -31,6 +31,7 @@ from protocol.records import (
     NO_TIMESTAMP,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
+    RecordsSummary,
     assign_offsets,
     batch_crc_ok,
     check_record_count,
@@ -38,6 +39,7 @@ from protocol.records import (
     decompression_limit,
     iter_batches,
     read_batch_header,
+    recompress_batch,
     set_max_timestamp,
     validate_produce_records,
 )
@@ -286,29 +288,32 @@ class Log:
     @_handling_io_errors("appending to log")
     def append_as_leader(
         self, records: bytes | memoryview, leader_epoch: int, *,
-        checked_max_timestamps: list[int] | None = None,
+        checked: CheckedRecords | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
         """Validate a producer's batches, assign offsets from the LEO, stamp the epoch and each
         batch's max timestamp, append.
 
-        `checked_max_timestamps`: what check_batches_records returned for these very bytes, run by
-        the caller (in a worker thread: decompressing and reading a batch's records can take
+        `checked`: what check_batches_records returned for these very bytes, run by the caller
+        (in a worker thread: decompressing, reading and recompressing a batch's records can take
         long), so they are not read again here. Control batches (transaction markers) come only
         from the coordinator."""
-        headers = validate_produce_records(records, self.config.max_message_bytes)
+        max_message_bytes = self.config.max_message_bytes
+        headers = validate_produce_records(records, max_message_bytes)
         markers = _markers(records, headers, origin)
         now = self._now_ms()
         if origin == AppendOrigin.CLIENT:
             _check_client_batches(headers, self.directory.name)
-        max_timestamps = checked_max_timestamps
-        if max_timestamps is None:
-            limit = decompression_limit(self.config.max_message_bytes)
-            max_timestamps = (  # every record decoded on a log that decodes them, else walked
-                check_produced_records(records, headers, self.record_checks(now), limit)
-                if self.decodes_produced_records else check_record_counts(records, headers, limit))
+        if checked is None:
+            checked = read_records(records, headers, max_message_bytes,
+                                   self.record_checks(now) if self.decodes_produced_records
+                                   else None, self.config.compression_target)
         if origin == AppendOrigin.CLIENT:  # after the counts: they bound its record errors
             _check_claimed_append_time(headers, self.config.log_append_time)
+        if checked.records is not records:  # rebuilt: MESSAGE_TOO_LARGE if it grew past the limit
+            records = checked.records
+            headers = validate_produce_records(records, max_message_bytes)
+        max_timestamps = checked.max_timestamps
         buf = bytearray(records)
         self._check_fits_segment(len(buf))
         append_time = self.config.log_append_time
@@ -903,17 +908,20 @@ DECODE_OFF_LOOP_BYTES = 64 * 1024
 COUNT_OFF_LOOP_RECORDS = 2048
 
 
-def check_off_loop(records: bytes | memoryview, decodes: bool) -> bool:
+def check_off_loop(records: bytes | memoryview, decodes: bool,
+                   compression_target: tuple[int, int | None] | None = None) -> bool:
     """Whether checking these Produce records is worth a worker thread: a compressed batch
-    (inflated first), or, when every record is decoded (`decodes`: keys, timestamps) a large
-    request, else one of many records (their structure walked)."""
+    (inflated first) or one to compress (the topic's codec is not its own), or, when every
+    record is decoded (`decodes`: keys, timestamps) a large request, else one of many records
+    (their structure walked)."""
     if decodes and len(records) > DECODE_OFF_LOOP_BYTES:
         return True
     n, pos, count = len(records), 0, 0
     while n - pos >= HEADER_SIZE:
         header = read_batch_header(records, pos)
         count += header.record_count
-        if header.compression or (not decodes and count > COUNT_OFF_LOOP_RECORDS):
+        if header.compression or (not decodes and count > COUNT_OFF_LOOP_RECORDS) or (
+                compression_target is not None and compression_target[0] != header.compression):
             return True
         if header.size <= 0:
             break
@@ -976,28 +984,57 @@ class RecordChecks:
     timestamp_bounds: tuple[int, int, int] | None
 
 
-def check_batches_records(records: bytes, max_message_bytes: int,
-                          checks: RecordChecks | None) -> list[int]:
-    """What append_as_leader checks on a producer's records, as a function of the bytes alone, so
-    that it may run in a worker thread: the batches, then every record when the log decodes them
-    (`checks`), else each record's structure and each batch's count. Returns each batch's
-    records' max timestamp."""
-    headers = validate_produce_records(records, max_message_bytes)
+@dataclass(frozen=True, slots=True)
+class CheckedRecords:
+    """A producer's records once read: the bytes to append (batches rebuilt where the topic's
+    compression.type or their inner offsets ask it) and each batch's records' max timestamp."""
+    records: bytes | memoryview
+    max_timestamps: list[int]
+
+
+def check_batches_records(records: bytes, max_message_bytes: int, checks: RecordChecks | None,
+                          compression_target: tuple[int, int | None] | None) -> CheckedRecords:
+    """What append_as_leader checks and rebuilds of a producer's records, as a function of the
+    bytes alone, so that it may run in a worker thread."""
+    return read_records(records, validate_produce_records(records, max_message_bytes),
+                        max_message_bytes, checks, compression_target)
+
+
+def read_records(records: bytes | memoryview, headers: list[BatchHeader], max_message_bytes: int,
+                 checks: RecordChecks | None,
+                 compression_target: tuple[int, int | None] | None) -> CheckedRecords:
+    """Every record read, as Kafka's LogValidator reads them: decoded when the log checks keys or
+    timestamps (`checks`), else its structure walked, each batch's count checked against it.
+    A batch is rebuilt (Kafka's buildRecordsAndAssignOffsets) when the topic's codec is not its
+    own, or when it is compressed with inner offsets out of order."""
     limit = decompression_limit(max_message_bytes)
-    if checks is not None:
-        return check_produced_records(records, headers, checks, limit)
-    return check_record_counts(records, headers, limit)
+    summaries = (check_produced_records(records, headers, checks, limit) if checks is not None
+                 else check_record_counts(records, headers, limit))
+    parts: list[bytes | memoryview] = []
+    rebuilt, pos, view = False, 0, memoryview(records)
+    for header, summary in zip(headers, summaries, strict=True):
+        codec, level = (header.compression, None) if compression_target is None \
+            else compression_target
+        if not header.is_control and (codec != header.compression or (
+                header.compression and not summary.offsets_in_order)):
+            parts.append(recompress_batch(records, pos, codec, level, limit))
+            rebuilt = True
+        else:
+            parts.append(view[pos : pos + header.size])
+        pos += header.size
+    return CheckedRecords(b"".join(parts) if rebuilt else records,
+                          [summary.max_timestamp for summary in summaries])
 
 
 def check_record_counts(records: bytes | memoryview, headers: list[BatchHeader],
-                        max_decompressed: int) -> list[int]:
+                        max_decompressed: int) -> list[RecordsSummary]:
     """Each batch holds the readable records it declares (Kafka's LogValidator reads them all):
-    nothing of a batch whose count lies reaches the log. Each batch's records' max timestamp."""
-    pos, max_timestamps = 0, []
+    nothing of a batch whose count lies reaches the log."""
+    pos, summaries = 0, []
     for header in headers:
-        max_timestamps.append(check_record_count(records, pos, header, max_decompressed))
+        summaries.append(check_record_count(records, pos, header, max_decompressed))
         pos += header.size
-    return max_timestamps
+    return summaries
 
 
 def _long(n: int) -> int:
@@ -1008,18 +1045,19 @@ def _long(n: int) -> int:
 def check_produced_records(
     records: bytes | memoryview, headers: list[BatchHeader], checks: RecordChecks,
     max_decompressed: int,
-) -> list[int]:
+) -> list[RecordsSummary]:
     """Kafka's LogValidator.validateRecord per record: a key on a compacted topic, else a
     timestamp within the bounds. A batch with refused records fails as a whole with
     RecordValidationError naming them by index (KIP-467): INVALID_TIMESTAMP if any timestamp is
-    out of range, else INVALID_RECORD with Kafka's summary of the first three. Returns each
-    batch's records' max timestamp."""
-    pos, max_timestamps = 0, []
+    out of range, else INVALID_RECORD with Kafka's summary of the first three."""
+    pos, summaries = 0, []
     for header in headers:
         errors: list[tuple[int, str]] = []
         timestamp_refused = False
         decoded = decode_batch(records, pos, max_decompressed=max_decompressed)[1]
-        max_timestamps.append(max([NO_TIMESTAMP, *(r.timestamp for r in decoded)]))
+        summaries.append(RecordsSummary(
+            max([NO_TIMESTAMP, *(r.timestamp for r in decoded)]),
+            all(r.offset - header.base_offset == i for i, r in enumerate(decoded))))
         if not header.is_control:
             for index, record in enumerate(decoded):
                 if checks.compacted and record.key is None:
@@ -1044,4 +1082,4 @@ def check_produced_records(
                 f"One or more records have been rejected due to {len(errors)} record errors in "
                 f"total, and only showing the first three errors at most: [{shown}]", errors)
         pos += header.size
-    return max_timestamps
+    return summaries

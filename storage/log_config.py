@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from protocol.compression import GZIP, LZ4, ZSTD
 from protocol.errors import ErrorCode, KafkaError
 
 INT_MAX = 2**31 - 1
@@ -21,6 +22,7 @@ LOG_APPEND_TIME = "LogAppendTime"
 # producer.id.expiration.ms: how long an idle producer id's state is kept (a broker setting)
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 _COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+CODECS = ("uncompressed", "gzip", "snappy", "lz4", "zstd")  # by codec id
 
 
 @dataclass(slots=True)
@@ -39,7 +41,7 @@ class LogConfig:
     file_delete_delay_ms: int = 60000
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
-    # Accepted so that admin clients can set them; this broker does not act on compression_type,
+    # Accepted so that admin clients can set them; this broker does not act on
     # max_compaction_lag_ms and those below them (the log cleaner acts on the other three).
     compression_type: str = "producer"
     delete_retention_ms: int = 86400000
@@ -53,8 +55,8 @@ class LogConfig:
     # KIP-937: either bound, left at LONG_MAX, falls back to message.timestamp.difference.max.ms.
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = LONG_MAX
-    # Kafka 3.9 topic configs accepted and reported with Kafka's defaults, not acted on here:
-    # compression levels (batches are stored as produced), the deprecated message format
+    # The codecs' levels, for batches recompressed to compression.type. Kafka 3.9 topic configs
+    # accepted and reported with Kafka's defaults, not acted on here: the deprecated message format
     # (always v2) and down-conversion, replication throttles (no quotas), tiered storage (only
     # "off" is valid without a remote storage system, as Kafka's ZK-mode validation says).
     compression_gzip_level: int = -1
@@ -85,6 +87,17 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == LOG_APPEND_TIME
+
+    @property
+    def compression_target(self) -> tuple[int, int | None] | None:
+        """The codec (and its level) every batch is stored with, None for "producer": batches
+        are kept as compressed (Kafka's BrokerCompressionType)."""
+        if self.compression_type == "producer":
+            return None
+        codec = CODECS.index(self.compression_type)
+        level = {GZIP: self.compression_gzip_level, LZ4: self.compression_lz4_level,
+                 ZSTD: self.compression_zstd_level}.get(codec)
+        return codec, level
 
     @classmethod
     def from_properties(

@@ -18,7 +18,7 @@ from typing import Protocol
 from broker.metadata.partition_state import LeaderAndIsr
 from protocol.errors import ErrorCode
 from storage.append_origin import AppendOrigin
-from storage.log import Log
+from storage.log import CheckedRecords, Log
 from storage.log_info import LogAppendInfo
 
 
@@ -108,11 +108,11 @@ class Partition:
     # -- leader side ------------------------------------------------------------------------
 
     def append_records_as_leader(
-        self, records: bytes | memoryview, *, checked_max_timestamps: list[int] | None = None,
+        self, records: bytes | memoryview, *, checked: CheckedRecords | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
         info = self.log.append_as_leader(records, self.leader_epoch, origin=origin,
-                                         checked_max_timestamps=checked_max_timestamps)
+                                         checked=checked)
         self.maybe_increment_high_watermark()  # with the leader alone in the ISR, HW = LEO now
         return info
 

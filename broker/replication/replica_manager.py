@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from broker.replication.replica_alter_log_dirs import ReplicaAlterLogDirsManager
     from broker.replication.replica_fetcher import ReplicaFetcher
     from protocol.records import BatchHeader
-    from storage.log import Log
+    from storage.log import CheckedRecords, Log
     from storage.log_config import LogConfig
     from storage.log_manager import LogManager
     from storage.transaction_index import AbortedTxn
@@ -396,7 +396,7 @@ class ReplicaManager:
 
     def append_records(
         self, entries: dict[tuple[str, int], bytes | memoryview | None], acks: int = 1,
-        checked: dict[tuple[str, int], list[int]] | None = None,
+        checked: dict[tuple[str, int], CheckedRecords] | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         verified: dict[tuple[str, int], tuple[int, object]] | None = None,
     ) -> dict[tuple[str, int], ProduceResult]:
@@ -425,7 +425,7 @@ class ReplicaManager:
                     )
                 info = partition.append_records_as_leader(
                     records, origin=origin,
-                    checked_max_timestamps=None if checked is None else checked.get(key))
+                    checked=None if checked is None else checked.get(key))
             except KafkaError as exc:
                 results[key] = _failed_append(exc, self.partitions.get(key))
                 continue
@@ -449,22 +449,23 @@ class ReplicaManager:
 
     async def _check_off_loop(
         self, entries: dict[tuple[str, int], bytes | memoryview | None], acks: int
-    ) -> tuple[dict[tuple[str, int], ProduceResult], dict[tuple[str, int], list[int]]]:
+    ) -> tuple[dict[tuple[str, int], ProduceResult], dict[tuple[str, int], CheckedRecords]]:
         """Check compressed (or large) batches in a worker thread: inflating up to the
         decompression bound and reading every record (decoded on a log that checks keys or
         timestamps, its structure walked otherwise) must not hold the event loop. Returns the
-        partitions that failed and those checked, with their batches' max timestamps (their
-        append then skips the check); everything else is checked on the loop during the append."""
+        partitions that failed and what was found of those checked (their append then skips the
+        check); everything else is checked on the loop during the append."""
         from storage.log import check_batches_records, check_off_loop
 
         failed: dict[tuple[str, int], ProduceResult] = {}
-        checked: dict[tuple[str, int], list[int]] = {}
+        checked: dict[tuple[str, int], CheckedRecords] = {}
         for key, records in list(entries.items()):
             partition = self.partitions.get(key)
             if not records or partition is None or not partition.is_leader:
                 continue
             log_ = partition.log
-            if not check_off_loop(records, log_.decodes_produced_records):
+            if not check_off_loop(records, log_.decodes_produced_records,
+                                  log_.config.compression_target):
                 continue
             if acks == -1 and len(partition.isr) < partition.log.config.min_insync_replicas:
                 continue  # NOT_ENOUGH_REPLICAS comes first, from append_records (Kafka's order)
@@ -472,7 +473,8 @@ class ReplicaManager:
             try:
                 checked[key] = await asyncio.to_thread(
                     check_batches_records, data, log_.config.max_message_bytes,
-                    log_.record_checks() if log_.decodes_produced_records else None)
+                    log_.record_checks() if log_.decodes_produced_records else None,
+                    log_.config.compression_target)
             except KafkaError as exc:
                 failed[key] = _failed_append(exc, partition)
                 continue
