@@ -56,6 +56,7 @@ BASE_OFFSET_OFFSET = 0
 BATCH_LENGTH_OFFSET = 8
 PARTITION_LEADER_EPOCH_OFFSET = 12
 MAGIC_OFFSET = 16
+MIN_BATCH_LENGTH = 14  # the smallest length any magic's batch can have (Kafka's RECORD_OVERHEAD_V0)
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
 LAST_OFFSET_DELTA_OFFSET = 23
@@ -191,10 +192,14 @@ def validate_produce_records(
     """Check a Produce request's records as Kafka's LogValidator does; return the batch headers.
 
     Order per batch follows Kafka: magic, framing, size limit, CRC, then record count/offset range.
+    Bytes after a whole batch that are too few for the next one are left out, as Kafka's batch
+    iterator and trimInvalidBytes leave them: the caller appends the batches returned only.
     """
     headers: list[BatchHeader] = []
     pos, n = 0, len(buf)
     while pos < n:
+        if headers and _partial_tail(buf, pos):
+            break
         if n - pos <= MAGIC_OFFSET:
             raise _corrupt(f"torn batch at position {pos}: {n - pos} bytes")
         magic = buf[pos + MAGIC_OFFSET]
@@ -231,6 +236,21 @@ def validate_produce_records(
     if not headers:
         raise _corrupt("no record batches")
     return headers
+
+
+def _partial_tail(buf: bytes | bytearray | memoryview, pos: int) -> bool:
+    """Whether the bytes at `pos` are the start of a batch cut short (Kafka's
+    ByteBufferLogInputStream.nextBatch answering null); a length or magic no batch can have is
+    left to the checks (CORRUPT_MESSAGE)."""
+    left = len(buf) - pos
+    if left < LOG_OVERHEAD:
+        return True
+    length = _I32.unpack_from(buf, pos + BATCH_LENGTH_OFFSET)[0]
+    if length < MIN_BATCH_LENGTH:
+        return False
+    if left <= MAGIC_OFFSET:
+        return True
+    return buf[pos + MAGIC_OFFSET] <= MAGIC_V2 and left < length + LOG_OVERHEAD
 
 
 def assign_offsets(buf: bytearray, pos: int, base_offset: int, leader_epoch: int) -> None:

@@ -310,7 +310,8 @@ class Log:
                                    else None, self.config.compression_target)
         if origin == AppendOrigin.CLIENT:  # after the counts: they bound its record errors
             _check_claimed_append_time(headers, self.config.log_append_time)
-        if checked.records is not records:  # rebuilt: MESSAGE_TOO_LARGE if it grew past the limit
+        if checked.records is not records:  # rebuilt (MESSAGE_TOO_LARGE if it grew past the
+            # limit), or a cut batch after the whole ones left out
             records = checked.records
             headers = validate_produce_records(records, max_message_bytes)
         max_timestamps = checked.max_timestamps
@@ -1022,8 +1023,11 @@ def read_records(records: bytes | memoryview, headers: list[BatchHeader], max_me
         else:
             parts.append(view[pos : pos + header.size])
         pos += header.size
-    return CheckedRecords(b"".join(parts) if rebuilt else records,
-                          [summary.max_timestamp for summary in summaries])
+    if rebuilt:
+        records = b"".join(parts)
+    elif pos < len(records):  # a batch cut short after the whole ones: left out
+        records = view[:pos]
+    return CheckedRecords(records, [summary.max_timestamp for summary in summaries])
 
 
 def check_record_counts(records: bytes | memoryview, headers: list[BatchHeader],

@@ -57,14 +57,22 @@ def limit_open_files() -> None:
 
 
 def start(data_dir: Path, port: int, zk_connect: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "broker.server.cli", "run", "--listeners",
-         f"PLAINTEXT://127.0.0.1:{port}", "--log-dirs", str(data_dir),
-         "-o", f"zookeeper.connect={zk_connect}", "-o", "broker.id=0",
-         "-o", "zookeeper.session.timeout.ms=3000", "-o", "controlled.shutdown.enable=false",
-         "-o", "log.level=warning", "-o", "control.listener="],
-        cwd=ROOT, preexec_fn=limit_open_files,
-    )
+    """The broker process; what it prints on stderr goes to `stderr.log` beside its data."""
+    with open(data_dir.parent / "stderr.log", "ab") as stderr:
+        return subprocess.Popen(
+            [sys.executable, "-m", "broker.server.cli", "run", "--listeners",
+             f"PLAINTEXT://127.0.0.1:{port}", "--log-dirs", str(data_dir),
+             "-o", f"zookeeper.connect={zk_connect}", "-o", "broker.id=0",
+             "-o", "zookeeper.session.timeout.ms=3000", "-o", "controlled.shutdown.enable=false",
+             "-o", "log.level=warning", "-o", "control.listener="],
+            cwd=ROOT, preexec_fn=limit_open_files, stderr=stderr,
+        )
+
+
+def said(proc: subprocess.Popen) -> str:
+    """The broker's stderr so far (a failing assertion shows why it exited)."""
+    log_dirs = proc.args[proc.args.index("--log-dirs") + 1]
+    return (Path(log_dirs).parent / "stderr.log").read_text(errors="replace")[-3000:]
 
 
 async def connect(proc: subprocess.Popen, port: int) -> RawClient:
@@ -73,7 +81,7 @@ async def connect(proc: subprocess.Popen, port: int) -> RawClient:
         try:
             return await RawClient.connect(port)
         except OSError:
-            assert proc.poll() is None, "broker exited"
+            assert proc.poll() is None, f"broker exited: {said(proc)}"
             assert time.monotonic() < deadline, "broker did not start"
             await asyncio.sleep(0.05)
 
@@ -168,7 +176,7 @@ def test_ten_thousand_partitions_within_the_default_open_files_limit(
             await client.close()
         finally:
             proc.send_signal(signal.SIGTERM)
-            assert proc.wait(60) == 0  # and a graceful stop closes all 10,000 logs
+            assert proc.wait(60) == 0, said(proc)  # a graceful stop closes all 10,000 logs
         print("seconds since start:", {k: round(v, 1) for k, v in timings.items()})
 
     asyncio.run(scenario())

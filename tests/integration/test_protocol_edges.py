@@ -284,3 +284,20 @@ async def test_a_create_time_batch_is_stored_with_its_records_max_timestamp(asyn
     answer = response.topics[0].partitions[0]
     assert (answer.error_code, answer.offset, answer.timestamp) == (ErrorCode.NONE, 1, 5_010)
     await client.close()
+
+
+async def test_a_batch_cut_short_after_a_whole_one_is_left_out(async_broker):
+    """Kafka's Produce reads the whole batches and trims what follows (trimInvalidBytes): the
+    batch is appended, the cut bytes are not; a compressed one takes the worker thread's path."""
+    client = await RawClient.connect(async_broker.port)
+    await create_topic(client, "trimmed", 2)
+    plain = encode_batch([(b"k", b"v", [], 1000)])
+    zipped = encode_batch([(b"k", b"z" * 100, [], 1000)], compression=1)
+    response = await client.request(PRODUCE, 9, produce_body({
+        ("trimmed", 0): plain + plain[:30], ("trimmed", 1): zipped + b"\0" * 5}))
+    assert {p.index: p.error_code for p in response.responses[0].partition_responses} == {
+        0: ErrorCode.NONE, 1: ErrorCode.NONE}
+    for index, sent in ((0, plain), (1, zipped)):
+        log = async_broker.replica_manager.partitions[("trimmed", index)].log
+        assert (log.log_end_offset, log.size_in_bytes) == (1, len(sent))
+    await client.close()

@@ -292,7 +292,14 @@ def test_validate_errors() -> None:
     assert _code(bytes(flipped)) == ErrorCode.CORRUPT_MESSAGE  # bad CRC
     assert _code(good[:-3]) == ErrorCode.CORRUPT_MESSAGE  # torn batch
     assert _code(good[:40]) == ErrorCode.CORRUPT_MESSAGE  # torn header
-    assert _code(good + good[:10]) == ErrorCode.CORRUPT_MESSAGE  # torn second batch
+    # A batch cut short after a whole one is left out (Kafka's iterator and trimInvalidBytes);
+    # a length or magic no batch can have is corrupt wherever it is.
+    for tail in (good[:10], good[:16], good[:40], good[:-1]):
+        assert len(validate_produce_records(good + tail, 1_000_000)) == 1
+    assert _code(good + _with_header_change(good, ">i", BATCH_LENGTH_OFFSET, 3)) == \
+        ErrorCode.CORRUPT_MESSAGE
+    assert _code(good + _with_header_change(good, ">b", MAGIC_OFFSET, 7)[:40]) == \
+        ErrorCode.CORRUPT_MESSAGE
     assert _code(b"") == ErrorCode.CORRUPT_MESSAGE  # zero batches
     assert _code(good, limit=len(good) - 1) == ErrorCode.MESSAGE_TOO_LARGE
     magic1 = bytearray(good)
