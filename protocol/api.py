@@ -42,7 +42,7 @@ def is_flexible(api_key: int, api_version: int) -> bool:
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
-    """2 for flexible versions (also above the known max, README §4), else 1 (0 for ControlledShutdown v0)."""
+    """2 for flexible versions (also above the known max), else 1 (0 for ControlledShutdown v0)."""
     if (api_key, api_version) in HEADER_V0:
         return 0
     return 2 if is_flexible(api_key, api_version) else 1

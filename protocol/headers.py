@@ -1,4 +1,4 @@
-"""Request and response headers (README §4), read before the body's schema is known.
+"""Request and response headers (v0-v2; v2 carries tagged fields), read before the body's schema is known.
 
 Wire grammar:
   request header v0  api_key int16, api_version int16, correlation_id int32
@@ -78,7 +78,7 @@ def _skip_tagged(frame: bytes | memoryview, pos: int, which: str) -> int:
 def encode_request_header(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, header_version: int | None = None
 ) -> bytes:
-    """Encode a request header (for tests and a future follower); version chosen from the API by default."""
+    """Encode a request header (tests and the inter-broker clients); version chosen from the API by default."""
     if header_version is None:
         header_version = request_header_version(api_key, api_version)
     out = bytearray(_FIXED.pack(api_key, api_version, correlation_id))

@@ -1,4 +1,4 @@
-"""construct primitives for Kafka's wire types (README §2-3), parsed and built alike interpreted or compiled.
+"""construct primitives for Kafka's wire types (fixed ints, varints, strings, bytes, arrays, tagged fields), parsed and built alike interpreted or compiled.
 
 Streams are `Reader`s (BytesIO with the end offset), so counts are checked before anything is allocated.
 """

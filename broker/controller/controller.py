@@ -489,7 +489,7 @@ class Controller(PartitionReassignment):
             async for chunk in self._load_topic_chunks(info):
                 states += chunk
                 since_step += len(chunk)
-                if since_step >= STORE_BATCH:  # many small topics go in one step, as before
+                if since_step >= STORE_BATCH:  # many small topics share one step
                     since_step = 0
                     await serve_others()
         return states

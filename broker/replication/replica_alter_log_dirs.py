@@ -139,7 +139,7 @@ class ReplicaAlterLogDirsManager:
                     if tail:
                         future.append_as_follower(tail)
                     if future.log_end_offset != current.log_end_offset:
-                        continue  # more than a small tail came: copy it as before
+                        continue  # more than a small tail came: copy it in chunks
                     if key in manager.dirs[current.log_dir].cleaner.in_progress:
                         await asyncio.sleep(IDLE_WAIT_S)  # never under a cleaner's worker's feet
                         continue

@@ -101,7 +101,7 @@ class AlertingSSLObject(ssl.SSLObject):
             raise
         except ssl.SSLError as exc:
             if not _about_the_client_certificate(exc):
-                raise  # garbage, a plaintext request: closed at once, as before
+                raise  # garbage, a plaintext request: closed at once
             self.__dict__["failed"] = exc
             raise ssl.SSLWantReadError("handshake failed: its alert goes out first") from exc
 
