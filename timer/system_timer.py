@@ -14,7 +14,9 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import weakref
 from collections.abc import Callable
+from types import MethodType
 from typing import Any
 
 from timer.clock import Clock
@@ -76,6 +78,9 @@ class SystemTimer:
         self._wheel = TimingWheel(tick_ms, wheel_size, clock.now_ms(), self._counter, self._queue)
         self._shut_down = False
         self.task_errors = 0
+        # Work the reaper does each time it advances the clock (Kafka's reaper purges its
+        # purgatory there): weak, so an owner gone leaves no callback behind.
+        self._housekeeping: list[weakref.WeakMethod] = []
 
     # --- the timer's verbs -------------------------------------------------------------------
 
@@ -93,6 +98,8 @@ class SystemTimer:
         """
         if self._shut_down:
             return False
+        if self._housekeeping:
+            self._run_housekeeping()
         now = self.clock.now_ms() if now_ms is None else now_ms
         bucket = self._queue.pop_due(now)
         if bucket is None:
@@ -102,6 +109,27 @@ class SystemTimer:
             bucket.flush(self._add_entry)
             bucket = self._queue.pop_due(now)
         return True
+
+    def add_housekeeping(self, method: MethodType) -> None:
+        """Call the bound `method` on every advance of the clock, while its object lives."""
+        self._housekeeping.append(weakref.WeakMethod(method))
+
+    def remove_housekeeping(self, method: MethodType) -> None:
+        self._housekeeping = [ref for ref in self._housekeeping if ref() != method]
+
+    def _run_housekeeping(self) -> None:
+        alive = []
+        for ref in self._housekeeping:
+            method = ref()
+            if method is None:
+                continue
+            alive.append(ref)
+            try:
+                method()
+            except Exception:
+                self.task_errors += 1
+                log.exception("timer housekeeping %r failed", method)
+        self._housekeeping = alive
 
     def _add_entry(self, entry: TimerTaskEntry) -> None:
         if self._wheel.add(entry):

@@ -45,7 +45,7 @@ from broker.metadata.store import (
 )
 from broker.metadata.topic_names import INTERNAL_TOPICS
 from protocol.errors import ErrorCode, KafkaError
-from timer import FunctionTimerTask
+from timer.scheduler import KafkaScheduler
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -109,7 +109,7 @@ class Controller(PartitionReassignment):
         self.events_handled: Counter[str] = Counter()  # per kind (the control API, the tests)
         self._watches: list = []
         self._task: asyncio.Task | None = None
-        self._rebalance_task: FunctionTimerTask | None = None
+        self.scheduler = KafkaScheduler(timer)
         self._requests: set[asyncio.Future] = set()  # admin requests not yet answered
         # Set while an event waits for the metadata store: what admin requests are answered
         self.store_unreachable: KafkaError | None = None
@@ -123,8 +123,7 @@ class Controller(PartitionReassignment):
         log.info("controller elected", broker_id=self.broker_id, controller_epoch=self.epoch)
 
     async def stop(self) -> None:
-        if self._rebalance_task is not None:
-            self._rebalance_task.cancel()
+        self.scheduler.shutdown()
         for watch in self._watches:
             watch.cancel()
         for kind, path in CHILD_EVENTS.items():
@@ -194,18 +193,12 @@ class Controller(PartitionReassignment):
         await self.queue.join()
 
     def _schedule_leader_rebalance(self) -> None:
-        """Kafka's auto leader rebalance, on the shared timer (tests drive it with the clock)."""
-        config = self.config
-        if not config["auto.leader.rebalance.enable"]:
-            return
-
-        def check() -> None:
-            self.queue.put_nowait(ControllerEvent("auto_leader_rebalance"))
-            self._schedule_leader_rebalance()
-
-        self._rebalance_task = FunctionTimerTask(
-            config["leader.imbalance.check.interval.seconds"] * 1000, check)
-        self.timer.add(self._rebalance_task)
+        """Kafka's auto leader rebalance task."""
+        if self.config["auto.leader.rebalance.enable"]:
+            self.scheduler.schedule(
+                "auto-leader-rebalance",
+                lambda: self.queue.put_nowait(ControllerEvent("auto_leader_rebalance")),
+                self.config["leader.imbalance.check.interval.seconds"] * 1000)
 
     async def _run(self) -> None:
         handlers = {

@@ -117,9 +117,9 @@ class DelayedOperationPurgatory:
     """Operations waiting on keys (e.g. ("topic", 0)), each also timed out by the shared timer.
 
     Watcher lists keep completed operations until `check_and_complete` walks that key or a purge
-    runs; a purge runs when the estimate of completed-but-still-watched operations (operations
-    ever watched since the last purge, minus those still pending in the timer) passes
-    `purge_interval`. Counters: `completed_count` counts completions before timeout,
+    runs; a purge runs, when an operation is parked or the reaper advances the timer, once the
+    estimate of completed-but-still-watched operations (operations ever watched since the last
+    purge, minus those still pending in the timer) passes `purge_interval`. Counters: `completed_count` counts completions before timeout,
     `expired_count` timeouts.
     """
 
@@ -134,6 +134,9 @@ class DelayedOperationPurgatory:
         self.expired_count = 0
         self.purged_count = 0
         self.purge_runs = 0
+        # As Kafka's expired-operation reaper: each advance of the clock also purges when due, so
+        # an idle purgatory does not keep its completed operations
+        timer.add_housekeeping(self._maybe_purge)
 
     # --- the two verbs -----------------------------------------------------------------------
 
@@ -220,6 +223,7 @@ class DelayedOperationPurgatory:
         self._watchers.clear()
         self._pending.clear()
         self._estimated_watched = 0
+        self.timer.remove_housekeeping(self._maybe_purge)
         return list(seen.values())
 
     def purge(self) -> int:

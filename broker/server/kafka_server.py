@@ -52,7 +52,7 @@ from protocol.errors import ErrorCode, KafkaError
 from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel, OfflineLogDir
 from storage.log_flusher import LogFlusher
 from storage.log_manager import LogManager
-from timer import FunctionTimerTask
+from timer.scheduler import NEVER_MS, KafkaScheduler
 
 if TYPE_CHECKING:
     from broker.admin.admin_manager import AdminManager
@@ -68,7 +68,6 @@ if TYPE_CHECKING:
 log = get_logger("kafka_sim.broker")
 SHUTDOWN_GRACE_S = 5.0
 TLS_HANDSHAKE_TIMEOUT_S = 60.0  # asyncio's default; connections.max.idle.ms when shorter
-NEVER_MS = 2**62  # an interval this long (Kafka's Long.MAX defaults) means the job never runs
 # A LeaderAndIsr with more new logs than this has them made in a worker thread first (~1 ms of
 # file system calls each); a few are made on the loop, the request applied at once.
 LOGS_MADE_ON_THE_LOOP = 16
@@ -168,8 +167,9 @@ class KafkaServer:
             config["max.connections"], config["max.connections.per.ip"],
             config["max.connections.per.ip.overrides"])
         self._background: list[asyncio.Task] = []
-        self._isr_task: FunctionTimerTask | None = None
-        self._timer_jobs: dict[str, FunctionTimerTask] = {}
+        # The periodic jobs, on the shared timer: the cluster's clock drives them
+        self.scheduler = KafkaScheduler(context.timer, lambda job, exc: log.error(
+            "background job failed", job=job, exc_info=exc))
         # Bound addresses per listener name (port 0 is resolved at start); the first is `address`.
         self.addresses: dict[str, tuple[str, int]] = {
             x.name: (x.host, x.port) for x in config.listeners}
@@ -316,23 +316,19 @@ class KafkaServer:
         await self._register()
         for server in self._servers:
             await server.start_serving()
-        self._schedule_isr_expiration()
-        self._background = [
-            asyncio.create_task(self._every(self.config["log.flush.interval.ms"],
-                                            self.log_manager.flush_all)),
-            asyncio.create_task(self._every(
-                self.config["replica.high.watermark.checkpoint.interval.ms"],
-                self._checkpoint_in_background)),
-            asyncio.create_task(self._every(
-                self.config["log.cleaner.backoff.ms"] if self.config["log.cleaner.enable"]
-                else NEVER_MS, self._clean_logs)),
-        ]
-        # Retention and producer-id expiration are timeouts: on the timer, so they follow the clock.
-        self._every_on_timer("retention", self.config["log.retention.check.interval.ms"],
-                             self.log_manager.cleanup)
-        self._every_on_timer("producer-expiration",
-                             self.config["producer.id.expiration.check.interval.ms"],
-                             self.log_manager.remove_expired_producers)
+        config, schedule = self.config, self.scheduler.schedule
+        # Kafka's isr-expiration task
+        schedule("isr-expiration", self.replica_manager.maybe_shrink_isr,
+                 max(1, config["replica.lag.time.max.ms"] // 2))
+        schedule("log-flusher", self.log_manager.flush_all, config["log.flush.interval.ms"])
+        schedule("highwatermark-checkpoint", self._checkpoint_in_background,
+                 config["replica.high.watermark.checkpoint.interval.ms"])
+        schedule("log-cleaner", self._clean_logs, config["log.cleaner.backoff.ms"]
+                 if config["log.cleaner.enable"] else NEVER_MS)
+        schedule("log-retention", self.log_manager.cleanup,
+                 config["log.retention.check.interval.ms"])
+        schedule("producer-expiration", self.log_manager.remove_expired_producers,
+                 config["producer.id.expiration.check.interval.ms"])
         self._coordinators_started = True
         if self._group_coordinator is not None:
             self._group_coordinator.schedule_retention()
@@ -362,11 +358,7 @@ class KafkaServer:
                 task.cancel()
         for task in self._background:
             task.cancel()
-        if self._isr_task is not None:
-            self._isr_task.cancel()
-        for job in self._timer_jobs.values():
-            job.cancel()
-        self._timer_jobs.clear()
+        await asyncio.gather(*self.scheduler.shutdown(), return_exceptions=True)
         self._coordinators_started = False
         if self._group_coordinator is not None:
             self._group_coordinator.shutdown()
@@ -459,49 +451,6 @@ class KafkaServer:
     async def _clean_logs(self) -> int:
         """A log cleaner pass: reading and writing in a worker thread, the swaps on the loop."""
         return await run_steps_in_worker(self.log_manager.clean_logs_stepwise())
-
-    async def _every(self, interval_ms: int, job) -> None:
-        if interval_ms >= NEVER_MS:
-            return
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                result = job()
-                if asyncio.iscoroutine(result):
-                    await result
-            except Exception:
-                log.exception("background job failed", job=getattr(job, "__name__", str(job)))
-
-    def _every_on_timer(self, name: str, interval_ms: int, job: Callable[[], object]) -> None:
-        """A periodic job on the shared timer (it runs on the reaper, between requests)."""
-        if interval_ms >= NEVER_MS:
-            return
-
-        def run() -> None:
-            if not self.running:
-                return
-            try:
-                job()
-            except Exception:
-                log.exception("background job failed", job=name)
-            self._every_on_timer(name, interval_ms, job)
-
-        task = FunctionTimerTask(interval_ms, run)
-        self._timer_jobs[name] = task
-        self.context.timer.add(task)
-
-    def _schedule_isr_expiration(self) -> None:
-        """Kafka's isr-expiration task, on the shared timer so tests drive it with the clock."""
-        interval = max(1, self.config["replica.lag.time.max.ms"] // 2)
-
-        def run() -> None:
-            if not self.running:
-                return
-            self.replica_manager.maybe_shrink_isr()
-            self._schedule_isr_expiration()
-
-        self._isr_task = FunctionTimerTask(interval, run)
-        self.context.timer.add(self._isr_task)
 
     async def _on_connection(
         self, listener: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter

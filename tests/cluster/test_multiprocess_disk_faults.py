@@ -5,6 +5,8 @@ nothing acknowledged is lost or duplicated, and the restarted process recovers a
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.cluster.client_producers import create_replicated_topic, produce_confluent
@@ -83,8 +85,9 @@ def test_one_of_two_log_dirs_failing_moves_only_its_leaderships(zk_connect, tmp_
 
         wait_until(lambda: leaders() == {0: 0, 1: 0} and all(
             len(p["isr"]) == 2 for p in c.partitions("two-dirs", 1)), "broker 0 leading both")
-        failing = str(c.log_dirs(0)[1])  # partition 1's: the second log created goes there
-        assert (c.log_dirs(0)[1] / "two-dirs-1").is_dir()
+        # Partition 1's dir (each dir holds one of the two: new logs go to the emptier dir)
+        [failing] = [str(d) for d in c.log_dirs(0) if (d / "two-dirs-1").is_dir()]
+        assert not (Path(failing) / "two-dirs-0").exists()
         c.control(0, "/disk-faults", "POST", {"broker": 0, "operation": "write", "errno": "EIO",
                                               "log_dir": failing})
         producer = KafkaProducer(bootstrap_servers=c.bootstrap, acks="all", retries=20,

@@ -12,9 +12,12 @@ from typing import TYPE_CHECKING
 from broker.coordinator.group.group_metadata import GroupMetadata, GroupState
 from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from broker.coordinator.group.member import MemberMetadata
+from broker.logs import get_logger
 from broker.replication.purgatory import DelayedOperationPurgatory
 from protocol.errors import ErrorCode
-from timer import FunctionTimerTask
+from timer.scheduler import KafkaScheduler
+
+log = get_logger("kafka_sim.group_coordinator")
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -37,7 +40,8 @@ class GroupCoordinatorBase(ABC):
                                             self.on_group_loaded, self.on_group_unloaded)
         self.active = True
         self._tasks: set[asyncio.Task] = set()
-        self._retention_task: FunctionTimerTask | None = None
+        self.scheduler = KafkaScheduler(timer, lambda job, exc: log.error(
+            "group coordinator job failed", job=job, exc_info=exc))
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -51,6 +55,7 @@ class GroupCoordinatorBase(ABC):
 
     def shutdown(self) -> None:
         self.active = False
+        self.scheduler.shutdown()
         self.manager.shutdown()
         for task in self._tasks:
             task.cancel()

@@ -16,7 +16,6 @@ from broker.coordinator.group.group_metadata import (
 from broker.coordinator.group.member import UNKNOWN_MEMBER_ID
 from broker.logs import get_logger
 from protocol.errors import ErrorCode
-from timer import FunctionTimerTask
 
 log = get_logger("kafka_sim.group_coordinator")
 TopicPartition = tuple[str, int]
@@ -193,12 +192,6 @@ class GroupOffsets(GroupCoordinatorBase):
         return removed
 
     def schedule_retention(self) -> None:
-        """Kafka's delete-expired-group-metadata task, on the shared timer."""
-        def run() -> None:
-            if self.active:
-                self.spawn(self.cleanup_expired_offsets())
-                self.schedule_retention()
-
-        self._retention_task = FunctionTimerTask(
-            self.config["offsets.retention.check.interval.ms"], run)
-        self.timer.add(self._retention_task)
+        """Kafka's delete-expired-group-metadata task."""
+        self.scheduler.schedule("delete-expired-group-metadata", self.cleanup_expired_offsets,
+                                self.config["offsets.retention.check.interval.ms"])

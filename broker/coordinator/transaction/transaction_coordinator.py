@@ -30,7 +30,7 @@ from broker.metadata.topic_names import OFFSETS_TOPIC
 from protocol.errors import ErrorCode, KafkaError
 from protocol.transaction_records import ControlType
 from protocol.transaction_records import TransactionState as S
-from timer import FunctionTimerTask
+from timer.scheduler import KafkaScheduler
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -62,7 +62,8 @@ class TransactionCoordinator:
                                                self._on_partition_loaded)
         self.active = True
         self._tasks: set[asyncio.Task] = set()
-        self._timer_tasks: dict[str, FunctionTimerTask] = {}  # the next run of each job
+        self.scheduler = KafkaScheduler(timer, lambda job, exc: log.error(
+            "transaction coordinator job failed", job=job, exc_info=exc))
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -78,30 +79,21 @@ class TransactionCoordinator:
             self.manager.on_resigned(partition)
 
     def startup(self) -> None:
-        self._schedule(self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
-                       self.abort_timed_out_transactions)
-        self._schedule(self.config["transaction.remove.expired.transaction.cleanup.interval.ms"],
-                       self.remove_expired_transactional_ids)
+        config = self.config
+        self.scheduler.schedule(
+            "transaction-abort", self.abort_timed_out_transactions,
+            config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
+        self.scheduler.schedule(
+            "transactionalId-expiration", self.remove_expired_transactional_ids,
+            config["transaction.remove.expired.transaction.cleanup.interval.ms"])
 
     def shutdown(self) -> None:
         self.active = False
-        for task in self._timer_tasks.values():
-            task.cancel()
+        self.scheduler.shutdown()
         self.manager.shutdown()
         self.channel.close()
         for task in self._tasks:
             task.cancel()
-
-    def _schedule(self, interval_ms: int, job: Callable[[], Awaitable]) -> None:
-        """A periodic job on the shared timer, so tests drive it with the manual clock."""
-        def run() -> None:
-            if self.active:
-                self.spawn(job())
-                self._schedule(interval_ms, job)
-
-        task = FunctionTimerTask(interval_ms, run)
-        self._timer_tasks[job.__name__] = task
-        self.timer.add(task)
 
     def _txn(self, transactional_id: str) -> TransactionMetadata | None:
         return self.manager.transactions.get(transactional_id)

@@ -317,3 +317,17 @@ def test_a_delayed_fetch_whose_read_raises_answers_unknown_server_error():
         assert [d.error for d in future.result()] == [ErrorCode.UNKNOWN_SERVER_ERROR] * 2
 
     asyncio.run(scenario())
+
+
+def test_the_reaper_purges_an_idle_purgatory():
+    """Operations completed elsewhere (forced) stay in their watcher lists; with nothing parked
+    afterwards, the next advance of the timer (the reaper's) purges them, as Kafka's reaper."""
+    clock, timer, purgatory = setup(purge_interval=5)
+    ops = [Op(60_000) for _ in range(10)]
+    for i, op in enumerate(ops):
+        assert purgatory.try_complete_else_watch(op, [("topic", i)]) is False
+    for op in ops:
+        op.force_complete()
+    assert purgatory.num_watched == 10 and purgatory.purge_runs == 0
+    expire_to(clock, timer, 1)
+    assert purgatory.num_watched == 0 and purgatory.purge_runs == 1
