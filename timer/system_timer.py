@@ -17,7 +17,6 @@ import logging
 import weakref
 from collections.abc import Callable
 from types import MethodType
-from typing import Any
 
 from timer.clock import Clock
 from timer.timer_task import TimerTask
@@ -74,8 +73,8 @@ class SystemTimer:
     def __init__(self, clock: Clock, tick_ms: int = 1, wheel_size: int = 20) -> None:
         self.clock = clock
         self._counter = TaskCounter()
-        self._queue = BucketHeap()
-        self._wheel = TimingWheel(tick_ms, wheel_size, clock.now_ms(), self._counter, self._queue)
+        self.queue = BucketHeap()
+        self.wheel = TimingWheel(tick_ms, wheel_size, clock.now_ms(), self._counter, self.queue)
         self._shut_down = False
         self.task_errors = 0
         # Work the reaper does each time it advances the clock (Kafka's reaper purges its
@@ -101,13 +100,13 @@ class SystemTimer:
         if self._housekeeping:
             self._run_housekeeping()
         now = self.clock.now_ms() if now_ms is None else now_ms
-        bucket = self._queue.pop_due(now)
+        bucket = self.queue.pop_due(now)
         if bucket is None:
             return False
         while bucket is not None:
-            self._wheel.advance_clock(bucket.expiration)
+            self.wheel.advance_clock(bucket.expiration)
             bucket.flush(self._add_entry)
-            bucket = self._queue.pop_due(now)
+            bucket = self.queue.pop_due(now)
         return True
 
     def add_housekeeping(self, method: MethodType) -> None:
@@ -132,7 +131,7 @@ class SystemTimer:
         self._housekeeping = alive
 
     def _add_entry(self, entry: TimerTaskEntry) -> None:
-        if self._wheel.add(entry):
+        if self.wheel.add(entry):
             return
         task = entry.task
         if task is not None and task.timer_task_entry is entry:  # due, not cancelled: run it
@@ -159,66 +158,12 @@ class SystemTimer:
 
     def next_expiration_ms(self) -> int | None:
         """When the earliest queued bucket expires (it may hold only cancelled tasks); None if none."""
-        return self._queue.peek_expiration()
+        return self.queue.peek_expiration()
 
     @property
     def on_earliest_changed(self) -> Callable[[int], None] | None:
-        return self._queue.on_earliest_changed
+        return self.queue.on_earliest_changed
 
     @on_earliest_changed.setter
     def on_earliest_changed(self, callback: Callable[[int], None] | None) -> None:
-        self._queue.on_earliest_changed = callback
-
-    @property
-    def heap_pushes(self) -> int:
-        return self._queue.pushes
-
-    @property
-    def heap_size(self) -> int:
-        return len(self._queue)
-
-    def wheels(self) -> list[TimingWheel]:
-        """The wheel levels that exist so far, lowest (finest tick) first."""
-        levels = []
-        wheel: TimingWheel | None = self._wheel
-        while wheel is not None:
-            levels.append(wheel)
-            wheel = wheel.overflow_wheel
-        return levels
-
-    def locate(self, task: TimerTask) -> tuple[int, int] | None:
-        """(level, bucket index) where `task` waits, levels counted from 1; None if not pending."""
-        entry = task.timer_task_entry
-        bucket = entry.list if entry is not None else None
-        if bucket is None:
-            return None
-        return bucket.level, bucket.index
-
-    def levels(self) -> list[dict[str, Any]]:
-        """Per wheel level: tick, interval, current time, occupied buckets, tasks, and each
-        bucket's task count with the index of the current one."""
-        return [
-            {
-                "level": wheel.level,
-                "tick_ms": wheel.tick_ms,
-                "interval_ms": wheel.interval,
-                "current_time_ms": wheel.current_time,
-                "occupied_buckets": wheel.occupied_buckets(),
-                "tasks": wheel.task_count(),
-                "wheel_size": wheel.wheel_size,
-                "current_bucket": wheel.current_bucket(),
-                "buckets": wheel.bucket_task_counts(),
-            }
-            for wheel in self.wheels()
-        ]
-
-    def stats(self) -> dict[str, Any]:
-        return {
-            "size": self.size,
-            "now_ms": self.clock.now_ms(),
-            "next_expiration_ms": self.next_expiration_ms(),
-            "heap_entries": self.heap_size,
-            "heap_pushes": self.heap_pushes,
-            "task_errors": self.task_errors,
-            "levels": self.levels(),
-        }
+        self.queue.on_earliest_changed = callback

@@ -105,21 +105,3 @@ class TimingWheel:
             self.current_time = time_ms - (time_ms % self.tick_ms)
             if self.overflow_wheel is not None:
                 self.overflow_wheel.advance_clock(self.current_time)
-
-    def bucket_for(self, expiration_ms: int) -> TimerTaskList:
-        """The bucket of this level that an expiration maps to (for tests and inspection)."""
-        return self.buckets[(expiration_ms // self.tick_ms) % self.wheel_size]
-
-    def occupied_buckets(self) -> int:
-        return sum(1 for bucket in self.buckets if len(bucket))
-
-    def task_count(self) -> int:
-        return sum(len(bucket) for bucket in self.buckets)
-
-    def bucket_task_counts(self) -> list[int]:
-        """Tasks per bucket, by index (the console draws each level as a ring of them)."""
-        return [len(bucket) for bucket in self.buckets]
-
-    def current_bucket(self) -> int:
-        """The index of the bucket that covers `current_time` (the ring's hand)."""
-        return (self.current_time // self.tick_ms) % self.wheel_size

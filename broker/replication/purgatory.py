@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 from abc import abstractmethod
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any
 
 from broker.logs import get_logger
 from timer import SystemTimer, TimerTask
@@ -127,7 +126,7 @@ class DelayedOperationPurgatory:
         self.name = name
         self.timer = timer
         self.purge_interval = purge_interval
-        self._watchers: dict[Hashable, list[DelayedOperation]] = {}
+        self.watchers: dict[Hashable, list[DelayedOperation]] = {}
         self._pending: dict[int, DelayedOperation] = {}  # id(op) -> op, for ops in the timer
         self._estimated_watched = 0
         self.completed_count = 0
@@ -156,7 +155,7 @@ class DelayedOperationPurgatory:
         for key in keys:
             if op.is_completed:  # completed from elsewhere meanwhile: stop watching
                 return False
-            self._watchers.setdefault(key, []).append(op)
+            self.watchers.setdefault(key, []).append(op)
         self._estimated_watched += 1
         if not op.is_completed and self._safe_try_complete(op):
             return True
@@ -168,7 +167,7 @@ class DelayedOperationPurgatory:
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try every operation watched on `key`; returns how many this call completed."""
-        ops = self._watchers.get(key)
+        ops = self.watchers.get(key)
         if not ops:
             return 0
         completed = 0
@@ -199,7 +198,7 @@ class DelayedOperationPurgatory:
     def cancel_for_key(self, key: Hashable) -> list[DelayedOperation]:
         """Stop watching `key` and cancel the timeouts of its unfinished ops, which are returned
         (still uncompleted) so the caller can answer them; other keys' lists are left alone."""
-        ops = self._watchers.pop(key, [])
+        ops = self.watchers.pop(key, [])
         cancelled = [op for op in ops if not op.is_completed]
         for op in cancelled:
             op.cancel()
@@ -212,7 +211,7 @@ class DelayedOperationPurgatory:
         The timer is shared by all purgatories, so it is not shut down here.
         """
         seen: dict[int, DelayedOperation] = {}
-        for ops in self._watchers.values():
+        for ops in self.watchers.values():
             for op in ops:
                 if not op.is_completed:
                     seen.setdefault(id(op), op)
@@ -220,7 +219,7 @@ class DelayedOperationPurgatory:
             seen.setdefault(id(op), op)
         for op in seen.values():
             op.cancel()
-        self._watchers.clear()
+        self.watchers.clear()
         self._pending.clear()
         self._estimated_watched = 0
         self.timer.remove_housekeeping(self._maybe_purge)
@@ -229,7 +228,7 @@ class DelayedOperationPurgatory:
     def purge(self) -> int:
         """Remove completed operations from every watcher list; returns how many were removed."""
         removed = 0
-        for key in list(self._watchers):
+        for key in list(self.watchers):
             removed += self._drop_completed(key)
         self.purged_count += removed
         self.purge_runs += 1
@@ -241,14 +240,14 @@ class DelayedOperationPurgatory:
             self.purge()
 
     def _drop_completed(self, key: Hashable) -> int:
-        ops = self._watchers.get(key)
+        ops = self.watchers.get(key)
         if ops is None:
             return 0
         live = [op for op in ops if not op.is_completed]
         if live:
-            self._watchers[key] = live
+            self.watchers[key] = live
         else:
-            del self._watchers[key]  # no empty lists left behind for keys nobody waits on
+            del self.watchers[key]  # no empty lists left behind for keys nobody waits on
         return len(ops) - len(live)
 
     def _on_done(self, op: DelayedOperation) -> None:
@@ -258,34 +257,7 @@ class DelayedOperationPurgatory:
         else:
             self.completed_count += 1
 
-    # --- counts for tests and the admin view -------------------------------------------------
-
-    def watched(self, key: Hashable) -> int:
-        """Operations in `key`'s watcher list (completed ones count until purged)."""
-        return len(self._watchers.get(key, ()))
-
-    @property
-    def num_watched(self) -> int:
-        """Watcher-list entries over all keys (an op watched on three keys counts three times)."""
-        return sum(len(ops) for ops in self._watchers.values())
-
     @property
     def delayed(self) -> int:
         """Operations waiting in the timer for their timeout."""
         return len(self._pending)
-
-    def watched_keys(self) -> list[Hashable]:
-        return list(self._watchers)
-
-    def stats(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "delayed": self.delayed,
-            "watched": self.num_watched,
-            "keys": len(self._watchers),
-            "completed": self.completed_count,
-            "expired": self.expired_count,
-            "purged": self.purged_count,
-            "purge_runs": self.purge_runs,
-            "purge_interval": self.purge_interval,
-        }

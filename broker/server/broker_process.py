@@ -31,6 +31,7 @@ from broker.server.cluster import write_meta_properties
 from broker.server.cluster_context import ClusterContext, RunningBroker
 from broker.server.kafka_server import KafkaServer
 from timer import Clock, VirtualClock
+from timer import view as timer_view
 
 log = get_logger("kafka_sim.broker_process")
 
@@ -245,14 +246,14 @@ class BrokerProcess:
         brokers = {str(self.broker_id): self.broker.purgatory_stats()} if running else {}
         sessions = {str(self.broker_id): self.broker.replica_manager.fetch_manager.stats()} \
             if running else {}
-        return {"brokers": brokers, "timer": self.context.timer.stats(),
+        return {"brokers": brokers, "timer": timer_view.stats(self.context.timer),
                 "fetch_sessions": sessions}
 
     def metrics(self) -> dict:
         assert self.context is not None
         running = self.broker is not None and self.broker.running
         return {"brokers": {str(self.broker_id): self.broker.metrics()} if running else {},
-                "timer": self.context.timer.stats(), "event_loop": self.event_loop()}
+                "timer": timer_view.stats(self.context.timer), "event_loop": self.event_loop()}
 
     def event_loop(self) -> dict:
         return self._context().event_loop()

@@ -20,6 +20,7 @@ from broker.server.cluster_context import ClusterContext
 from broker.server.kafka_server import KafkaServer
 from storage.checkpoint import write_text_atomically
 from timer import Clock, SystemTimer, VirtualClock
+from timer import view as timer_view
 
 if TYPE_CHECKING:
     from broker.controller.controller import Controller
@@ -215,7 +216,7 @@ class Cluster:
         return {
             "brokers": {str(b.broker_id): b.purgatory_stats()
                         for b in self.brokers.values() if b.running},
-            "timer": self.context.timer.stats(),
+            "timer": timer_view.stats(self.context.timer),
             "fetch_sessions": {str(b.broker_id): b.replica_manager.fetch_manager.stats()
                                for b in self.brokers.values() if b.running},
         }
@@ -223,7 +224,7 @@ class Cluster:
     def metrics(self) -> dict:
         return {"brokers": {str(b.broker_id): b.metrics()
                             for b in self.brokers.values() if b.running},
-                "timer": self.context.timer.stats(), "event_loop": self.event_loop()}
+                "timer": timer_view.stats(self.context.timer), "event_loop": self.event_loop()}
 
     def event_loop(self) -> dict:
         return self.context.event_loop()

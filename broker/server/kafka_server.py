@@ -44,6 +44,7 @@ from broker.network.connection_quotas import ConnectionQuotas
 from broker.network.memory_pool import RequestMemoryPool
 from broker.network.request_metrics import RequestMetrics
 from broker.quota.quota_managers import QuotaManagers
+from broker.replication import purgatory_view
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
 from broker.security.listener_security import ListenerSecurity
 from broker.security.scram_credentials import ScramCredentialStore
@@ -486,10 +487,10 @@ class KafkaServer:
     def purgatory_stats(self) -> dict:
         """Per purgatory of this broker: watched keys, delayed, completed, expired."""
         rm, groups = self.replica_manager, self.group_coordinator
-        return {"fetch": rm.fetch_purgatory.stats(), "produce": rm.produce_purgatory.stats(),
-                "delete_records": rm.delete_records_purgatory.stats(),
-                "heartbeat": groups.heartbeat_purgatory.stats(),
-                "rebalance": groups.join_purgatory.stats(),
+        return {"fetch": purgatory_view.stats(rm.fetch_purgatory), "produce": purgatory_view.stats(rm.produce_purgatory),
+                "delete_records": purgatory_view.stats(rm.delete_records_purgatory),
+                "heartbeat": purgatory_view.stats(groups.heartbeat_purgatory),
+                "rebalance": purgatory_view.stats(groups.join_purgatory),
                 "throttle": self.quotas.stats()}
 
     def metrics(self) -> dict:

@@ -117,7 +117,7 @@ def bench_system_timer(delays: list[int], cancel_idx: list[int]) -> Result:
         len(cancel_idx),
         expire_s,
         expired,
-        timer.heap_pushes,
+        timer.queue.pushes,
     )
 
 

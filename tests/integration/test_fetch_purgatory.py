@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from broker.replication import purgatory_view
 from broker.server.cluster import Cluster
 from protocol.errors import ErrorCode
 from protocol.records import encode_batch, iter_batches
@@ -30,7 +31,7 @@ async def test_parked_fetch_wakes_on_produce(async_broker):
     # max wait of an hour: only an append can answer this fetch within the test's timeout.
     correlation_id = await consumer.send(FETCH, 12, fetch_body("wake", 0, 3_600_000))
     await until(lambda: purgatory.delayed == 1)
-    assert purgatory.watched(("wake", 0)) == 1
+    assert purgatory_view.watched(purgatory, ("wake", 0)) == 1
 
     await producer.request(PRODUCE, 9, produce_body({("wake", 0): encode_batch([(b"k", b"v", [], 5)])}))
     produced_at = time.perf_counter()
@@ -124,7 +125,7 @@ async def test_a_partition_listed_many_times_is_read_answered_and_watched_once(a
     await until(lambda: purgatory.delayed == 1)
     (parked,) = async_broker.replica_manager._parked
     assert len(parked.partitions) == 2
-    assert purgatory.watched(("dup", 0)) == purgatory.watched(("dup", 1)) == 1
+    assert purgatory_view.watched(purgatory, ("dup", 0)) == purgatory_view.watched(purgatory, ("dup", 1)) == 1
     await producer.request(PRODUCE, 9, produce_body({("dup", 0): encode_batch([(None, b"w", [], 3)])}))
     response = await asyncio.wait_for(consumer.receive(FETCH, 12, correlation_id), 10)
     answered = response.responses[0].partitions

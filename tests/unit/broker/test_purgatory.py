@@ -3,6 +3,7 @@
 import asyncio
 
 from broker.replication.purgatory import DelayedOperation, DelayedOperationPurgatory
+from broker.replication.purgatory_view import num_watched, stats, watched
 from timer import ManualClock, SystemTimer
 
 TP0 = ("topic", 0)
@@ -48,7 +49,7 @@ def test_completes_at_once_when_it_can_and_is_never_watched():
     op = Op(1000, {"go": True})
     assert purgatory.try_complete_else_watch(op, [TP0]) is True
     assert op.is_completed and op.completions == 1 and op.tries == 1
-    assert purgatory.watched(TP0) == 0 and purgatory.delayed == 0 and timer.size == 0
+    assert watched(purgatory, TP0) == 0 and purgatory.delayed == 0 and timer.size == 0
     assert purgatory.completed_count == 1
 
 
@@ -57,8 +58,8 @@ def test_watched_op_is_tried_twice_then_put_in_the_timer():
     op = Op(1000)
     assert purgatory.try_complete_else_watch(op, [TP0, TP1, TP0]) is False
     assert op.tries == 2  # before and after watching, as Kafka does
-    assert purgatory.watched(TP0) == 1 and purgatory.watched(TP1) == 1  # duplicate key folded
-    assert purgatory.num_watched == 2
+    assert watched(purgatory, TP0) == 1 and watched(purgatory, TP1) == 1  # duplicate key folded
+    assert num_watched(purgatory) == 2
     assert purgatory.delayed == 1 and timer.size == 1
 
 
@@ -74,7 +75,7 @@ def test_check_and_complete_wakes_watched_ops_and_leaves_the_timer():
     ready["go"] = True
     assert purgatory.check_and_complete(TP0) == 3
     assert all(op.completions == 1 and op.expirations == 0 for op in ops)
-    assert purgatory.watched(TP0) == 0 and TP0 not in purgatory.watched_keys()
+    assert watched(purgatory, TP0) == 0 and TP0 not in purgatory.watchers
     assert purgatory.delayed == 1 and timer.size == 1  # completed ops left the timer at once
     assert purgatory.check_and_complete(TP0) == 0
     assert purgatory.check_and_complete(("nobody", 9)) == 0
@@ -97,7 +98,7 @@ def test_expiry_calls_on_complete_then_on_expiration_exactly_once():
     # A late check finds the op completed: not completed again, and it leaves the watcher list.
     op.ready["go"] = True
     assert purgatory.check_and_complete(TP0) == 0
-    assert op.completions == 1 and purgatory.watched(TP0) == 0
+    assert op.completions == 1 and watched(purgatory, TP0) == 0
 
 
 def test_race_between_check_and_complete_and_expiry_completes_once():
@@ -158,20 +159,20 @@ def test_completed_ops_are_purged_from_watcher_lists():
         purgatory.try_complete_else_watch(Op(5000, ready), [TP0, TP1])
     ready["go"] = True
     assert purgatory.check_and_complete(TP0) == 10
-    assert purgatory.watched(TP1) == 10 and purgatory.delayed == 0
+    assert watched(purgatory, TP1) == 10 and purgatory.delayed == 0
     assert purgatory.purge_runs == 0
     # The estimate of completed-but-watched ops is (ops watched) - (ops delayed): 11 - 1 = 10,
     # not past the interval yet.
     extra = Op(5000)
     purgatory.try_complete_else_watch(extra, [("x", 0)])
-    assert purgatory.purge_runs == 0 and purgatory.watched(TP1) == 10
+    assert purgatory.purge_runs == 0 and watched(purgatory, TP1) == 10
     extra.force_complete()
     purgatory.try_complete_else_watch(Op(5000), [("x", 1)])  # 12 - 1 = 11 > 10: purge
     assert purgatory.purge_runs == 1
-    assert purgatory.watched(TP1) == 0 and TP1 not in purgatory.watched_keys()
-    assert purgatory.watched(("x", 0)) == 0
+    assert watched(purgatory, TP1) == 0 and TP1 not in purgatory.watchers
+    assert watched(purgatory, ("x", 0)) == 0
     assert purgatory.purged_count == 11
-    assert purgatory.num_watched == 1 and purgatory.delayed == 1
+    assert num_watched(purgatory) == 1 and purgatory.delayed == 1
 
 
 def test_expired_ops_are_purged_too():
@@ -179,9 +180,9 @@ def test_expired_ops_are_purged_too():
     for i in range(6):
         purgatory.try_complete_else_watch(Op(10), [("t", i)])
     expire_to(clock, timer, 10)
-    assert purgatory.expired_count == 6 and purgatory.num_watched == 6
+    assert purgatory.expired_count == 6 and num_watched(purgatory) == 6
     purgatory.try_complete_else_watch(Op(10), [("t", 99)])
-    assert purgatory.num_watched == 1 and purgatory.purge_runs == 1
+    assert num_watched(purgatory) == 1 and purgatory.purge_runs == 1
 
 
 def test_cancel_for_key_returns_uncompleted_ops_and_stops_their_timeouts():
@@ -192,7 +193,7 @@ def test_cancel_for_key_returns_uncompleted_ops_and_stops_their_timeouts():
     purgatory.try_complete_else_watch(b, [TP0])  # completes at once, never watched
     cancelled = purgatory.cancel_for_key(TP0)
     assert cancelled == [a] and not a.is_completed
-    assert purgatory.watched(TP0) == 0 and purgatory.delayed == 1 and timer.size == 1
+    assert watched(purgatory, TP0) == 0 and purgatory.delayed == 1 and timer.size == 1
     expire_to(clock, timer, 1000)
     assert (a.completions, a.expirations) == (0, 0)
 
@@ -205,7 +206,7 @@ def test_shutdown_returns_what_is_left_and_cancels_timeouts():
     ops[0].force_complete()
     left = purgatory.shutdown()
     assert sorted(map(id, left)) == sorted(map(id, ops[1:]))
-    assert purgatory.num_watched == 0 and purgatory.delayed == 0 and timer.size == 0
+    assert num_watched(purgatory) == 0 and purgatory.delayed == 0 and timer.size == 0
     expire_to(clock, timer, 1000)
     assert sum(op.expirations for op in ops) == 0
 
@@ -224,7 +225,7 @@ def test_stats_for_the_admin_view():
     purgatory.try_complete_else_watch(Op(10), [TP0, TP1])
     purgatory.try_complete_else_watch(Op(50), [TP1])
     expire_to(clock, timer, 10)
-    assert purgatory.stats() == {
+    assert stats(purgatory) == {
         "name": "produce",
         "delayed": 1,
         "watched": 3,
@@ -293,7 +294,7 @@ def test_an_op_failing_in_a_check_completes_and_the_others_on_the_key_go_on():
     assert purgatory.check_and_complete(TP0) == 2  # no exception escapes to the caller
     assert second.is_completed and second.completions == 1
     assert healthy.is_completed and healthy.completions == 1
-    assert purgatory.delayed == 0 and purgatory.watched(TP0) == 0
+    assert purgatory.delayed == 0 and watched(purgatory, TP0) == 0
 
 
 def test_a_delayed_fetch_whose_read_raises_answers_unknown_server_error():
@@ -328,6 +329,6 @@ def test_the_reaper_purges_an_idle_purgatory():
         assert purgatory.try_complete_else_watch(op, [("topic", i)]) is False
     for op in ops:
         op.force_complete()
-    assert purgatory.num_watched == 10 and purgatory.purge_runs == 0
+    assert num_watched(purgatory) == 10 and purgatory.purge_runs == 0
     expire_to(clock, timer, 1)
-    assert purgatory.num_watched == 0 and purgatory.purge_runs == 1
+    assert num_watched(purgatory) == 0 and purgatory.purge_runs == 1

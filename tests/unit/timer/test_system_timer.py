@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from timer import FunctionTimerTask, ManualClock, SystemTimer, TimerTask
+from timer import view as timer_view
 
 
 class Recorder:
@@ -129,10 +130,10 @@ def test_heap_pushes_are_per_bucket_not_per_task():
     for _ in range(1000):
         timer.add(FunctionTimerTask(7, lambda: None))
     assert timer.size == 1000
-    assert timer.heap_pushes == 1 and timer.heap_size == 1
+    assert timer.queue.pushes == 1 and len(timer.queue) == 1
     for _ in range(1000):  # 1000 more tasks spread over 3 buckets of level 2
         timer.add(FunctionTimerTask(random.randint(100, 159), lambda: None))
-    assert timer.heap_pushes == 4
+    assert timer.queue.pushes == 4
 
 
 def test_next_expiration_and_earliest_changed_hook():
@@ -192,7 +193,7 @@ def test_levels_report_buckets_and_tasks():
     timer = SystemTimer(clock)
     for delay in (2, 2, 3, 350, 450):
         timer.add(FunctionTimerTask(delay, lambda: None))
-    by_level = {lv["level"]: lv for lv in timer.levels()}
+    by_level = {lv["level"]: lv for lv in timer_view.levels(timer)}
     assert (by_level[1]["occupied_buckets"], by_level[1]["tasks"]) == (2, 3)
     assert (by_level[2]["occupied_buckets"], by_level[2]["tasks"]) == (1, 1)
     assert (by_level[3]["occupied_buckets"], by_level[3]["tasks"]) == (1, 1)
@@ -200,7 +201,7 @@ def test_levels_report_buckets_and_tasks():
     assert by_level[1]["buckets"][2:4] == [2, 1] and sum(by_level[1]["buckets"]) == 3
     assert by_level[2]["buckets"][17] == 1 and len(by_level[2]["buckets"]) == 20
     assert by_level[1]["wheel_size"] == 20 and by_level[1]["current_bucket"] == 0
-    stats = timer.stats()
+    stats = timer_view.stats(timer)
     assert stats["size"] == 5 and stats["next_expiration_ms"] == 2 and stats["now_ms"] == 0
 
 

@@ -1,6 +1,7 @@
 """TimingWheel and bucket placement: Kafka's worked examples at tick 1 ms, 20 buckets, from 0."""
 
 from timer import FunctionTimerTask, ManualClock, SystemTimer, TaskCounter, TimerTaskEntry
+from timer import view as timer_view
 from timer.timing_wheel import TimingWheel
 
 
@@ -31,15 +32,15 @@ def step_to(timer: SystemTimer, clock: ManualClock, ms: int) -> None:
 def test_wheel_levels_have_kafka_ticks_and_intervals():
     clock, timer, ran = make_timer()
     add(timer, clock, ran, "far", 10_000)
-    levels = [(lv["level"], lv["tick_ms"], lv["interval_ms"]) for lv in timer.levels()]
+    levels = [(lv["level"], lv["tick_ms"], lv["interval_ms"]) for lv in timer_view.levels(timer)]
     assert levels == [(1, 1, 20), (2, 20, 400), (3, 400, 8000), (4, 8000, 160_000)]
 
 
 def test_task_due_at_2ms_lands_in_bucket_2_of_level_1():
     clock, timer, ran = make_timer()
     task = add(timer, clock, ran, "t2", 2)
-    assert timer.locate(task) == (1, 2)
-    bucket = timer.wheels()[0].buckets[2]
+    assert timer_view.locate(task) == (1, 2)
+    bucket = timer_view.wheels(timer)[0].buckets[2]
     assert list(bucket) == [task]
     assert bucket.expiration == 2
     step_to(timer, clock, 1)
@@ -51,14 +52,14 @@ def test_task_due_at_2ms_lands_in_bucket_2_of_level_1():
 def test_task_due_at_350ms_lands_in_bucket_17_of_level_2_then_runs_at_350():
     clock, timer, ran = make_timer()
     task = add(timer, clock, ran, "t350", 350)
-    assert timer.locate(task) == (2, 17)
-    level2 = timer.wheels()[1]
+    assert timer_view.locate(task) == (2, 17)
+    level2 = timer_view.wheels(timer)[1]
     assert (level2.tick_ms, level2.interval) == (20, 400)
     assert level2.buckets[17].expiration == 340  # covers [340, 360)
     step_to(timer, clock, 339)
-    assert timer.locate(task) == (2, 17)
+    assert timer_view.locate(task) == (2, 17)
     step_to(timer, clock, 340)
-    assert timer.locate(task) == (1, 350 % 20)
+    assert timer_view.locate(task) == (1, 350 % 20)
     step_to(timer, clock, 349)
     assert ran == []
     step_to(timer, clock, 350)
@@ -69,35 +70,35 @@ def test_task_due_at_450ms_is_downgraded_level_3_to_2_to_1_and_runs_at_450():
     clock, timer, ran = make_timer()
     task = add(timer, clock, ran, "t450", 450)
     # Level 3: tick 400 ms, bucket 450 // 400 % 20 = 1, covering [400, 800).
-    assert timer.locate(task) == (3, 1)
-    level3 = timer.wheels()[2]
+    assert timer_view.locate(task) == (3, 1)
+    level3 = timer_view.wheels(timer)[2]
     assert (level3.tick_ms, level3.interval) == (400, 8000)
     assert level3.buckets[1].expiration == 400
     assert timer.next_expiration_ms() == 400
 
     step_to(timer, clock, 399)
-    assert timer.locate(task) == (3, 1)
+    assert timer_view.locate(task) == (3, 1)
 
     # At 400 the level-3 bucket is flushed: the task is 50 ms away, in the level-2 bucket
     # covering [440, 460) (that is [40, 60) from the 400 ms bucket start): index 450 // 20 % 20.
     step_to(timer, clock, 400)
-    assert timer.locate(task) == (2, 2)
-    bucket = timer.wheels()[1].buckets[2]
+    assert timer_view.locate(task) == (2, 2)
+    bucket = timer_view.wheels(timer)[1].buckets[2]
     assert bucket.expiration == 440
     assert list(bucket) == [task]
     assert ran == []
 
     # At 440 it goes to the level-1 bucket [450, 451) ("[10, 11)"): index 450 % 20 = 10.
     step_to(timer, clock, 440)
-    assert timer.locate(task) == (1, 10)
-    assert timer.wheels()[0].buckets[10].expiration == 450
+    assert timer_view.locate(task) == (1, 10)
+    assert timer_view.wheels(timer)[0].buckets[10].expiration == 450
 
     step_to(timer, clock, 449)
     assert ran == []
     step_to(timer, clock, 450)
     assert ran == [("t450", 450)]
     assert timer.size == 0
-    assert timer.locate(task) is None
+    assert timer_view.locate(task) is None
 
 
 def test_one_big_clock_jump_still_runs_the_task_and_nothing_early():
@@ -140,4 +141,4 @@ def test_overflow_wheel_is_made_only_when_needed():
     wheel.add(TimerTaskEntry(FunctionTimerTask(20, lambda: None), 20))
     assert wheel.overflow_wheel is not None
     assert wheel.overflow_wheel.tick_ms == 20
-    assert wheel.overflow_wheel.bucket_for(20).expiration == 20
+    assert timer_view.bucket_for(wheel.overflow_wheel, 20).expiration == 20
