@@ -20,7 +20,8 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from broker.control.control_client import ControlClient
 from protocol.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD
 from tests.cluster.client_producers import PRODUCERS, create_replicated_topic, produce_confluent
-from tests.cluster.test_readme_ctl_block import KAFKA_SIM, SECTION, readme_section
+from tests.cluster.test_readme_ctl_block import DOCUMENT, KAFKA_SIM, SECTION
+from tests.docs import section
 from tests.harness import read_all
 
 COUNT, FAIL_AT = 80, 40
@@ -95,10 +96,10 @@ def test_a_leader_whose_disk_fails_halts_and_nothing_acknowledged_is_lost(broker
 
 
 def readme_disk_fault_block() -> list[tuple[str, list[str]]]:
-    """The `sh` block of the README's control API section that arms disk faults."""
-    blocks = re.findall(r"```sh\n(.*?)```", readme_section(SECTION), re.S)
+    """The `sh` block of the control API document that arms disk faults."""
+    blocks = re.findall(r"```sh\n(.*?)```", section(DOCUMENT, SECTION), re.S)
     found = [b for b in blocks if "disk-fault" in b]
-    assert len(found) == 1, "the README should show the disk-fault commands in one block"
+    assert len(found) == 1, "the document should show the disk-fault commands in one block"
     return [(line, shlex.split(line, comments=True))
             for line in found[0].splitlines() if line.strip()]
 

@@ -1,8 +1,7 @@
-"""The README's `kafka-sim ctl` walk-through ("Replication, failover and the control API") runs as
-written: every line of its `sh` block, in order, through the venv's real `kafka-sim` console
+"""The `kafka-sim ctl` walk-through of docs/control-api.md runs as written: every line of its `sh` block, in order, through the venv's real `kafka-sim` console
 script, against a 3-broker cluster on ephemeral ports, and each line does what its comment says.
 
-The README's lines carry no URL: `KAFKA_SIM_CONTROL_URL` points them at this test's control API.
+Its lines carry no URL: `KAFKA_SIM_CONTROL_URL` points them at this test's control API.
 Between lines the test awaits cross-process state with bounded polls over the control API (what a
 person typing the next command gets for free), never with fixed sleeps.
 """
@@ -22,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from broker.control.control_client import ControlClient
+from tests.docs import section
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-SECTION = "## Replication, failover and the control API"
+DOCUMENT, SECTION = "docs/control-api.md", "# Replication, failover and the control API"
 KAFKA_SIM = Path(sys.executable).parent / "kafka-sim"  # the venv's console script, not a module
 TOPIC = "greetings"
 # A follower paused by `replication pause` leaves the ISR after replica.lag.time.max.ms (30 s by
@@ -34,15 +33,9 @@ OVERRIDES = {"replica.lag.time.max.ms": "1000", "replica.fetch.wait.max.ms": "10
 POLL_TIMEOUT_S = 20.0
 
 
-def readme_section(title: str) -> str:
-    text = README.read_text()
-    assert title in text, f"README has no section {title!r}"
-    return text.split(title, 1)[1].split("\n## ", 1)[0]
-
-
 def ctl_block() -> list[tuple[str, list[str]]]:
     """The section's `sh` block: (line as written, argv as a shell splits it, comment dropped)."""
-    block = re.search(r"```sh\n(.*?)```", readme_section(SECTION), re.S)
+    block = re.search(r"```sh\n(.*?)```", section(DOCUMENT, SECTION), re.S)
     assert block is not None, "no ```sh block in the control API section"
     lines = [line for line in block.group(1).splitlines() if line.strip()]
     commands = [(line, shlex.split(line, comments=True)) for line in lines]
@@ -315,7 +308,7 @@ def test_readme_ctl_block_runs_as_written(broker_factory, capsys, tmp_path):
     # `greetings` exists first: the README's kafka-python example produces to it (and creates
     # it: one partition, replication factor 3 on a 3-broker cluster).
     example = re.search(r"```python\n(.*?)```",
-                        readme_section("## Use it from kafka-python"), re.S).group(1)
+                        section("README.md", "## Use it from kafka-python"), re.S).group(1)
     assert "localhost:9092" in example
     exec(example.replace("localhost:9092", cluster.bootstrap), {})
     assert len(capsys.readouterr().out.splitlines()) == 3

@@ -1,20 +1,19 @@
-"""The README's consumer-group example works as written against a 3-broker cluster."""
+"""The consumer-group example of docs/groups-and-transactions.md works as written against a 3-broker cluster."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+from tests.docs import section
 
 
 @pytest.mark.slow
 def test_readme_group_example(broker_factory, capsys):
     cluster = broker_factory({"group.initial.rebalance.delay.ms": "0"}, brokers=3)
-    section = README.read_text().split("## Consumer groups", 1)[1]
-    example = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    text = section("docs/groups-and-transactions.md", "## Consumer groups")
+    example = re.search(r"```python\n(.*?)```", text, re.S).group(1)
     bootstrap = "localhost:9092,localhost:9093,localhost:9094"
     assert bootstrap in example
     exec(example.replace(bootstrap, cluster.bootstrap), {})

@@ -38,6 +38,8 @@ from kafka.errors import (
     TopicAuthorizationFailedError,
 )
 
+from tests.docs import section as section_of
+
 AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
 OPEN = {**AUTHORIZER, "allow.everyone.if.no.acl.found": "true"}
 ANONYMOUS = "User:ANONYMOUS"
@@ -251,10 +253,8 @@ def test_closed_cluster_prefixed_grants_on_every_broker_and_super_users(broker_f
 def test_readme_acl_example_runs_as_written(broker_factory):
     """The README's "### ACLs" snippet, run as written against a broker started as it says:
     `payments` becomes read-only for everyone, other topics stay open."""
-    from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("### ACLs"):]
+    section = section_of("docs/security.md", "## ACLs")
     assert "-o\nallow.everyone.if.no.acl.found=true" in section
     snippet = section[section.index("```python\n") + 10:section.index("\n```", section.index("```python"))]
     broker = broker_factory(OPEN)

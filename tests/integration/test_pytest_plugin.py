@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs import section
+
 pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
-SECTION = "## The virtual clock, and testing with it"
+SECTION = "## Testing with the fixture and the clock"
 PLUGIN = "broker.testing.pytest_plugin"
 # The installed entry point may or may not be this checkout's: block it, load this one by name.
 PLUGIN_ARGS = ("-p", "no:kafka_sim", "-p", PLUGIN, "-p", "no:cacheprovider")
@@ -30,9 +31,8 @@ def pytester(pytester, monkeypatch):
 
 
 def readme_test_file() -> str:
-    section = README.read_text().split(SECTION, 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```python\n(.*?)```", section, re.S)
-    assert block is not None, "no ```python block in the README's clock section"
+    block = re.search(r"```python\n(.*?)```", section("README.md", SECTION), re.S)
+    assert block is not None, "no ```python block in the README's testing section"
     return block.group(1)
 
 
@@ -48,6 +48,8 @@ def test_the_readme_session_timeout_example_passes_in_milliseconds(pytester):
 
 USER_SUITE = '''
 import pytest
+
+from tests.docs import section
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 SEEN = []

@@ -1,5 +1,5 @@
-"""The README's "Console tools" block runs as written (each line through a shell, the venv's
-kafka-sim pointed at a 3-broker cluster), and each line's output says what the README says."""
+"""The console tools' block (docs/console-tools.md) runs as written (each line through a shell, the venv's
+kafka-sim pointed at a 3-broker cluster), and each line's output says what the document says."""
 
 from __future__ import annotations
 
@@ -12,18 +12,15 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient
 
+from tests.docs import section
 from tests.integration.console_tools import KAFKA_SIM, ROOT, columns
 
-README = ROOT / "README.md"
-SECTION = "## Console tools"
+DOCUMENT, SECTION = "docs/console-tools.md", "# Console tools"
 
 
 def readme_block(kind: str) -> str:
-    text = README.read_text()
-    assert SECTION in text, f"README has no section {SECTION!r}"
-    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
-    block = re.search(rf"```{kind}\n(.*?)```", section, re.S)
-    assert block is not None, f"no ```{kind} block in {SECTION}"
+    block = re.search(rf"```{kind}\n(.*?)```", section(DOCUMENT, SECTION), re.S)
+    assert block is not None, f"no ```{kind} block in {DOCUMENT}"
     return block.group(1)
 
 

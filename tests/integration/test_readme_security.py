@@ -1,4 +1,4 @@
-"""The README's security section as written: its `kafka-sim certs` and `ctl users` lines, a broker
+"""The security document's TLS and SASL section as written: its `kafka-sim certs` and `ctl users` lines, a broker
 configured by its properties block (ports made ephemeral), and its Python block, in which
 kafka-python, confluent-kafka and aiokafka log in over SASL_SSL."""
 
@@ -13,14 +13,14 @@ from pathlib import Path
 
 from broker.config import read_properties_file
 from broker.control import ctl
+from tests.docs import section
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def section_blocks() -> dict[str, str]:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### TLS and SASL", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
-    return {lang: body for lang, body in re.findall(r"```(\w+)\n(.*?)```", section, re.S)}
+    text = section("docs/security.md", "## TLS and SASL")
+    return {lang: body for lang, body in re.findall(r"```(\w+)\n(.*?)```", text, re.S)}
 
 
 def test_the_readme_security_example_runs_as_written(broker_factory, tmp_path):

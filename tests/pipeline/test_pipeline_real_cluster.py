@@ -27,6 +27,7 @@ from pipeline.audit import run_audit
 from pipeline.layout import compacted_topics, find_replicas
 from pipeline.report import PLOTS
 from protocol.records import RECORDS_OFFSET, iter_batches
+from tests.docs import ROOT
 
 if TYPE_CHECKING:
     from tests.harness import BrokerThread
@@ -317,19 +318,18 @@ def test_report_renders_every_plot_in_a_browser(stats_out, tmp_path):
 
 
 def _readme_block(heading: str, language: str) -> str:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split(heading, 1)[1]
-    return section.split(f"```{language}\n", 1)[1].split("```", 1)[0]
+    text = (ROOT / "docs" / "pipeline.md").read_text().split(heading, 1)[1]
+    return text.split(f"```{language}\n", 1)[1].split("```", 1)[0]
 
 
 def test_the_readme_pipeline_commands_run_as_written(mixed, tmp_path):
-    """The README's pipeline block, line by line, in a folder whose `data` is a real cluster's
+    """The pipeline document's block, line by line, in a folder whose `data` is a real cluster's
     (what `make run` leaves); its Spark snippet too."""
     work = tmp_path / "clone"
     work.mkdir()
     (work / "data").symlink_to(mixed.root)
     bin_dir = Path(sys.executable).parent
-    block = _readme_block("## Spark pipeline", "sh")
+    block = _readme_block("# Spark pipeline: audit and statistics over the logs", "sh")
     lines = [shlex.split(line, comments=True) for line in block.splitlines()]
     commands = [words for words in lines if words]
     assert [c[:2] for c in commands] == [["make", "pipeline"], ["make", "run"],
