@@ -1,8 +1,11 @@
-"""Test-wide set-up: readable broker logs at info level (debug logs every request), and the
-cluster fixtures from tests/harness.py."""
+"""Test-wide set-up: readable broker logs at info level (debug logs every request), the cluster
+fixtures from tests/harness.py, and one lock around ast.parse on CPython 3.11."""
 
 from __future__ import annotations
 
+import ast
+import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +19,20 @@ from broker.server.zookeeper_runner import INSTALL_HINT, ZooKeeperServer, is_ins
 from tests.harness import BrokerThread, cluster_config
 
 configure_logging("info", json=False)
+
+# CPython 3.11 formats a traceback's carets with ast.parse, which keeps its recursion depth in
+# interpreter-wide state: two threads formatting tracebacks at once (the suite's brokers run in
+# threads beside the tests) can leave it wrong, and every later ast.parse in that process raises
+# "SystemError: AST constructor recursion depth mismatch" (CPython gh-106905; a CI run lost its
+# pipeline tests to it). One lock keeps the calls apart; 3.12 needs none.
+if sys.version_info < (3, 12):
+    _parse, _parse_lock = ast.parse, threading.RLock()
+
+    def _one_parse_at_a_time(*args, **kwargs):
+        with _parse_lock:
+            return _parse(*args, **kwargs)
+
+    ast.parse = _one_parse_at_a_time
 
 
 @pytest.fixture
