@@ -163,6 +163,10 @@ class AdminManager:
         of the request's partition budget (POLICY_VIOLATION beyond it)."""
         validate_topic_name(name)
         if await self.store.exists(paths.topic(name)) is not None:
+            # Kafka's AdminZkClient: a topic still being deleted holds its name until it is gone
+            if await self.store.exists(paths.delete_topic(name)) is not None:
+                raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS,
+                                 f"Topic '{name}' is marked for deletion.")
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         args = (name, num_partitions, replication_factor, configs, assignment, validate_only,
                 internal, max_partitions)

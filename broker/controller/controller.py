@@ -23,6 +23,9 @@ from typing import TYPE_CHECKING
 from broker.controller.controller_channel import ControllerChannel
 from broker.controller.pacing import REQUEST_CHUNK, serve_others
 from broker.controller.partition_reassignment import PartitionReassignment
+from broker.controller.partition_state_machine import PartitionState, PartitionStateMachine
+from broker.controller.replica_state_machine import ReplicaState, ReplicaStateMachine
+from broker.controller.topic_deletion_manager import TopicDeletionManager
 from broker.logs import get_logger
 from broker.metadata import zk_paths as paths
 from broker.metadata.broker_registration import registered_endpoints
@@ -99,6 +102,12 @@ class Controller(PartitionReassignment):
         self.offline_replicas: dict[int, set[tuple[str, int]]] = {}
         self.topics: dict[str, TopicInfo] = {}
         self.states: dict[tuple[str, int], LeaderAndIsr] = {}
+        # Kafka's partition and replica state machines (what ctl partitions shows of each)
+        self.partition_states = PartitionStateMachine(timer.clock.now_ms)
+        self.replica_states = ReplicaStateMachine(timer.clock.now_ms)
+        self._tracked_replicas: dict[tuple[str, int], list[int]] = {}
+        self.deletion = TopicDeletionManager(
+            self, lambda broker_id: functools.partial(self._stop_replica_answered, broker_id))
         self.queue: asyncio.Queue[ControllerEvent] = asyncio.Queue()
         # Live brokers' registrations (/brokers/ids/N), read when they join: UpdateMetadata and
         # the controller channel take their endpoints from here.
@@ -206,6 +215,7 @@ class Controller(PartitionReassignment):
             "broker_change": self._on_broker_change,
             "topic_change": self._on_topic_change,
             "topic_deletion": self._on_topic_deletion,
+            "stop_replica_response": self._on_stop_replica_response,
             "isr_change": self._on_isr_change,
             "log_dir_event": self._on_log_dir_event,
             "replicas_offline": self._on_replicas_offline,
@@ -333,8 +343,48 @@ class Controller(PartitionReassignment):
     def _written(self, state: LeaderAndIsr, version: int) -> LeaderAndIsr:
         state = LeaderAndIsr(state.topic, state.partition, state.leader, state.leader_epoch,
                              list(state.isr), state.replicas, version, self.epoch)
-        self.states[(state.topic, state.partition)] = state
+        self._set_state(state, "created" if version == 0 else f"leader {state.leader} "
+                        f"(epoch {state.leader_epoch})")
         return state
+
+    def _set_state(self, state: LeaderAndIsr, reason: str) -> None:
+        """The partition's state as written or read, and its partition and replica states moved
+        to match (Kafka's state machines: New then Online or Offline; each replica New, then
+        Online where its broker is live and its log dir works, else Offline)."""
+        key = (state.topic, state.partition)
+        self.states[key] = state
+        partitions, replicas = self.partition_states, self.replica_states
+        if partitions.state(key) is PartitionState.NON_EXISTENT:
+            partitions.transition([key], PartitionState.NEW, reason)
+        online = state.leader >= 0 and self._replica_online(state.leader, state)
+        partitions.transition([key], PartitionState.ONLINE if online else PartitionState.OFFLINE,
+                              reason)
+        previous = self._tracked_replicas.get(key, ())
+        replicas.forget((*key, r) for r in previous if r not in state.replicas)  # moved away
+        self._tracked_replicas[key] = list(state.replicas)
+        for replica in state.replicas:
+            rkey = (*key, replica)
+            if replicas.state(rkey) is ReplicaState.NON_EXISTENT:
+                replicas.transition([rkey], ReplicaState.NEW, reason)
+            replicas.transition([rkey], ReplicaState.ONLINE if self._replica_online(replica, state)
+                                else ReplicaState.OFFLINE, reason)
+
+    def state_machines_view(self, topic: str, partition: int) -> dict:
+        """A partition's and its replicas' states, with the partition's last transitions (the
+        control API's partitions)."""
+        key = (topic, partition)
+        replicas = self._tracked_replicas.get(key, [])
+        return {"state": self.partition_states.state(key).value,
+                "replica_states": {str(r): self.replica_states.state((*key, r)).value
+                                   for r in replicas},
+                "transitions": self.partition_states.history(key)}
+
+    def _retrack(self, brokers: set[int], reason: str) -> None:
+        """Brokers came or went, or lost a log dir: their replicas' states (and the partitions
+        they led) follow."""
+        for state in list(self.states.values()):
+            if any(r in brokers for r in state.replicas):
+                self._set_state(state, reason)
 
     async def _create_states(self, states: list[LeaderAndIsr]) -> list[LeaderAndIsr]:
         """New partitions' states, created in one batch; where another writer was first, its
@@ -350,7 +400,7 @@ class Controller(PartitionReassignment):
                 if isinstance(error, NodeExistsError) else None
             if current is None:
                 raise error
-            self.states[(state.topic, state.partition)] = current
+            self._set_state(current, "read from the store")
             out.append(current)
         return out
 
@@ -518,7 +568,7 @@ class Controller(PartitionReassignment):
                     new.append(LeaderAndIsr(name, partition, live[0] if live else -1, 0, live,
                                             replicas))
                 else:
-                    self.states[(name, partition)] = state
+                    self._set_state(state, "read from the store")
             if new:
                 await self._create_states(new)
             yield [self.states[(name, p)] for p, _ in chunk]
@@ -595,11 +645,14 @@ class Controller(PartitionReassignment):
             # A reassignment waiting for one of them goes on (Kafka's onBrokerStartup)
             await self._resume_reassignments(
                 lambda assignment: any(r in new for r in assignment.target_replicas))
+        self._retrack(new | dead, f"brokers joined {sorted(new)}, left {sorted(dead)}")
+        self.deletion.on_brokers_changed(new, dead)
         self._send_update_metadata()
 
     async def _on_topic_change(self, children: object) -> None:
         # A set difference: a burst of creations is one event, whatever the number of topics.
-        created = sorted(set(children) - self.topics.keys())  # type: ignore[call-overload]
+        created = sorted(set(children) - self.topics.keys()  # type: ignore[call-overload]
+                         - self.deletion.topics.keys())
         states = await self._load_topics(created)
         if states:
             self._send_update_metadata(frozenset((st.topic, st.partition) for st in states))
@@ -628,24 +681,41 @@ class Controller(PartitionReassignment):
             self._send_update_metadata()
 
     async def _on_topic_deletion(self, children: object) -> None:
+        """Topics marked for deletion: the TopicDeletionManager takes them; their partitions
+        leave the metadata at once, their nodes the store once every replica deleted its log."""
         if not children:
             return
         for n, name in enumerate(children):  # type: ignore[call-overload]
             if n and n % STORE_BATCH == 0:
                 await serve_others()
-            info = self.topics.get(name)
-            keys = [(name, p) for p in info.assignment if (name, p) in self.states] \
-                if info is not None else []
-            for broker_id in self.live_brokers:
-                self.channel.send_stop_replica(broker_id, self.epoch, keys, delete=True)
-            for key in keys:
-                del self.states[key]
-            self.topics.pop(name, None)
-            for path in (paths.topic(name), paths.topic_config(name), paths.delete_topic(name)):
-                with contextlib.suppress(NoNodeError):
-                    await self.store.delete(path, recursive=True)
-            log.info("topic deleted", topic=name)
+            if self.deletion.is_being_deleted(name):
+                continue
+            info = self.topics.pop(name, None)
+            assignment = dict(info.assignment) if info is not None else {}
+            for partition in assignment:
+                self.states.pop((name, partition), None)
+                self._tracked_replicas.pop((name, partition), None)
+            self.deletion.enqueue(name, assignment)
+            log.info("topic deletion started", topic=name, partitions=len(assignment))
+            if self.deletion.take_completed(name):
+                await self._remove_topic_nodes(name)
         self._send_update_metadata()
+
+    def _stop_replica_answered(self, broker_id: int,
+                               errors: dict[tuple[str, int], ErrorCode]) -> None:
+        self.queue.put_nowait(ControllerEvent("stop_replica_response", (broker_id, errors)))
+
+    async def _on_stop_replica_response(self, data: object) -> None:
+        broker_id, errors = data  # type: ignore[misc]
+        for topic in self.deletion.on_stop_replica_response(broker_id, errors):
+            await self._remove_topic_nodes(topic)
+
+    async def _remove_topic_nodes(self, name: str) -> None:
+        """The last step of a deletion: the topic's nodes leave the store (the name is free)."""
+        for path in (paths.topic(name), paths.topic_config(name), paths.delete_topic(name)):
+            with contextlib.suppress(NoNodeError):
+                await self.store.delete(path, recursive=True)
+        log.info("topic deleted", topic=name)
 
     async def _on_isr_change(self, children: object) -> None:
         if not children:
@@ -658,7 +728,7 @@ class Controller(PartitionReassignment):
                     if topic in self.topics:
                         state = await self._read_state(topic, partition)
                         if state is not None:
-                            self.states[(topic, partition)] = state
+                            self._set_state(state, "ISR changed")
                             changed.add((topic, partition))
                 await self.store.delete(f"{paths.ISR_CHANGES}/{child}")
         self._send_update_metadata()
@@ -704,6 +774,7 @@ class Controller(PartitionReassignment):
         log.info("replicas offline", broker_id=broker_id, partitions=len(new),
                  changed=len(changes), controller_epoch=self.epoch)
         changed = await self._update_states(changes)
+        self._retrack({broker_id}, f"log dir failed on broker {broker_id}")
         self._send_update_metadata()
         await self._send_leader_and_isr(changed)
 

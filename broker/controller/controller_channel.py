@@ -15,7 +15,8 @@ from broker.metadata.replica_assignment import ReplicaAssignment
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_config import LogConfig
 
-# A broker's LeaderAndIsr answer per partition (how the controller learns offline replicas).
+# A broker's LeaderAndIsr or StopReplica answer per partition (how the controller learns offline
+# replicas, and that a deleted topic's replica deleted its log).
 PartitionErrors = Callable[[dict[tuple[str, int], ErrorCode]], None]
 
 
@@ -31,7 +32,8 @@ class ControllerChannel(Protocol):
     def send_update_metadata(self, broker_id: int, snapshot: MetadataSnapshot) -> None: ...
 
     def send_stop_replica(self, broker_id: int, controller_epoch: int,
-                          keys: list[tuple[str, int]], *, delete: bool) -> None: ...
+                          keys: list[tuple[str, int]], *, delete: bool,
+                          on_response: PartitionErrors | None = None) -> None: ...
 
 
 class ControllerRequestTarget(Protocol):

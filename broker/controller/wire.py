@@ -143,6 +143,12 @@ def stop_replica_body(controller_id: int, controller_epoch: int, keys: list[tupl
     }
 
 
+def stop_replica_errors(response) -> dict[tuple[str, int], ErrorCode]:
+    """Per partition, the error a broker answered StopReplica with."""
+    return {(p.topic_name, p.partition_index): ErrorCode(p.error_code)
+            for p in response.partition_errors}
+
+
 def stop_replica_partitions(request, version: int) -> tuple[list[tuple[str, int]], bool]:
     """The partitions to stop and whether to delete them (per request here, as the controller
     sends one kind at a time)."""

@@ -18,6 +18,7 @@ from broker.controller.wire import (
     leader_and_isr_body,
     leader_and_isr_errors,
     stop_replica_body,
+    stop_replica_errors,
     update_metadata_body,
 )
 from broker.interbroker.broker_client import BrokerClient, BrokerUnreachable
@@ -67,9 +68,10 @@ class TcpControllerChannel:
                                   self._metadata_body[1], None))
 
     def send_stop_replica(self, broker_id: int, controller_epoch: int,
-                          keys: list[tuple[str, int]], *, delete: bool) -> None:
+                          keys: list[tuple[str, int]], *, delete: bool,
+                          on_response: PartitionErrors | None = None) -> None:
         self._enqueue(broker_id, (STOP_REPLICA, STOP_REPLICA_VERSION, stop_replica_body(
-            self.controller_id, controller_epoch, keys, delete), None))
+            self.controller_id, controller_epoch, keys, delete), on_response))
 
     # -- queues and senders -----------------------------------------------------------------
 
@@ -112,7 +114,8 @@ class TcpControllerChannel:
                         log.warning(f"{NAMES[api_key]} refused", broker_id=broker_id,
                                     error=ErrorCode(response.error_code).name)
                     elif on_response is not None:
-                        on_response(leader_and_isr_errors(body, response))
+                        on_response(leader_and_isr_errors(body, response)
+                                    if api_key == LEADER_AND_ISR else stop_replica_errors(response))
                     break
         finally:
             if client is not None:

@@ -188,7 +188,10 @@ class BrokerProcess:
                             "removing_replicas":
                                 (data.get("removing_replicas") or {}).get(str(index), []),
                             "replicas_state": local.replica_states() if leads else [],
-                            "producers": local.log.producer_state.describe() if leads else []})
+                            "producers": local.log.producer_state.describe() if leads else [],
+                            # the state machines live in the controller's process only
+                            **(broker.controller.state_machines_view(name, index)
+                               if broker is not None and broker.controller is not None else {})})
         return out
 
     async def elect_preferred_leaders(self) -> None:

@@ -169,7 +169,8 @@ class Cluster:
                         "removing_replicas": moving.removing, "replicas_state": replicas_state,
                         # idempotent producers as the leader knows them (storage/producer_state.py)
                         "producers": partition.log.producer_state.describe()
-                        if partition and partition.is_leader else []})
+                        if partition and partition.is_leader else [],
+                        **controller.state_machines_view(name, index)})
         return out
 
     async def elect_preferred_leaders(self) -> None:

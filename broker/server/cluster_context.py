@@ -305,6 +305,11 @@ class InProcessControllerChannel:
         self._deliver(broker_id, lambda broker: broker.apply_update_metadata(snapshot))
 
     def send_stop_replica(self, broker_id: int, controller_epoch: int,
-                          keys: list[tuple[str, int]], *, delete: bool) -> None:
-        self._deliver(broker_id, lambda broker: broker.apply_stop_replica(
-            controller_epoch, keys, delete=delete))
+                          keys: list[tuple[str, int]], *, delete: bool,
+                          on_response: PartitionErrors | None = None) -> None:
+        def apply(broker: RunningBroker) -> None:
+            broker.apply_stop_replica(controller_epoch, keys, delete=delete)
+            if on_response is not None:
+                on_response(dict.fromkeys(keys, ErrorCode.NONE))
+
+        self._deliver(broker_id, apply)
