@@ -116,6 +116,10 @@ async def test_console_pages_live_updates_and_stop_button(broker_factory, tmp_pa
                 next(r["high_watermark"] for r in shown["replicas_state"]
                      if r["broker"] == leader))
             assert await browser.evaluate("document.querySelectorAll('h2').length") == 1  # no __
+            # the controller's partition state machine
+            assert await browser.evaluate(
+                "document.querySelector('tr[data-topic=shown] [data-state]').dataset.state"
+            ) == shown["state"] == "OnlinePartition"
 
             # Two snapshots, so that the sparklines have a line; the fetch purgatories watch the
             # followers' parked fetches.

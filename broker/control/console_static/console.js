@@ -197,12 +197,13 @@
         `Drawing the first ${shown.length} of ${visible.length} partitions: pick a topic to see the rest.`) : null,
       topics.length === 0 ? h("p", { class: "muted" }, "No topics yet.") : null,
       topics.map((topic) => [h("h2", {}, h("a", { href: `?topic=${encodeURIComponent(topic)}` }, topic)), table(
-        ["partition", "leader", "leader epoch", "ISR", "replicas", "LSO", "LEO / HW per replica"],
+        ["partition", "state", "leader", "leader epoch", "ISR", "replicas", "LSO", "LEO / HW per replica"],
         shown.filter((p) => p.topic === topic).map((p) => {
           const leaderState = (p.replicas_state || []).find((r) => r.broker === p.leader);
           const moving = (p.adding_replicas || []).length || (p.removing_replicas || []).length;
           return h("tr", { data: { topic: p.topic, partition: p.partition, leader: p.leader } },
             num(p.partition),
+            stateCell(p),
             h("td", {}, p.leader >= 0 ? `broker ${p.leader}` : badge("offline", "bad")),
             num(p.leader_epoch),
             h("td", {}, p.isr.join(", "), p.isr.length < p.replicas.length ? [" ", badge("under-replicated", "warn")] : null),
@@ -212,6 +213,17 @@
             h("td", {}, replicaBars(p)));
         }))]),
     ];
+  }
+
+  // The controller's partition state machine (its last transitions as the tooltip) and the replicas
+  // not OnlineReplica; absent where this control API is not the controller's (multi-process).
+  function stateCell(p) {
+    if (!p.state) return h("td", { class: "muted" }, "—");
+    const transitions = (p.transitions || []).map((t) => `${t.from} → ${t.to}: ${t.reason}`).join("\n");
+    const replicas = Object.entries(p.replica_states || {}).filter(([, s]) => s !== "OnlineReplica");
+    return h("td", { title: transitions, data: { state: p.state } },
+      badge(p.state.replace("Partition", ""), p.state === "OnlinePartition" ? "ok" : "bad"),
+      replicas.map(([broker, s]) => [" ", badge(`${broker}: ${s.replace("Replica", "")}`, "warn")]));
   }
 
   // Purgatory history, per broker and purgatory, kept in the tab across page changes.
