@@ -17,10 +17,31 @@ import json
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from broker.controller.controller_channel import ControllerChannel
+from broker.controller.controller_events import (
+    CHILD_CHANGES,
+    AlterPartitionReassignments,
+    AutoPreferredReplicaElection,
+    BrokerChange,
+    ChildChange,
+    ControlledShutdown,
+    ControllerEvent,
+    ControllerRequest,
+    ElectLeaders,
+    IsrChangeNotification,
+    ListPartitionReassignments,
+    LogDirEventNotification,
+    PartitionModifications,
+    PreferredReplicaElection,
+    ReplicasOffline,
+    Startup,
+    StopReplicaResponse,
+    TopicChange,
+    TopicConfigChange,
+    TopicDeletion,
+)
 from broker.controller.pacing import REQUEST_CHUNK, serve_others
 from broker.controller.partition_reassignment import PartitionReassignment
 from broker.controller.partition_state_machine import PartitionState, PartitionStateMachine
@@ -65,27 +86,6 @@ log = get_logger("kafka_sim.controller")
 STORE_BATCH = 200
 LEADER_AND_ISR_CHUNK = 50
 
-# Events a child watch starts, and the node whose children they are about.
-CHILD_EVENTS = {"broker_change": paths.BROKER_IDS, "topic_change": paths.TOPICS,
-                "topic_deletion": paths.DELETE_TOPICS, "isr_change": paths.ISR_CHANGES,
-                "log_dir_event": paths.LOG_DIR_EVENTS}
-
-
-@dataclass(frozen=True, slots=True)
-class ControllerEvent:
-    """One event of the controller's queue, handled in order."""
-    kind: str  # a key of Controller._run's handler table
-    data: object = None
-
-
-@dataclass(frozen=True, slots=True)
-class ControllerRequest:
-    """An admin request's event data: the handler's return value answers `future`."""
-
-    payload: object
-    future: asyncio.Future
-
-
 class Controller(PartitionReassignment):
     def __init__(self, config: BrokerConfig, store: MetadataStore, timer: SystemTimer,
                  channel: ControllerChannel, broker_id: int, epoch: int) -> None:
@@ -114,7 +114,7 @@ class Controller(PartitionReassignment):
         self.registrations: dict[int, dict] = {}
         # Child events queued and not yet handled: a burst of changes is one event, as the
         # one-shot watch that fired is armed again only when the event reads the children.
-        self._queued_child_events: set[str] = set()
+        self._queued_child_events: set[type[ChildChange]] = set()
         self.events_handled: Counter[str] = Counter()  # per kind (the control API, the tests)
         self._watches: list = []
         self._task: asyncio.Task | None = None
@@ -126,7 +126,7 @@ class Controller(PartitionReassignment):
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.queue.put_nowait(ControllerEvent("startup"))
+        self.queue.put_nowait(Startup())
         self._task = asyncio.create_task(self._run(), name=f"controller-{self.broker_id}")
         self._schedule_leader_rebalance()
         log.info("controller elected", broker_id=self.broker_id, controller_epoch=self.epoch)
@@ -135,8 +135,8 @@ class Controller(PartitionReassignment):
         self.scheduler.shutdown()
         for watch in self._watches:
             watch.cancel()
-        for kind, path in CHILD_EVENTS.items():
-            self.store.remove_watch(path, self._child_watchers[kind])
+        for event in CHILD_CHANGES:
+            self.store.remove_watch(event.path, self._child_watchers[event])
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -147,27 +147,27 @@ class Controller(PartitionReassignment):
                                                 f"broker {self.broker_id} is no longer the controller"))
 
     @functools.cached_property
-    def _child_watchers(self) -> dict[str, Callable[[WatchedEvent], None]]:
+    def _child_watchers(self) -> dict[type[ChildChange], Callable[[WatchedEvent], None]]:
         """One one-shot watcher per child event: it queues the event unless one is queued."""
-        def watcher(kind: str) -> Callable[[WatchedEvent], None]:
+        def watcher(event: type[ChildChange]) -> Callable[[WatchedEvent], None]:
             def on_event(_event: WatchedEvent) -> None:
-                if kind not in self._queued_child_events:
-                    self._queued_child_events.add(kind)
-                    self.queue.put_nowait(ControllerEvent(kind))
+                if event not in self._queued_child_events:
+                    self._queued_child_events.add(event)
+                    self.queue.put_nowait(event())
             return on_event
-        return {kind: watcher(kind) for kind in CHILD_EVENTS}
+        return {event: watcher(event) for event in CHILD_CHANGES}
 
-    async def _children(self, kind: str) -> list[str]:
+    async def _children(self, event: type[ChildChange]) -> list[str]:
         """The children a child event is about, its watch armed again by the read."""
-        self._queued_child_events.discard(kind)
-        return await self.store.get_children(CHILD_EVENTS[kind], self._child_watchers[kind])
+        self._queued_child_events.discard(event)
+        return await self.store.get_children(event.path, self._child_watchers[event])
 
     async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
         """Kafka's ControlledShutdown: move leadership off a broker about to stop and take it out
         of the ISRs; answers the partitions it still leads (no other ISR member to take over)."""
-        return await self._ask("controlled_shutdown", broker_id)
+        return await self._ask(lambda future: ControlledShutdown(future, broker_id))
 
-    async def _ask(self, kind: str, payload: object):
+    async def _ask(self, request: Callable[[asyncio.Future], ControllerRequest]):
         """Queue an admin request as an event (Kafka's controller event queue) and await its
         answer. While the store cannot be reached, it is refused at once (REQUEST_TIMED_OUT,
         retriable) rather than queued behind the event that waits for the store."""
@@ -176,29 +176,29 @@ class Controller(PartitionReassignment):
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         self._requests.add(future)
         future.add_done_callback(self._requests.discard)
-        self.queue.put_nowait(ControllerEvent(kind, ControllerRequest(payload, future)))
+        self.queue.put_nowait(request(future))
         return await future
 
     async def elect_leaders(self, keys: list[tuple[str, int]], *, unclean: bool
                             ) -> dict[tuple[str, int], int | KafkaError]:
         """ElectLeaders: per partition, the leader elected or why none was."""
-        return await self._ask("elect_leaders", (keys, unclean))
+        return await self._ask(lambda future: ElectLeaders(future, keys, unclean))
 
     async def alter_partition_reassignments(
         self, reassignments: dict[tuple[str, int], list[int] | None]
     ) -> dict[tuple[str, int], KafkaError | None]:
         """AlterPartitionReassignments: per partition, None once the reassignment began (None as
         target replicas: cancel it), or why it did not."""
-        return await self._ask("alter_reassignments", reassignments)
+        return await self._ask(lambda future: AlterPartitionReassignments(future, reassignments))
 
     async def list_partition_reassignments(self, keys: list[tuple[str, int]] | None
                                            ) -> dict[tuple[str, int], ReplicaAssignment]:
         """ListPartitionReassignments: the listed (or all) partitions being reassigned."""
-        return await self._ask("list_reassignments", keys)
+        return await self._ask(lambda future: ListPartitionReassignments(future, keys))
 
     async def elect_preferred_leaders(self) -> None:
         """Move every partition's leadership to its preferred replica where it can lead now."""
-        self.queue.put_nowait(ControllerEvent("preferred_election"))
+        self.queue.put_nowait(PreferredReplicaElection())
         await self.queue.join()
 
     def _schedule_leader_rebalance(self) -> None:
@@ -206,52 +206,66 @@ class Controller(PartitionReassignment):
         if self.config["auto.leader.rebalance.enable"]:
             self.scheduler.schedule(
                 "auto-leader-rebalance",
-                lambda: self.queue.put_nowait(ControllerEvent("auto_leader_rebalance")),
+                lambda: self.queue.put_nowait(AutoPreferredReplicaElection()),
                 self.config["leader.imbalance.check.interval.seconds"] * 1000)
 
     async def _run(self) -> None:
-        handlers = {
-            "startup": self._on_startup,
-            "broker_change": self._on_broker_change,
-            "topic_change": self._on_topic_change,
-            "topic_deletion": self._on_topic_deletion,
-            "stop_replica_response": self._on_stop_replica_response,
-            "isr_change": self._on_isr_change,
-            "log_dir_event": self._on_log_dir_event,
-            "replicas_offline": self._on_replicas_offline,
-            "preferred_election": self._on_preferred_election,
-            "auto_leader_rebalance": self._on_auto_leader_rebalance,
-            "partition_change": self._on_partition_change,
-            "config_change": self._on_config_change,
-            "controlled_shutdown": self._on_controlled_shutdown,
-            "elect_leaders": self._on_elect_leaders,
-            "alter_reassignments": self._on_alter_reassignments,
-            "list_reassignments": self._on_list_reassignments,
-        }
         while True:
             event = await self.queue.get()
             try:
-                await self._handle(handlers, event)
+                await self._handle(event)
             finally:
                 self.queue.task_done()
 
-    async def _handle(self, handlers: dict, event: ControllerEvent) -> None:
+    async def _process(self, event: ControllerEvent) -> object:
+        """What an event does (Kafka's KafkaController.process); its return answers a request."""
+        match event:
+            case Startup():
+                return await self._on_startup()
+            case BrokerChange():
+                return await self._on_broker_change(await self._children(BrokerChange))
+            case TopicChange():
+                return await self._on_topic_change(await self._children(TopicChange))
+            case TopicDeletion():
+                return await self._on_topic_deletion(await self._children(TopicDeletion))
+            case IsrChangeNotification():
+                return await self._on_isr_change(await self._children(IsrChangeNotification))
+            case LogDirEventNotification():
+                return await self._on_log_dir_event(
+                    await self._children(LogDirEventNotification))
+            case PartitionModifications(topic=topic):
+                return await self._on_partition_change(topic)
+            case TopicConfigChange(topic=topic):
+                return await self._on_config_change(topic)
+            case ReplicasOffline(broker_id=broker_id, keys=keys):
+                return await self._on_replicas_offline(broker_id, keys)
+            case StopReplicaResponse(broker_id=broker_id, errors=errors):
+                return await self._on_stop_replica_response(broker_id, errors)
+            case PreferredReplicaElection():
+                return await self._on_preferred_election(None)
+            case AutoPreferredReplicaElection():
+                return await self._on_auto_leader_rebalance()
+            case ControlledShutdown(broker_id=broker_id):
+                return await self._on_controlled_shutdown(broker_id)
+            case ElectLeaders(keys=keys, unclean=unclean):
+                return await self._on_elect_leaders(keys, unclean)
+            case AlterPartitionReassignments(reassignments=reassignments):
+                return await self._on_alter_reassignments(reassignments)
+            case ListPartitionReassignments(keys=keys):
+                return self._on_list_reassignments(keys)
+        raise AssertionError(f"no handler for {event!r}")
+
+    async def _handle(self, event: ControllerEvent) -> None:
         """One event; while the store cannot be reached, the same event again after a backoff
         (its handler reads what it needs afresh), the loop serving clients meanwhile. An admin
         request is answered with the error instead: its client retries."""
-        request = event.data if isinstance(event.data, ControllerRequest) else None
+        request = event if isinstance(event, ControllerRequest) else None
         if request is not None and request.future.done():
             return  # refused meanwhile (the store was unreachable)
         backoff = RETRY_BACKOFF_S[0]
         while True:
             try:
-                data = event.data
-                if event.kind in CHILD_EVENTS:
-                    # As Kafka's controller: read the children now (and watch them again).
-                    data = await self._children(event.kind)
-                result = handlers[event.kind](request.payload if request else data)
-                if asyncio.iscoroutine(result):
-                    result = await result
+                result = await self._process(event)
                 self.store_unreachable = None
                 self.events_handled[event.kind] += 1
                 if request is not None and not request.future.done():
@@ -494,7 +508,7 @@ class Controller(PartitionReassignment):
         a failed log dir there (Kafka's controller marks those replicas offline)."""
         offline = {k for k, code in errors.items() if code == ErrorCode.KAFKA_STORAGE_ERROR}
         if offline - self.offline_replicas.get(broker_id, set()):
-            self.queue.put_nowait(ControllerEvent("replicas_offline", (broker_id, offline)))
+            self.queue.put_nowait(ReplicasOffline(broker_id, frozenset(offline)))
 
     def _send_update_metadata(self, pending: frozenset[tuple[str, int]] = frozenset()) -> None:
         """The cluster's view to every live broker. `pending` partitions (new ones whose
@@ -540,14 +554,17 @@ class Controller(PartitionReassignment):
     async def _watch_topic(self, name: str) -> None:
         """CreatePartitions rewrites the topic node, AlterConfigs the config node (Kafka's
         /config/changes, as a data watch here): each change is an event (not the first read)."""
-        for path, kind in ((paths.topic(name), "partition_change"),
-                           (paths.topic_config(name), "config_change")):
+        changes: tuple[tuple[str, type[PartitionModifications | TopicConfigChange]], ...] = (
+            (paths.topic(name), PartitionModifications),
+            (paths.topic_config(name), TopicConfigChange))
+        for path, event in changes:
             seen = False
 
-            def on_data(data: bytes | None, _stat: Stat | None, kind: str = kind) -> None:
+            def on_data(data: bytes | None, _stat: Stat | None,
+                        event: type[PartitionModifications | TopicConfigChange] = event) -> None:
                 nonlocal seen
                 if seen and data is not None:
-                    self.queue.put_nowait(ControllerEvent(kind, name))
+                    self.queue.put_nowait(event(name))
                 seen = True
 
             self._watches.append(await DataWatch(self.store, path, on_data).start())
@@ -585,11 +602,11 @@ class Controller(PartitionReassignment):
         self.channel.update_brokers({b: (data["host"], data["port"])
                                      for b, data in self.registrations.items()})
 
-    async def _on_startup(self, _data: object) -> None:
+    async def _on_startup(self) -> None:
         # Every child watch armed by its first read; later changes come as events.
-        self.live_brokers = {int(b) for b in await self._children("broker_change")}
+        self.live_brokers = {int(b) for b in await self._children(BrokerChange)}
         await self._read_registrations(self.live_brokers)
-        await self._load_topics(await self._children("topic_change"))
+        await self._load_topics(await self._children(TopicChange))
         offline = [k for k, s in self.states.items() if s.leader not in self.live_brokers]
         await self._elect_for(offline)
         # Brokers that died while there was no controller leave the ISRs of partitions whose
@@ -602,15 +619,15 @@ class Controller(PartitionReassignment):
         self._send_update_metadata()
         await self._send_leader_and_isr(list(self.states.values()))
         self._send_update_metadata()
-        await self._on_topic_deletion(await self._children("topic_deletion"))
-        await self._on_isr_change(await self._children("isr_change"))
-        await self._on_log_dir_event(await self._children("log_dir_event"))
+        await self._on_topic_deletion(await self._children(TopicDeletion))
+        await self._on_isr_change(await self._children(IsrChangeNotification))
+        await self._on_log_dir_event(await self._children(LogDirEventNotification))
         await self._resume_reassignments(lambda _assignment: True)
         log.info("ready to serve as the new controller", broker_id=self.broker_id,
                  controller_epoch=self.epoch, partitions=len(self.states))
 
-    async def _on_broker_change(self, children: object) -> None:
-        live = {int(b) for b in children}  # type: ignore[union-attr]
+    async def _on_broker_change(self, children: list[str]) -> None:
+        live = {int(b) for b in children}
         new, dead = live - self.live_brokers, self.live_brokers - live
         self.live_brokers = live
         self.shutting_down &= live
@@ -649,43 +666,42 @@ class Controller(PartitionReassignment):
         self.deletion.on_brokers_changed(new, dead)
         self._send_update_metadata()
 
-    async def _on_topic_change(self, children: object) -> None:
+    async def _on_topic_change(self, children: list[str]) -> None:
         # A set difference: a burst of creations is one event, whatever the number of topics.
-        created = sorted(set(children) - self.topics.keys()  # type: ignore[call-overload]
-                         - self.deletion.topics.keys())
+        created = sorted(set(children) - self.topics.keys() - self.deletion.topics.keys())
         states = await self._load_topics(created)
         if states:
             self._send_update_metadata(frozenset((st.topic, st.partition) for st in states))
             await self._send_leader_and_isr(states)
             self._send_update_metadata()
 
-    async def _on_partition_change(self, name: object) -> None:
+    async def _on_partition_change(self, name: str) -> None:
         """A topic's assignment grew (CreatePartitions): elect leaders for the new partitions."""
         if name not in self.topics:
             return
-        known = {(name, p) for p in self.topics[name].assignment}  # type: ignore[index]
-        states = [s for s in await self._load_topics([name])  # type: ignore[list-item]
+        known = {(name, p) for p in self.topics[name].assignment}
+        states = [s for s in await self._load_topics([name])
                   if (s.topic, s.partition) not in known]
         if states:
             self._send_update_metadata(frozenset((st.topic, st.partition) for st in states))
             await self._send_leader_and_isr(states)
             self._send_update_metadata()
 
-    async def _on_config_change(self, name: object) -> None:
+    async def _on_config_change(self, name: str) -> None:
         """A topic's config overrides changed: every broker learns them through UpdateMetadata
         (and applies them to its logs); DescribeConfigs answers from there."""
-        current = self.topics.get(name)  # type: ignore[arg-type]
-        info = await self._read_topic(name) if current is not None else None  # type: ignore[arg-type]
-        if info is not None and info.configs != current.configs:  # type: ignore[union-attr]
+        current = self.topics.get(name)
+        info = await self._read_topic(name) if current is not None else None
+        if current is not None and info is not None and info.configs != current.configs:
             self.topics[info.name] = info
             self._send_update_metadata()
 
-    async def _on_topic_deletion(self, children: object) -> None:
+    async def _on_topic_deletion(self, children: list[str]) -> None:
         """Topics marked for deletion: the TopicDeletionManager takes them; their partitions
         leave the metadata at once, their nodes the store once every replica deleted its log."""
         if not children:
             return
-        for n, name in enumerate(children):  # type: ignore[call-overload]
+        for n, name in enumerate(children):
             if n and n % STORE_BATCH == 0:
                 await serve_others()
             if self.deletion.is_being_deleted(name):
@@ -703,10 +719,10 @@ class Controller(PartitionReassignment):
 
     def _stop_replica_answered(self, broker_id: int,
                                errors: dict[tuple[str, int], ErrorCode]) -> None:
-        self.queue.put_nowait(ControllerEvent("stop_replica_response", (broker_id, errors)))
+        self.queue.put_nowait(StopReplicaResponse(broker_id, errors))
 
-    async def _on_stop_replica_response(self, data: object) -> None:
-        broker_id, errors = data  # type: ignore[misc]
+    async def _on_stop_replica_response(self, broker_id: int,
+                                        errors: dict[tuple[str, int], ErrorCode]) -> None:
         for topic in self.deletion.on_stop_replica_response(broker_id, errors):
             await self._remove_topic_nodes(topic)
 
@@ -717,11 +733,11 @@ class Controller(PartitionReassignment):
                 await self.store.delete(path, recursive=True)
         log.info("topic deleted", topic=name)
 
-    async def _on_isr_change(self, children: object) -> None:
+    async def _on_isr_change(self, children: list[str]) -> None:
         if not children:
             return
         changed = set()
-        for child in children:  # type: ignore[union-attr]
+        for child in children:
             with contextlib.suppress(NoNodeError):
                 data, _ = await self.store.get_json(f"{paths.ISR_CHANGES}/{child}")
                 for topic, partition in data["partitions"]:
@@ -738,11 +754,11 @@ class Controller(PartitionReassignment):
             if self._assignment(key).is_being_reassigned:
                 await self._maybe_complete_reassignment(key)
 
-    async def _on_log_dir_event(self, children: object) -> None:
+    async def _on_log_dir_event(self, children: list[str]) -> None:
         """Brokers whose log dir failed (Kafka's onBrokerLogDirFailure): each is sent LeaderAndIsr
         for every replica it holds; its KAFKA_STORAGE_ERROR answers mark those offline."""
         brokers: set[int] = set()
-        for child in children or ():  # type: ignore[union-attr]
+        for child in children:
             with contextlib.suppress(NoNodeError):
                 data, _ = await self.store.get_json(f"{paths.LOG_DIR_EVENTS}/{child}")
                 brokers.add(int(data["broker"]))
@@ -752,10 +768,9 @@ class Controller(PartitionReassignment):
             await self._send_leader_and_isr(
                 [s for s in self.states.values() if broker_id in s.replicas], only={broker_id})
 
-    async def _on_replicas_offline(self, data: object) -> None:
+    async def _on_replicas_offline(self, broker_id: int, keys: frozenset[tuple[str, int]]) -> None:
         """Replicas on a failed log dir go offline (Kafka's OfflineReplica): out of the ISR, and
         the partitions they led elect a leader among the other live ISR members."""
-        broker_id, keys = data  # type: ignore[misc]
         if broker_id not in self.live_brokers:
             return  # it left (or came back, and its dirs were read afresh)
         new = keys - self.offline_replicas.setdefault(broker_id, set())
@@ -778,10 +793,10 @@ class Controller(PartitionReassignment):
         self._send_update_metadata()
         await self._send_leader_and_isr(changed)
 
-    async def _on_controlled_shutdown(self, broker_id: object) -> list[tuple[str, int]]:
+    async def _on_controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
         if broker_id not in self.live_brokers:
             raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not live")
-        self.shutting_down.add(broker_id)  # type: ignore[arg-type]
+        self.shutting_down.add(broker_id)
         log.info("controlled shutdown", broker_id=broker_id, controller_epoch=self.epoch)
         changes = []
         for key, state in list(self.states.items()):
@@ -806,8 +821,7 @@ class Controller(PartitionReassignment):
         following = [k for k, s in self.states.items()
                      if broker_id in s.replicas and s.leader != broker_id]
         if following:
-            self.channel.send_stop_replica(broker_id, self.epoch, following,  # type: ignore[arg-type]
-                                           delete=False)
+            self.channel.send_stop_replica(broker_id, self.epoch, following, delete=False)
         return remaining
 
     def _can_lead_preferred(self, state: LeaderAndIsr) -> bool:
@@ -815,7 +829,7 @@ class Controller(PartitionReassignment):
         return (state.leader != preferred and preferred in state.isr
                 and self._replica_online(preferred, state) and preferred not in self.shutting_down)
 
-    async def _on_auto_leader_rebalance(self, _data: object) -> None:
+    async def _on_auto_leader_rebalance(self) -> None:
         """Elect preferred leaders for brokers whose share of not-led preferred partitions is above
         leader.imbalance.per.broker.percentage (Kafka's checkAndTriggerAutoLeaderRebalance)."""
         threshold = self.config["leader.imbalance.per.broker.percentage"] / 100
@@ -833,9 +847,9 @@ class Controller(PartitionReassignment):
             log.info("auto leader rebalance", partitions=len(keys), controller_epoch=self.epoch)
             await self._on_preferred_election(keys)
 
-    async def _on_preferred_election(self, keys: object) -> None:
+    async def _on_preferred_election(self, keys: list[tuple[str, int]] | None) -> None:
         changes = []
-        for key in keys if keys is not None else list(self.states):  # type: ignore[union-attr]
+        for key in keys if keys is not None else list(self.states):
             state = self.states.get(key)
             if state is not None and self._can_lead_preferred(state):
                 changes.append((key, state.replicas[0], state.isr))
@@ -845,11 +859,11 @@ class Controller(PartitionReassignment):
             await self._send_leader_and_isr(changed)
             self._send_update_metadata()
 
-    async def _on_elect_leaders(self, payload: object) -> dict[tuple[str, int], int | KafkaError]:
+    async def _on_elect_leaders(self, keys: list[tuple[str, int]], unclean: bool
+                                ) -> dict[tuple[str, int], int | KafkaError]:
         """Kafka's processReplicaLeaderElection for an admin: PREFERRED moves leadership to the
         first replica where it is live and in the ISR; UNCLEAN elects a leader for a partition
         whose leader is gone, an out-of-ISR live replica if need be."""
-        keys, unclean = payload  # type: ignore[misc]
         results: dict[tuple[str, int], int | KafkaError] = {}
         changes = []
         # One error object per answer that names no partition: a request may list 100,000.

@@ -38,9 +38,18 @@ class PartitionReassignment:
     topics: dict[str, TopicInfo]
     states: dict[Key, LeaderAndIsr]
 
+    if TYPE_CHECKING:  # ... and of its methods
+        async def _read_state(self, topic: str, partition: int) -> LeaderAndIsr | None: ...
+        async def _update_states(self, changes: list[tuple[Key, int, list[int]]]
+                                 ) -> list[LeaderAndIsr]: ...
+        async def _send_leader_and_isr(self, states: list[LeaderAndIsr],
+                                       only: set[int] | None = None) -> None: ...
+        def _send_update_metadata(self, pending: frozenset[Key] = frozenset()) -> None: ...
+
     # -- requests ---------------------------------------------------------------------------
 
-    async def _on_alter_reassignments(self, payload: object) -> dict[Key, KafkaError | None]:
+    async def _on_alter_reassignments(self, payload: dict[Key, list[int] | None]
+                                      ) -> dict[Key, KafkaError | None]:
         """Kafka's processApiPartitionReassignment: validate each, then start (or cancel) it."""
         results: dict[Key, KafkaError | None] = {}
         wanted: dict[Key, ReplicaAssignment] = {}
@@ -48,7 +57,7 @@ class PartitionReassignment:
         unknown = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
         no_reassignment = KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
                                      "No partition reassignment is in progress.")
-        for n, (key, target) in enumerate(payload.items()):  # type: ignore[attr-defined]
+        for n, (key, target) in enumerate(payload.items()):
             if n and n % REQUEST_CHUNK == 0:
                 await serve_others()
             current = self._assignment(key)
@@ -81,9 +90,9 @@ class PartitionReassignment:
                 results[key] = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR)
         return results
 
-    def _on_list_reassignments(self, keys: object) -> dict[Key, ReplicaAssignment]:
+    def _on_list_reassignments(self, keys: list[Key] | None) -> dict[Key, ReplicaAssignment]:
         listed = list(self.states) if keys is None else keys
-        return {key: assignment for key in listed  # type: ignore[union-attr]
+        return {key: assignment for key in listed
                 if (assignment := self._assignment(key)).is_being_reassigned}
 
     def _invalid_replicas(self, target: list[int], current: ReplicaAssignment) -> KafkaError | None:
