@@ -95,9 +95,9 @@ def test_one_of_two_log_dirs_failing_moves_only_its_leaderships(zk_connect, tmp_
         assert producer.send("two-dirs", b"a", partition=1).get(timeout=30).offset == 0
         assert producer.send("two-dirs", b"b", partition=0).get(timeout=30).offset == 0
         producer.close()
-        wait_until(lambda: leaders() == {0: 0, 1: 1}, "partition 1 led by broker 1")
-        assert [p["isr"] for p in sorted(c.partitions("two-dirs", 1),
-                                         key=lambda p: p["partition"])] == [[0, 1], [1]]
+        wait_until(lambda: leaders() == {0: 0, 1: 1} and [
+            p["isr"] for p in sorted(c.partitions("two-dirs", 1), key=lambda p: p["partition"])
+        ] == [[0, 1], [1]], "partition 1 led by broker 1 alone, partition 0 as before")
         admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)
 
         def offline() -> dict[int, list[int]]:  # as Metadata tells clients (UpdateMetadata over TCP)
