@@ -1,7 +1,8 @@
-"""The README's tour runs as written: every line of its `sh` block, in order, through the venv's
+"""The README's tour runs as written: every line of its `sh` blocks, in order, through the venv's
 real `kafka-sim` against a 3-broker cluster, and each line does what its comment says: an acks=all
 produce parks in the leader's produce purgatory while the followers are paused, its timeout a task
-on the timing wheel, and completes once both followers have fetched the record."""
+on the timing wheel, and completes once both followers have fetched the record; then its Python
+block fences a transactional producer with a second one of the same transactional.id."""
 
 from __future__ import annotations
 
@@ -13,15 +14,27 @@ import time
 
 import pytest
 
-from tests.cluster.test_readme_ctl_block import KAFKA_SIM, POLL_TIMEOUT_S, TOPIC, Walkthrough
+from tests.cluster.test_readme_ctl_block import (
+    KAFKA_SIM,
+    POLL_TIMEOUT_S,
+    TOPIC,
+    Walkthrough,
+    table,
+)
 from tests.docs import section
 
 
-def tour_block() -> list[tuple[str, list[str]]]:
-    block = re.search(r"```sh\n(.*?)```", section("README.md", "## A tour of the machinery"), re.S)
-    assert block is not None, "no ```sh block in the README's tour"
-    return [(line, shlex.split(line, comments=True)) for line in block.group(1).splitlines()
-            if line.strip()]
+def tour_blocks() -> tuple[list[tuple[str, list[str]]], str, list[tuple[str, list[str]]]]:
+    """The tour's first `sh` block, its `python` block (the fencing) and the `sh` block after it."""
+    text = section("README.md", "## A tour of the machinery")
+    blocks = re.findall(r"```(sh|python)\n(.*?)```", text, re.S)
+    assert [kind for kind, _ in blocks] == ["sh", "python", "sh"], blocks
+
+    def lines(block: str) -> list[tuple[str, list[str]]]:
+        return [(line, shlex.split(line, comments=True)) for line in block.splitlines()
+                if line.strip()]
+
+    return lines(blocks[0][1]), blocks[1][1], lines(blocks[2][1])
 
 
 class Tour(Walkthrough):
@@ -83,13 +96,19 @@ class Tour(Walkthrough):
                 assert produce["completed"] >= 1 and produce["expired"] == 0, produce
                 state = self.partition()
                 assert {s["broker"]: s for s in state["replicas_state"]}[0]["high_watermark"] == 4
+            case ["transactions", transactional_id]:
+                # state Empty, epoch 2: the abort fenced epoch 0 with epoch 1, the second
+                # producer's retried InitProducerId got epoch 2 (Kafka's coordinator)
+                rows = {r["TRANSACTIONAL_ID"]: r for r in table(out)}
+                assert (rows[transactional_id]["STATE"], rows[transactional_id]["EPOCH"]) == (
+                    "Empty", "2"), out
             case _:
                 raise AssertionError(f"no check for README command {shlex.join(argv)}")
 
 
 @pytest.mark.slow
 def test_the_readme_tour_runs_as_written(broker_factory, capsys, tmp_path):
-    commands = tour_block()
+    commands, fence, after_fence = tour_blocks()
     cluster = broker_factory(brokers=3, control=True)
     assert cluster.control is not None
     example = re.search(r"```python\n(.*?)```",
@@ -109,3 +128,10 @@ def test_the_readme_tour_runs_as_written(broker_factory, capsys, tmp_path):
         if tour.producer is not None and tour.producer.poll() is None:
             tour.producer.kill()
     assert tour.producer is not None and tour.producer.returncode == 0
+
+    # Fencing: the python block as written, then its ctl line
+    assert "localhost:9092" in fence
+    exec(fence.replace("localhost:9092", cluster.bootstrap), {})
+    assert capsys.readouterr().out == "first producer: _FENCED\n"
+    for line, argv in after_fence:
+        tour.check_tour(argv, tour.run(line, argv))
