@@ -399,7 +399,7 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_ts: int) -> 
     return records
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RecordsSummary:
     """What reading a batch's records found that its header does not say."""
     max_timestamp: int  # the records' largest (NO_TIMESTAMP for none): the batch's maxTimestamp

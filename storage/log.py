@@ -985,7 +985,7 @@ class RecordChecks:
     timestamp_bounds: tuple[int, int, int] | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CheckedRecords:
     """A producer's records once read: the bytes to append (batches rebuilt where the topic's
     compression.type or their inner offsets ask it) and each batch's records' max timestamp."""
@@ -1011,6 +1011,12 @@ def read_records(records: bytes | memoryview, headers: list[BatchHeader], max_me
     limit = decompression_limit(max_message_bytes)
     summaries = (check_produced_records(records, headers, checks, limit) if checks is not None
                  else check_record_counts(records, headers, limit))
+    max_timestamps = [summary.max_timestamp for summary in summaries]
+    valid = sum(header.size for header in headers)
+    if compression_target is None and not any(h.compression for h in headers):
+        # the common case: kept as sent (a batch cut short after the whole ones left out)
+        return CheckedRecords(records if valid == len(records) else memoryview(records)[:valid],
+                              max_timestamps)
     parts: list[bytes | memoryview] = []
     rebuilt, pos, view = False, 0, memoryview(records)
     for header, summary in zip(headers, summaries, strict=True):
@@ -1024,10 +1030,8 @@ def read_records(records: bytes | memoryview, headers: list[BatchHeader], max_me
             parts.append(view[pos : pos + header.size])
         pos += header.size
     if rebuilt:
-        records = b"".join(parts)
-    elif pos < len(records):  # a batch cut short after the whole ones: left out
-        records = view[:pos]
-    return CheckedRecords(records, [summary.max_timestamp for summary in summaries])
+        return CheckedRecords(b"".join(parts), max_timestamps)
+    return CheckedRecords(records if valid == len(records) else view[:valid], max_timestamps)
 
 
 def check_record_counts(records: bytes | memoryview, headers: list[BatchHeader],

@@ -32,7 +32,7 @@ class FetchDataInfo:
     position: int = -1
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class LogOffsetMetadata:
     """Where an offset lies in the log: its segment and the file position of its batch (Kafka's
     LogOffsetMetadata). A parked fetch compares the position of its fetch offset with that of the
