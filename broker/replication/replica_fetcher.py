@@ -128,8 +128,6 @@ class ReplicaFetcher:
                               leader=self.leader_id)
                 await asyncio.sleep(BACKOFF_S)
 
-    def _ready(self, fp: FollowedPartition) -> bool:
-        return fp.delayed_until <= asyncio.get_running_loop().time()
 
     def _partition_failed(self, fp: FollowedPartition, what: str) -> None:
         log.exception(f"unexpected error {what} partition; it backs off",
@@ -138,7 +136,9 @@ class ReplicaFetcher:
         fp.delay(asyncio.get_running_loop().time())
 
     async def _truncate(self) -> None:
-        pending = [fp for fp in self.partitions.values() if fp.truncating and self._ready(fp)]
+        now = asyncio.get_running_loop().time()
+        pending = [fp for fp in self.partitions.values()
+                   if fp.truncating and fp.delayed_until <= now]
         if not pending:
             return
         requests = []
@@ -177,7 +177,9 @@ class ReplicaFetcher:
         fp.truncating = False
 
     async def _fetch_once(self) -> None:
-        fetching = [fp for fp in self.partitions.values() if not fp.truncating and self._ready(fp)]
+        now = asyncio.get_running_loop().time()
+        fetching = [fp for fp in self.partitions.values()
+                    if not fp.truncating and fp.delayed_until <= now]
         if not fetching:
             await asyncio.sleep(BACKOFF_S)
             return
