@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,6 +68,23 @@ def start(data_dir: Path, port: int, zk_connect: str) -> subprocess.Popen:
              "-o", "log.level=warning", "-o", "control.listener="],
             cwd=ROOT, preexec_fn=limit_open_files, stderr=stderr,
         )
+
+
+def await_unregistered(zk_connect: str, broker_id: int, timeout_s: float = 60.0) -> None:
+    """Until ZooKeeper has dropped the broker's registration (its session expired)."""
+    from kazoo.client import KazooClient
+
+    gone = threading.Event()
+    client = KazooClient(hosts=zk_connect)
+    client.start(timeout=30)
+    try:
+        path = f"/brokers/ids/{broker_id}"
+        if client.exists(path, watch=lambda _event: gone.set()) is None:
+            return
+        assert gone.wait(timeout_s), f"{path} still registered after {timeout_s} s"
+    finally:
+        client.stop()
+        client.close()
 
 
 def said(proc: subprocess.Popen) -> str:
@@ -164,6 +182,9 @@ def test_ten_thousand_partitions_within_the_default_open_files_limit(
         finally:
             proc.send_signal(signal.SIGKILL)  # a crash: the restart recovers every partition
             proc.wait(30)
+        # The dead process's ZooKeeper session ends zookeeper.session.timeout.ms later; a broker
+        # started before that refuses to ("already registered"), as Kafka's does.
+        await asyncio.to_thread(await_unregistered, zk_in_memory, 0)
 
         proc = start(memory_dir / "broker-0", port, zk_in_memory)
         try:
