@@ -406,7 +406,7 @@ class RecordsSummary:
     offsets_in_order: bool  # record i's offset delta is i
 
 
-def check_record_count(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader,
+def walk_records(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader,
                        max_decompressed: int = MAX_DECOMPRESSED_BYTES) -> RecordsSummary:
     """The batch at `pos` holds exactly the records its header declares, each one readable
     (Kafka's LogValidator reads every record with DefaultRecord.readFrom): INVALID_RECORD

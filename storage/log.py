@@ -34,7 +34,6 @@ from protocol.records import (
     RecordsSummary,
     assign_offsets,
     batch_crc_ok,
-    check_record_count,
     decode_batch,
     decompression_limit,
     iter_batches,
@@ -42,6 +41,7 @@ from protocol.records import (
     recompress_batch,
     set_max_timestamp,
     validate_produce_records,
+    walk_records,
 )
 from storage.append_origin import AppendOrigin
 from storage.checkpoint import fsync_path
@@ -1010,13 +1010,21 @@ def read_records(records: bytes | memoryview, headers: list[BatchHeader], max_me
     own, or when it is compressed with inner offsets out of order."""
     limit = decompression_limit(max_message_bytes)
     summaries = (check_produced_records(records, headers, checks, limit) if checks is not None
-                 else check_record_counts(records, headers, limit))
+                 else walk_batches_records(records, headers, limit))
     max_timestamps = [summary.max_timestamp for summary in summaries]
-    valid = sum(header.size for header in headers)
-    if compression_target is None and not any(h.compression for h in headers):
-        # the common case: kept as sent (a batch cut short after the whole ones left out)
-        return CheckedRecords(records if valid == len(records) else memoryview(records)[:valid],
-                              max_timestamps)
+    if compression_target is not None or any(h.compression for h in headers):
+        rebuilt = _rebuilt(records, headers, summaries, compression_target, limit)
+        if rebuilt is not None:
+            return CheckedRecords(rebuilt, max_timestamps)
+    valid = sum(header.size for header in headers)  # a batch cut short after them is left out
+    return CheckedRecords(records if valid == len(records) else memoryview(records)[:valid],
+                          max_timestamps)
+
+
+def _rebuilt(records: bytes | memoryview, headers: list[BatchHeader],
+             summaries: list[RecordsSummary], compression_target: tuple[int, int | None] | None,
+             max_decompressed: int) -> bytes | None:
+    """The batches with those to rebuild rebuilt; None when none is."""
     parts: list[bytes | memoryview] = []
     rebuilt, pos, view = False, 0, memoryview(records)
     for header, summary in zip(headers, summaries, strict=True):
@@ -1024,23 +1032,21 @@ def read_records(records: bytes | memoryview, headers: list[BatchHeader], max_me
             else compression_target
         if not header.is_control and (codec != header.compression or (
                 header.compression and not summary.offsets_in_order)):
-            parts.append(recompress_batch(records, pos, codec, level, limit))
+            parts.append(recompress_batch(records, pos, codec, level, max_decompressed))
             rebuilt = True
         else:
             parts.append(view[pos : pos + header.size])
         pos += header.size
-    if rebuilt:
-        return CheckedRecords(b"".join(parts), max_timestamps)
-    return CheckedRecords(records if valid == len(records) else view[:valid], max_timestamps)
+    return b"".join(parts) if rebuilt else None
 
 
-def check_record_counts(records: bytes | memoryview, headers: list[BatchHeader],
-                        max_decompressed: int) -> list[RecordsSummary]:
+def walk_batches_records(records: bytes | memoryview, headers: list[BatchHeader],
+                         max_decompressed: int) -> list[RecordsSummary]:
     """Each batch holds the readable records it declares (Kafka's LogValidator reads them all):
     nothing of a batch whose count lies reaches the log."""
     pos, summaries = 0, []
     for header in headers:
-        summaries.append(check_record_count(records, pos, header, max_decompressed))
+        summaries.append(walk_records(records, pos, header, max_decompressed))
         pos += header.size
     return summaries
 

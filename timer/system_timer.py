@@ -117,18 +117,19 @@ class SystemTimer:
         self._housekeeping = [ref for ref in self._housekeeping if ref() != method]
 
     def _run_housekeeping(self) -> None:
-        alive = []
+        gone = False
         for ref in self._housekeeping:
             method = ref()
             if method is None:
+                gone = True
                 continue
-            alive.append(ref)
             try:
                 method()
             except Exception:
                 self.task_errors += 1
                 log.exception("timer housekeeping %r failed", method)
-        self._housekeeping = alive
+        if gone:  # an owner was collected: its callback goes
+            self._housekeeping = [ref for ref in self._housekeeping if ref() is not None]
 
     def _add_entry(self, entry: TimerTaskEntry) -> None:
         if self.wheel.add(entry):

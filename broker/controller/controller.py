@@ -106,8 +106,7 @@ class Controller(PartitionReassignment):
         self.partition_states = PartitionStateMachine(timer.clock.now_ms)
         self.replica_states = ReplicaStateMachine(timer.clock.now_ms)
         self._tracked_replicas: dict[tuple[str, int], list[int]] = {}
-        self.deletion = TopicDeletionManager(
-            self, lambda broker_id: functools.partial(self._stop_replica_answered, broker_id))
+        self.deletion = TopicDeletionManager(self, self._stop_replica_answered)
         self.queue: asyncio.Queue[ControllerEvent] = asyncio.Queue()
         # Live brokers' registrations (/brokers/ids/N), read when they join: UpdateMetadata and
         # the controller channel take their endpoints from here.

@@ -12,10 +12,11 @@ NonExistent and the topic's nodes leave the store; until then the topic cannot b
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from broker.controller.controller_channel import ControllerChannel, PartitionErrors
+from broker.controller.controller_channel import ControllerChannel
 from broker.controller.partition_state_machine import PartitionState, PartitionStateMachine
 from broker.controller.replica_state_machine import Replica, ReplicaState, ReplicaStateMachine
 from broker.logs import get_logger
@@ -35,13 +36,13 @@ class DeletionContext(Protocol):
 
 class TopicDeletionManager:
     def __init__(self, controller: DeletionContext,
-                 on_response: Callable[[int], PartitionErrors]) -> None:
+                 answered: Callable[[int, dict[tuple[str, int], ErrorCode]], None]) -> None:
         self._controller = controller
         # The replicas of each topic being deleted
         self.topics: dict[str, list[Replica]] = {}
-        # A broker's StopReplica answer, as a controller event (the state machines change only
-        # on the controller's task)
-        self._on_response = on_response
+        # Takes a broker's StopReplica answer (as a controller event: the state machines change
+        # only on the controller's task)
+        self._answered = answered
 
     def is_being_deleted(self, topic: str) -> bool:
         return topic in self.topics
@@ -76,7 +77,7 @@ class TopicDeletionManager:
             c.replica_states.transition([(t, p, broker_id) for t, p in keys],
                                         ReplicaState.DELETION_STARTED, "StopReplica(delete) sent")
             c.channel.send_stop_replica(broker_id, c.epoch, keys, delete=True,
-                                        on_response=self._on_response(broker_id))
+                                        on_response=functools.partial(self._answered, broker_id))
 
     def on_stop_replica_response(self, broker_id: int,
                                  errors: dict[tuple[str, int], ErrorCode]) -> list[str]:

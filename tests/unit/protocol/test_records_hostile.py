@@ -19,11 +19,11 @@ from protocol.records import (
     LOG_OVERHEAD,
     MAGIC_V2,
     MIN_RECORD_SIZE,
-    check_record_count,
     decode_batch,
     encode_batch,
     encode_varint,
     read_batch_header,
+    walk_records,
 )
 
 
@@ -49,7 +49,7 @@ ATTRS = b"\x00"
 def decode_error(blob: bytes, count: int = 1) -> KafkaError:
     batch = batch_with_records_blob(blob, count)
     with pytest.raises(KafkaError) as walked:  # a produce's check, before the append
-        check_record_count(batch, 0, read_batch_header(batch))
+        walk_records(batch, 0, read_batch_header(batch))
     with pytest.raises(KafkaError) as info:
         decode_batch(batch)
     assert walked.value.code == info.value.code
@@ -82,7 +82,7 @@ def test_what_kafka_reads_is_read_alike() -> None:
     a header key that is not UTF-8 is read with replacement characters (Java's new String)."""
     blob = record(ATTRS, 0, 0, -5, b"", -7, 1, 2, b"\xff\xfe", -9)
     batch = batch_with_records_blob(blob, 1)
-    check_record_count(batch, 0, read_batch_header(batch))
+    walk_records(batch, 0, read_batch_header(batch))
     [read] = decode_batch(batch)[1]
     assert (read.key, read.value, read.headers) == (None, None, [("\ufffd\ufffd", None)])
 
