@@ -53,7 +53,7 @@ from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChan
 from storage.log_flusher import Job, LogFlusher
 from storage.log_info import FetchDataInfo, LogAppendInfo, LogOffsetMetadata
 from storage.log_loader import load_segments, new_segment
-from storage.naming import log_file
+from storage.naming import DELETE_SUFFIX, log_file, moved_dir_name
 from storage.producer_state import (
     BatchMetadata,
     CompletedTxn,
@@ -892,11 +892,19 @@ class Log:
         self.producer_state.take_snapshot(self._log_end_offset, self._submit)
 
     def delete(self) -> None:
+        """Kafka's asyncDelete: the folder is renamed `-delete` now, so its name is free at once and
+        a flush job running in it meanwhile cannot leave it behind, and the flusher removes it after
+        the jobs queued before (the next load removes one a crash left)."""
         self.deleted = True  # the flusher skips this log's queued jobs
         self.abandon_pending_swaps()
         for segment in self._segments:
-            segment.delete()
-        shutil.rmtree(self.directory, ignore_errors=True)
+            segment.close_unflushed()
+        doomed = self.directory.with_name(moved_dir_name(self.directory.name, DELETE_SUFFIX))
+        try:
+            self.directory.rename(doomed)
+        except OSError:  # gone already, or its dir failed: whatever is left is removed in place
+            doomed = self.directory
+        self._flusher.submit(functools.partial(shutil.rmtree, doomed, ignore_errors=True))
 
 
 # A Produce batch for a compacted topic that is compressed, or larger than this, is decoded in a

@@ -11,6 +11,7 @@ swapped in. The logs share one bounded cache of segment descriptors and one flus
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import uuid
 from collections import Counter
@@ -23,20 +24,20 @@ from storage.checkpoint import OffsetCheckpointFile, fsync_dir, fsync_path, writ
 from storage.disk_faults import DiskFaults
 from storage.file_handles import DEFAULT_MAX_OPEN_FILES, FileHandleCache
 from storage.log_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS, LogConfig
-from storage.log_dir import (
+from storage.log_dir import CountedLogs, LogDir
+from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel, is_name_error
+from storage.log_flusher import LogFlusher
+from storage.naming import (
     DELETE_SUFFIX,
     FUTURE_SUFFIX,
     PARTITION_NAME_FILE,
-    CountedLogs,
-    LogDir,
     is_cut,
+    log_dir_name,
     moved_dir_name,
     parse_delete_dir_name,
     parse_future_dir_name,
+    parse_log_dir_name,
 )
-from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel, is_name_error
-from storage.log_flusher import LogFlusher
-from storage.naming import log_dir_name, parse_log_dir_name
 from storage.partition_metadata import write_partition_metadata
 
 if TYPE_CHECKING:
@@ -439,7 +440,7 @@ class LogManager:
         log.high_watermark = current.high_watermark
         self._logs[key] = log
         self.dirs[current.log_dir].cleaner.forget(key, self.flusher.submit)
-        shutil.rmtree(doomed, ignore_errors=True)
+        self.flusher.submit(functools.partial(shutil.rmtree, doomed, ignore_errors=True))
         return log
 
     def all_logs(self) -> dict[TopicPartition, Log]:

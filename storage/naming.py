@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from pathlib import Path
 
 LOG_SUFFIX = ".log"
@@ -21,6 +23,14 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 
 _OFFSET_DIGITS = 20
+
+# Kafka's suffixes of a partition folder being moved in (AlterReplicaLogDirs) and one waiting to be
+# deleted: `<topic>-<partition>.<uuid hex>-future` / `-delete`.
+FUTURE_SUFFIX = "-future"
+DELETE_SUFFIX = "-delete"
+MAX_FILE_NAME_BYTES = 255  # NAME_MAX of the common file systems
+# In a future folder whose name was cut (moved_dir_name): the partition folder's name it becomes
+PARTITION_NAME_FILE = "partition.name"
 
 
 def filename_prefix(base_offset: int) -> str:
@@ -74,3 +84,41 @@ def parse_log_dir_name(name: str) -> tuple[str, int] | None:
     if not sep or not topic or not partition.isdigit():
         return None
     return topic, int(partition)
+
+
+def moved_dir_name(stem: str, suffix: str) -> str:
+    """`<stem>.<uuid hex><suffix>` for a partition folder being moved in or deleted, within the
+    file systems' 255 bytes for any legal topic: a stem too long for it keeps its start and gets
+    '~' and a hash of the whole ('~' is in no topic name, so such a name is known to be cut; a
+    future folder's whole stem is then in its PARTITION_NAME_FILE). Kafka cuts deleted names
+    only; a future log of a 249-character topic failed its whole log dir."""
+    tag = uuid.uuid4().hex
+    name = f"{stem}.{tag}{suffix}"
+    if len(name.encode()) <= MAX_FILE_NAME_BYTES:
+        return name
+    digest = hashlib.sha1(stem.encode()).hexdigest()[:8]
+    keep = MAX_FILE_NAME_BYTES - len(f"~{digest}.{tag}{suffix}".encode())
+    return f"{stem[:keep]}~{digest}.{tag}{suffix}"
+
+
+def is_cut(stem: str) -> bool:
+    return "~" in stem
+
+
+def parse_future_dir_name(name: str) -> str | None:
+    """`t-0.<hex>-future` -> "t-0" (the partition folder's name); None for any other name."""
+    return _strip(name, FUTURE_SUFFIX)
+
+
+def parse_delete_dir_name(name: str) -> str | None:
+    """`t-0.<hex>-delete` -> "t-0"; None for any other name."""
+    return _strip(name, DELETE_SUFFIX)
+
+
+def _strip(name: str, suffix: str) -> str | None:
+    if not name.endswith(suffix):
+        return None
+    stem, dot, tag = name[: -len(suffix)].rpartition(".")
+    if not dot or len(tag) != 32 or not all(c in "0123456789abcdef" for c in tag):
+        return None
+    return stem

@@ -340,6 +340,7 @@ async def test_a_move_sent_elsewhere_midway_starts_over_there(tmp_path: Path):
         assert first.deleted and not first.directory.exists()
         await asyncio.wait_for(movers.swapped[("m", 0)].wait(), 30)
         assert dir_of(broker, "m", 0) == c and broker.log_manager.get_log("m", 0).log_end_offset == 50
+        await asyncio.to_thread(broker.log_manager.flusher.drain)  # old copies are removed there
         assert not [p for d in (a, b, c) for p in Path(d).iterdir() if p.name.startswith("m-0.")]
         assert broker.log_dir_failure_channel.offline_log_dirs() == []
         await client.close()
