@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 from crc32c import crc32c
 
-from protocol.compression import CODEC_NAMES
+from protocol.compression_type import CODEC_NAMES
 from protocol.records import (
     ATTRIBUTES_OFFSET,
     BATCH_LENGTH_OFFSET,

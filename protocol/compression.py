@@ -1,5 +1,5 @@
-"""Record batch compression: the four codecs Kafka knows, through cramjam (imported by the first
-compressed batch: start-up does without it).
+"""Record batch compression: the four codecs Kafka knows, through cramjam (loaded with the record
+batches' module, the data path: start-up does without it).
 
 Snappy comes in two framings: the Java client and kafka-python write snappy-java's "xerial"
 stream, librdkafka a raw block; both are read. LZ4 is the frame format with independent blocks,
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import struct
 
-from protocol.errors import ErrorCode, KafkaError
+import cramjam
 
-NO_COMPRESSION, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
-CODEC_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
+from protocol.compression_type import CODEC_NAMES, GZIP, LZ4, SNAPPY, ZSTD
+from protocol.errors import ErrorCode, KafkaError
 
 _I32 = struct.Struct(">i")
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -49,8 +49,6 @@ def _too_large(codec: int, limit: int) -> KafkaError:
 def _snappy_block(block: bytes, left: int, limit: int) -> bytes:
     """One raw snappy block, its declared length checked against the `left` bytes of `limit`
     before anything is allocated (a 5-byte header can claim 4 GiB)."""
-    import cramjam
-
     declared = cramjam.snappy.decompress_raw_len(block)
     if declared > left:
         raise _too_large(SNAPPY, limit)
@@ -79,8 +77,6 @@ def _xerial_decompress(data: bytes, limit: int) -> bytes:
 
 def _bounded(module, codec: int, data: bytes | memoryview, limit: int) -> bytes:
     """Inflate into a buffer grown 4x at a time up to `limit`; refuse what does not fit in it."""
-    import cramjam
-
     size = min(limit, max(_FIRST_OUTPUT_BYTES, 8 * len(data)))
     while True:
         out = bytearray(size)
@@ -99,8 +95,6 @@ def _bounded(module, codec: int, data: bytes | memoryview, limit: int) -> bytes:
 def decompress(codec: int, data: bytes | memoryview, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
     """Inflate a batch's records blob (both snappy framings the clients write), at most `limit`
     bytes of it: RECORD_LIST_TOO_LARGE beyond, CORRUPT_MESSAGE when it cannot be inflated."""
-    import cramjam
-
     try:
         if codec == GZIP:
             return _bounded(cramjam.gzip, codec, data, limit)
@@ -122,8 +116,6 @@ def compress(codec: int, data: bytes, *, snappy_xerial: bool = True,
              level: int | None = None) -> bytes:
     """Deflate a records blob the way the Java client does (xerial snappy, independent lz4
     blocks); `level` as Kafka's compression.<codec>.level (None or gzip's -1: the default)."""
-    import cramjam
-
     if codec == GZIP:
         return bytes(cramjam.gzip.compress(data, level=6 if level in (None, -1) else level))
     if codec == SNAPPY:

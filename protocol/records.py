@@ -37,14 +37,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from protocol.checksum import crc32c
-from protocol.compression import GZIP as GZIP  # re-exported: codecs are part of the batch format
-from protocol.compression import LZ4 as LZ4
 from protocol.compression import MAX_DECOMPRESSED_BYTES as MAX_DECOMPRESSED_BYTES
-from protocol.compression import NO_COMPRESSION as NO_COMPRESSION
-from protocol.compression import SNAPPY as SNAPPY
-from protocol.compression import ZSTD as ZSTD
 from protocol.compression import compress, decompress
 from protocol.compression import decompression_limit as decompression_limit
+from protocol.compression_type import (
+    GZIP as GZIP,  # re-exported: codecs are part of the batch format
+)
+from protocol.compression_type import LZ4 as LZ4
+from protocol.compression_type import NO_COMPRESSION as NO_COMPRESSION
+from protocol.compression_type import SNAPPY as SNAPPY
+from protocol.compression_type import ZSTD as ZSTD
 from protocol.errors import ErrorCode, KafkaError
 
 # One struct for the whole header; field order is the wire order above.

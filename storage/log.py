@@ -409,6 +409,17 @@ class Log:
             not self.config.log_append_time
             and min(self.config.timestamp_before_max_ms, self.config.timestamp_after_max_ms) < LONG_MAX)
 
+    def checks_off_loop(self, records: bytes | memoryview) -> bool:
+        """Whether checking these Produce records for this log is worth a worker thread."""
+        return check_off_loop(records, self.decodes_produced_records, self.config.compression_target)
+
+    def records_checker(self) -> Callable[[bytes], CheckedRecords]:
+        """check_batches_records bound to this log's limits and record checks as they are now, to
+        run in a worker thread (append_as_leader takes what it found as `checked`)."""
+        max_bytes, target = self.config.max_message_bytes, self.config.compression_target
+        checks = self.record_checks() if self.decodes_produced_records else None
+        return lambda records: check_batches_records(records, max_bytes, checks, target)
+
     def record_checks(self, now: int | None = None) -> RecordChecks:
         now = self._now_ms() if now is None else now
         bounded = not self.config.log_append_time and min(
@@ -668,6 +679,16 @@ class Log:
                 segment.txn_index.append(AbortedTxn(
                     txn.producer_id, txn.first_offset, txn.last_offset,
                     self.producer_state.last_stable_offset_of(txn)))
+
+    def aborted_transactions_in(self, fetch_offset: int, records: bytes | memoryview
+                                ) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed consumer needs for records read from
+        `fetch_offset`: those overlapping [fetch_offset, the offset after the last batch read)."""
+        upper = fetch_offset
+        for _, header in iter_batches(records):
+            upper = header.next_offset
+        return self.collect_aborted_transactions(fetch_offset, upper) if upper > fetch_offset \
+            else []
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
                                      ) -> list[AbortedTxn]:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.compression import GZIP, LZ4, ZSTD
+from protocol.compression_type import GZIP, LZ4, ZSTD
 from protocol.errors import ErrorCode, KafkaError
 
 INT_MAX = 2**31 - 1

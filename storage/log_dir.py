@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import storage
 from storage.checkpoint import OffsetCheckpointFile
 from storage.disk_faults import DiskFaults
 from storage.log_dir_failure_channel import LogDirFailureChannel
@@ -48,10 +49,8 @@ class LogDir:
         if self._cleaner is None:
             with self._cleaner_lock:
                 if self._cleaner is None:
-                    from storage.log_cleaner import LogCleaner
-
-                    self._cleaner = LogCleaner(self.path, self._now_ms, self.failure_channel,
-                                               self.disk)
+                    self._cleaner = storage.log_cleaner.LogCleaner(
+                        self.path, self._now_ms, self.failure_channel, self.disk)
         return self._cleaner
 
     @property

@@ -19,6 +19,7 @@ from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import storage
 from protocol.errors import ErrorCode, KafkaError
 from storage.checkpoint import OffsetCheckpointFile, fsync_dir, fsync_path, write_text_atomically
 from storage.disk_faults import DiskFaults
@@ -200,10 +201,8 @@ class LogManager:
 
     def _open(self, path: Path, key: TopicPartition, recovery_point: int,
               log_start_offset: int | None, clean: bool, *, future: bool = False) -> Log:
-        from storage.log import Log  # the log's whole tree: loaded by the first log (start-up)
-
         log_dir = self.dirs[str(path.parent)]
-        return Log.open(
+        return storage.log.Log.open(
             path, self.config_for(key[0]), now_ms=self._now_ms, recovery_point=recovery_point,
             log_start_offset=log_start_offset, clean_shutdown=clean,
             producer_id_expiration_ms=self.producer_id_expiration_ms, disk=log_dir.disk,
@@ -322,11 +321,9 @@ class LogManager:
     def _open_new(self, log_dir: LogDir, name: str, topic: str, files: FileHandleCache,
                   flusher: LogFlusher) -> Log:
         """A log's folder and first segment, made if new (any thread)."""
-        from storage.log import Log
-
         self.failure_channel.check_online(log_dir.name, f"creating log {name}")
         try:
-            return Log.open(log_dir.path / name, self.config_for(topic), now_ms=self._now_ms,
+            return storage.log.Log.open(log_dir.path / name, self.config_for(topic), now_ms=self._now_ms,
                             producer_id_expiration_ms=self.producer_id_expiration_ms,
                             disk=log_dir.disk, failure_channel=self.failure_channel, files=files,
                             flusher=flusher)

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from broker import control
 from broker.control.addresses import is_loopback, is_wildcard
 from broker.control.faults import FaultInjector
 from broker.logs import get_logger
@@ -432,10 +433,9 @@ async def get_purgatory(request: web.Request) -> web.Response:
 
 async def get_metrics(request: web.Request) -> web.Response:
     # prometheus_client is loaded by the first scrape, not with the control API (start-up).
-    from broker.control import prometheus_metrics
-
-    body = prometheus_metrics.render(_control(request).metrics())
-    return web.Response(body=body, headers={"Content-Type": prometheus_metrics.CONTENT_TYPE_LATEST})
+    rendering = control.prometheus_metrics
+    body = rendering.render(_control(request).metrics())
+    return web.Response(body=body, headers={"Content-Type": rendering.CONTENT_TYPE_LATEST})
 
 
 async def get_groups(request: web.Request) -> web.Response:

@@ -8,6 +8,7 @@ import asyncio
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from broker import control
 from broker.control.addresses import is_loopback
 from broker.logs import get_logger
 
@@ -87,6 +88,4 @@ class ControlServer:
 
 
 def _load_control_api() -> tuple[ModuleType, ModuleType]:
-    from broker.control import control_api, web_console
-
-    return control_api, web_console
+    return control.control_api, control.web_console

@@ -15,6 +15,7 @@ import importlib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from broker.metadata.sanitizer import sanitize
@@ -90,9 +91,13 @@ class ApiHandler:
     def handle(self) -> Handle:
         return self.registered or self.load()
 
+    def handler_module(self) -> ModuleType:
+        """The handler's module, imported by this first call (what else of it a caller needs)."""
+        return importlib.import_module(f"broker.handlers.{self.module}")
+
     def load(self) -> Handle:
         """Import the handler's module (its `@register` binds the coroutine)."""
-        importlib.import_module(f"broker.handlers.{self.module}")
+        self.handler_module()
         if self.registered is None:
             raise RuntimeError(f"broker.handlers.{self.module} registers no {self.name} handler")
         return self.registered

@@ -4,12 +4,10 @@
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
+from broker.authorizer.acl import AccessControlEntry, AclBinding, AclBindingFilter, ResourcePattern
 from broker.authorizer.acl_codes import AclOperation, AclPermissionType, PatternType, ResourceType
-
-if TYPE_CHECKING:
-    from broker.authorizer.acl import AclBinding, AclBindingFilter
 
 E = TypeVar("E", bound=IntEnum)
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
@@ -24,9 +22,6 @@ def _code(enum: type[E], value: int) -> E:
 
 
 def binding_of(creation) -> AclBinding:
-    # Reached with an authorizer only, which loaded the bindings' module: no start-up cost.
-    from broker.authorizer.acl import AccessControlEntry, AclBinding, ResourcePattern
-
     return AclBinding(
         ResourcePattern(_code(ResourceType, creation.resource_type), creation.resource_name,
                         _code(PatternType, creation.get("resource_pattern_type", V0_PATTERN_TYPE))),
@@ -35,8 +30,6 @@ def binding_of(creation) -> AclBinding:
 
 
 def filter_of(request) -> AclBindingFilter:
-    from broker.authorizer.acl import AclBindingFilter  # as in binding_of
-
     return AclBindingFilter(
         _code(ResourceType, request.resource_type_filter), request.resource_name_filter,
         _code(PatternType, request.get("pattern_type_filter", V0_PATTERN_TYPE)),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.admin.client_quotas import alter, java_map_order
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, authorize_cluster
 from protocol.errors import ErrorCode, KafkaError
@@ -23,9 +24,6 @@ YIELD_EVERY = 50
 
 @register(49)
 async def handle(ctx: RequestContext, request) -> dict:
-    # Loaded at the first quota request, not at start-up (which every `kafka-sim run` pays)
-    from broker.admin.client_quotas import alter, java_map_order
-
     configs = ctx.services.client_quota_configs
     assert configs is not None
     allowed = authorize_cluster(ctx, AclOperation.ALTER_CONFIGS)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from broker.admin.admin_manager import RESOURCE_BROKER, RESOURCE_TOPIC
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, ResourceType, authorize, require_cluster
 from protocol.errors import ErrorCode, KafkaError
@@ -24,9 +25,6 @@ async def alter_resource(
 ) -> dict:
     """Apply `change` (current overrides -> new overrides) to one resource; its response entry."""
     admin = ctx.services.admin_manager
-    # Imported here: topic admin loads with its first request, not at start.
-    from broker.admin.admin_manager import RESOURCE_BROKER, RESOURCE_TOPIC
-
     name = resource.resource_name
     try:
         if resource.resource_type == RESOURCE_TOPIC:

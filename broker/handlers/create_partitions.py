@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from broker.admin.admin_manager import MAX_PARTITIONS_PER_REQUEST
 from broker.handlers import RequestContext, refuse_repeated, register, repeated_topics
 from broker.handlers.authorization import AclOperation, ResourceType, authorize
 from protocol.errors import ErrorCode, KafkaError
@@ -21,9 +22,6 @@ from protocol.errors import ErrorCode, KafkaError
 async def handle(ctx: RequestContext, request) -> dict:
     repeated = repeated_topics(t.name for t in request.topics)
     results = []
-    # Imported here: topic admin loads with its first request, not at start.
-    from broker.admin.admin_manager import MAX_PARTITIONS_PER_REQUEST
-
     budget = MAX_PARTITIONS_PER_REQUEST  # new partitions this request may still add
     for topic in request.topics:
         try:

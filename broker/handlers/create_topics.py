@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from broker.admin.admin_manager import MAX_PARTITIONS_PER_REQUEST
 from broker.handlers import RequestContext, refuse_repeated, register, repeated_topics
 from broker.handlers.authorization import (
     AclOperation,
@@ -64,9 +65,6 @@ async def _create(ctx: RequestContext, request, topic, budget: int, configs_show
 async def handle(ctx: RequestContext, request) -> dict:
     repeated = repeated_topics(t.name for t in request.topics)
     results = []
-    # Imported here: topic admin loads with its first request, not at start.
-    from broker.admin.admin_manager import MAX_PARTITIONS_PER_REQUEST
-
     budget = MAX_PARTITIONS_PER_REQUEST  # partitions this request may still create
     names = [t.name for t in request.topics]
     creatable = (set(names) if authorize_cluster(ctx, AclOperation.CREATE)

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from broker.admin.client_quotas import FilterComponent, describe
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, authorize_cluster
 from protocol.errors import ErrorCode, KafkaError
@@ -25,9 +26,6 @@ def _error(code: int, message: str | None) -> dict:
 
 @register(48)
 async def handle(ctx: RequestContext, request) -> dict:
-    # Loaded at the first quota request, not at start-up (which every `kafka-sim run` pays)
-    from broker.admin.client_quotas import FilterComponent, describe
-
     if not authorize_cluster(ctx, AclOperation.DESCRIBE_CONFIGS):
         return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     configs = ctx.services.client_quota_configs

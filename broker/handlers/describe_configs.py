@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.admin.admin_manager import RESOURCE_BROKER, RESOURCE_TOPIC
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, ResourceType, authorize, require_cluster
 from protocol.errors import ErrorCode, KafkaError
@@ -24,9 +25,6 @@ if TYPE_CHECKING:
 
 def _entries(ctx: RequestContext, resource) -> list[ConfigEntry]:
     admin = ctx.services.admin_manager
-    # Imported here: topic admin loads with its first request, not at start.
-    from broker.admin.admin_manager import RESOURCE_BROKER, RESOURCE_TOPIC
-
     if resource.resource_type == RESOURCE_TOPIC:
         if not authorize(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
                          resource.resource_name):

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from broker.coordinator.group.group_metadata import GroupState
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import (
     AUTHORIZED_OPERATIONS_OMITTED,
@@ -18,9 +19,6 @@ from protocol.errors import ErrorCode
 
 
 def describe(ctx: RequestContext, group_id: str, operations: bool = False) -> dict:
-    # Imported here: the group coordinator's modules load with it, on first use.
-    from broker.coordinator.group.group_metadata import GroupState
-
     if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         error, group = ErrorCode.GROUP_AUTHORIZATION_FAILED, None
     else:

@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+from broker.admin.admin_manager import MAX_PARTITIONS_PER_REQUEST
+from broker.controller.pacing import serve_others
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import (
     AUTHORIZED_OPERATIONS_OMITTED,
@@ -109,9 +111,6 @@ def _lookup(ctx: RequestContext, requested, auto_create: bool, operations: bool,
 async def _auto_create(ctx: RequestContext, names: list[str]) -> dict[str, ErrorCode]:
     """Create the topics a request named, within CreateTopics' partition budget (each gets
     `num.partitions`); per topic the error that kept it from being created."""
-    from broker.admin.admin_manager import MAX_PARTITIONS_PER_REQUEST
-    from broker.controller.pacing import serve_others
-
     creation = ctx.services.auto_topic_creation
     each = max(1, ctx.services.config["num.partitions"])
     within = max(0, MAX_PARTITIONS_PER_REQUEST // each)

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from broker.coordinator.group.coordinator import await_callback
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, ResourceType, authorize
 from protocol.errors import ErrorCode
@@ -14,9 +15,6 @@ from protocol.errors import ErrorCode
 @register(14)
 async def handle(ctx: RequestContext, request) -> dict:
     coordinator = ctx.services.group_coordinator
-    # Imported here: the group coordinator's modules load with it, on first use.
-    from broker.coordinator.group.coordinator import await_callback
-
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
                 "protocol_type": None, "protocol_name": None, "assignment": b""}

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from broker.coordinator.group.group_metadata import OffsetAndMetadata
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, ResourceType, authorize, filter_authorized
 from protocol.errors import ErrorCode
@@ -17,9 +18,6 @@ from protocol.errors import ErrorCode
 @register(28)
 async def handle(ctx: RequestContext, request) -> dict:
     coordinator = ctx.services.group_coordinator
-    # Imported here: the group coordinator's modules load with it, on first use.
-    from broker.coordinator.group.group_metadata import OffsetAndMetadata
-
     cache = ctx.services.metadata_cache
     now = coordinator.time_ms()
     errors: dict[tuple[str, int], ErrorCode] = {}

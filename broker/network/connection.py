@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from broker.control.faults import Fault, FaultAction, error_response
 from broker.handlers import HANDLERS, RequestContext
+from broker.handlers.api_versions import api_versions_fallback
 from broker.logs import get_logger
 from broker.network.close_connection import CloseConnection
 from broker.network.handler_time import HandlerTime
@@ -331,8 +332,6 @@ class Connection:
                     f"unsupported version {version} of {handler.name} "
                     f"(supported {handler.min_version}-{handler.max_version})"
                 )
-            from broker.handlers.api_versions import api_versions_fallback
-
             body = encode_response(API_VERSIONS_KEY, 0, api_versions_fallback())
             return encode_frame(encode_response_header(header.correlation_id, 0) + body)
         many_elements = False
@@ -407,7 +406,5 @@ class Connection:
 
 
 def _session_partitions(services: BrokerServices, request) -> list[tuple[str, int]]:
-    """broker.handlers.fetch's session_partitions, the Fetch handler's module loaded on first use."""
-    from broker.handlers.fetch import session_partitions
-
-    return session_partitions(services, request)
+    """The Fetch handler's session_partitions (its module loaded by the handler table)."""
+    return HANDLERS[FETCH_KEY].handler_module().session_partitions(services, request)

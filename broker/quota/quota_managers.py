@@ -7,6 +7,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from broker import quota
 from broker.config import BrokerConfig
 from broker.logs import get_logger
 from broker.metadata.client_quota_configs import (
@@ -20,8 +21,6 @@ from broker.metadata.store import ConnectionLossError, MetadataStoreError, Sessi
 from broker.quota.throttled_channels import ThrottledChannels
 
 if TYPE_CHECKING:
-    # The managers' modules load with the first quota applied or request recorded against one:
-    # a broker without client quotas never needs them (start-up).
     from broker.quota.client_quota_manager import (
         ClientQuotaManager,
         ClientRequestQuotaManager,
@@ -40,10 +39,8 @@ CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
 def quota_entity(key: EntityKey) -> QuotaEntity:
     """The managers' entity of a stored one: the user stays sanitized, the client id is the
     client's own (Kafka's ClientIdEntity), `<default>` nodes are the default entities."""
-    from broker.quota.client_quota_manager import entity
-
     user, client = key
-    return entity(None if user in (None, DEFAULT) else user,
+    return quota.client_quota_manager.entity(None if user in (None, DEFAULT) else user,
                   None if client in (None, DEFAULT) else desanitize(client),
                   default_user=user == DEFAULT, default_client=client == DEFAULT)
 
@@ -61,21 +58,16 @@ class QuotaManagers:
 
     @functools.cached_property
     def produce(self) -> ClientQuotaManager:
-        from broker.quota.client_quota_manager import ClientQuotaManager
-
-        return ClientQuotaManager("produce", self._samples, self._window, self._now_ms)
+        return quota.client_quota_manager.ClientQuotaManager("produce", self._samples, self._window, self._now_ms)
 
     @functools.cached_property
     def fetch(self) -> ClientQuotaManager:
-        from broker.quota.client_quota_manager import ClientQuotaManager
-
-        return ClientQuotaManager("fetch", self._samples, self._window, self._now_ms)
+        return quota.client_quota_manager.ClientQuotaManager("fetch", self._samples, self._window, self._now_ms)
 
     @functools.cached_property
     def request(self) -> ClientRequestQuotaManager:
-        from broker.quota.client_quota_manager import ClientRequestQuotaManager
-
-        return ClientRequestQuotaManager("request", self._samples, self._window, self._now_ms)
+        return quota.client_quota_manager.ClientRequestQuotaManager(
+            "request", self._samples, self._window, self._now_ms)
 
     def enabled(self, *quota_types: str) -> bool:
         """Whether any of these managers ("produce", "fetch", "request") has a quota: one never

@@ -11,15 +11,18 @@ ISR stands (for the high watermark too).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from broker.metadata.partition_state import LeaderAndIsr
 from protocol.errors import ErrorCode
+from protocol.records import BatchHeader, decompression_limit, iter_batches
 from storage.append_origin import AppendOrigin
-from storage.log import CheckedRecords, Log
+from storage.log import DECODE_OFF_LOOP_BYTES, CheckedRecords, Log
 from storage.log_info import LogAppendInfo
+from storage.segment import first_record_at_or_after, offset_of_max_timestamp
 
 
 @dataclass(slots=True)
@@ -230,6 +233,32 @@ class Partition:
         # Follow the leader's log start offset (DeleteRecords, retention), up to what we have.
         self.log.increment_log_start_offset(min(leader_log_start_offset, self.log.high_watermark))
 
+    async def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
+        """The first record with a timestamp >= `timestamp` (offset, timestamp, its batch's leader
+        epoch). The log is walked by offset, so it may change while a batch is decoded."""
+        log = self.log
+        from_offset = log.log_start_offset
+        while (candidate := log.timestamp_candidate(timestamp, from_offset)) is not None:
+            header, batch = candidate
+            found = await _decode(first_record_at_or_after, header, batch, timestamp,
+                                  log.log_start_offset,
+                                  decompression_limit(log.config.max_message_bytes))
+            if found is not None:
+                return found[0], found[1], header.partition_leader_epoch
+            from_offset = header.next_offset
+        return None
+
+    async def offset_of_max_timestamp(self) -> tuple[int, int, int] | None:
+        """ListOffsets' MAX_TIMESTAMP: the first record carrying the log's largest timestamp,
+        inside its batch (not the batch's last offset), as Kafka 3.9's fetchOffsetByTimestamp."""
+        candidate = self.log.max_timestamp_candidate()
+        if candidate is None:
+            return None
+        header, batch = candidate
+        offset = await _decode(offset_of_max_timestamp, header, batch,
+                               decompression_limit(self.log.config.max_message_bytes))
+        return None if offset is None else (offset, header.max_timestamp, header.partition_leader_epoch)
+
     def replica_states(self) -> list[dict]:
         """Per replica LEO, HW and lag (and this replica's last stable offset), for the control API."""
         leo = self.log.log_end_offset
@@ -241,6 +270,19 @@ class Partition:
                         "high_watermark": None,
                         "lag": max(0, leo - state.log_end_offset) if state.log_end_offset >= 0 else None})
         return out
+
+
+async def _decode(function: Callable[..., Any], header: BatchHeader, *args: Any) -> Any:
+    """Compressed or large batches are decoded in a worker thread: inflating up to the
+    decompression bound and decoding every record must not hold the event loop."""
+    if header.compression or len(args[0]) > DECODE_OFF_LOOP_BYTES:
+        return await asyncio.to_thread(function, *args)
+    return function(*args)
+
+
+def marker_producer_ids(records: bytes | memoryview) -> Iterator[int]:
+    """The producers whose transactions the markers (control batches) among these records end."""
+    return (header.producer_id for _, header in iter_batches(records) if header.is_control)
 
 
 class HostedPartitions(Protocol):

@@ -14,8 +14,9 @@ import functools
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from broker import replication
 from broker.logs import get_logger
 from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.topic_names import is_valid_topic_name
@@ -44,11 +45,9 @@ if TYPE_CHECKING:
     from broker.replication.partition import Partition
     from broker.replication.replica_alter_log_dirs import ReplicaAlterLogDirsManager
     from broker.replication.replica_fetcher import ReplicaFetcher
-    from protocol.records import BatchHeader
     from storage.log import CheckedRecords, Log
     from storage.log_config import LogConfig
     from storage.log_manager import LogManager
-    from storage.transaction_index import AbortedTxn
     from timer import Clock, SystemTimer
 
 # FileRegions one fetch response may hold (each a descriptor until sent); further partitions'
@@ -59,7 +58,7 @@ log = get_logger("kafka_sim.replica_manager")
 # (lost a race, the store unreachable): Kafka's AlterPartitionManager, here a store write.
 AlterIsr = Callable[["Partition", list[int]], Awaitable[LeaderAndIsr | None]]
 # The data path (partitions and their logs, purgatory operations, fetch sessions, replica fetchers)
-# is imported where first used: a broker with no partition yet starts without it.
+# is reached as `replication.<module>`: the package loads each module on first use (its __init__).
 
 # ListOffsets special timestamps.
 LATEST_TIMESTAMP = -1
@@ -132,17 +131,14 @@ class ReplicaManager:
     @functools.cached_property
     def fetch_manager(self) -> FetchManager:
         """The fetch sessions (Kafka's FetchManager), made by the first fetch."""
-        from broker.replication.fetch_session import FetchManager, FetchSessionCache
-
-        return FetchManager(
-            FetchSessionCache(self.settings.fetch_session_cache_slots, self.clock.now_ms))
+        sessions = replication.fetch_session
+        return sessions.FetchManager(
+            sessions.FetchSessionCache(self.settings.fetch_session_cache_slots, self.clock.now_ms))
 
     @functools.cached_property
     def alter_log_dirs(self) -> ReplicaAlterLogDirsManager:
         """The replica movers between this broker's log dirs, made by the first partition."""
-        from broker.replication.replica_alter_log_dirs import ReplicaAlterLogDirsManager
-
-        return ReplicaAlterLogDirsManager(
+        return replication.replica_alter_log_dirs.ReplicaAlterLogDirsManager(
             self.log_manager, lambda key: p.log if (p := self.partitions.get(key)) else None,
             self._log_swapped, self.topic_id_of, lambda key: key in self.offline_partitions,
             self._known_partition)
@@ -150,8 +146,6 @@ class ReplicaManager:
     # -- the controller's decisions ---------------------------------------------------------
 
     def _partition(self, state: LeaderAndIsr, config: LogConfig) -> Partition:
-        from broker.replication.partition import Partition
-
         key = (state.topic, state.partition)
         partition = self.partitions.get(key)
         if partition is None:
@@ -170,8 +164,9 @@ class ReplicaManager:
                 log_ = None
             if log_ is None:
                 log_ = self.log_manager.create_log(*key, config, topic_id)
-            partition = Partition(state.topic, state.partition, log_, self.broker_id,
-                                  self.clock.now_ms, self._request_isr_change)
+            partition = replication.partition.Partition(
+                state.topic, state.partition, log_, self.broker_id, self.clock.now_ms,
+                self._request_isr_change)
             self.partitions[key] = partition
             self._watch_log(key, log_)
             self.alter_log_dirs.start(key)  # a move found at start-up goes on (if there is one)
@@ -269,11 +264,9 @@ class ReplicaManager:
         return {k for f in self.fetchers.values() for k in f.partitions}
 
     def _fetcher_for(self, leader_id: int) -> ReplicaFetcher:
-        from broker.replication.replica_fetcher import ReplicaFetcher
-
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None:
-            fetcher = ReplicaFetcher(self.broker_id, self.partitions, leader_id,
+            fetcher = replication.replica_fetcher.ReplicaFetcher(self.broker_id, self.partitions, leader_id,
                                      self._leader_endpoint(leader_id),
                                      max_wait_ms=self.settings.replica_fetch_wait_max_ms,
                                      max_bytes=self.settings.replica_fetch_max_bytes)
@@ -402,8 +395,6 @@ class ReplicaManager:
     ) -> dict[tuple[str, int], ProduceResult]:
         """`verified`: per partition, the producer id and guard of a write its coordinator
         confirmed (start_verification): written only while the guard holds."""
-        from broker.replication.delayed_produce import ProduceResult
-
         results: dict[tuple[str, int], ProduceResult] = {}
         for key, records in entries.items():
             try:
@@ -429,7 +420,7 @@ class ReplicaManager:
             except KafkaError as exc:
                 results[key] = _failed_append(exc, self.partitions.get(key))
                 continue
-            results[key] = ProduceResult(
+            results[key] = replication.delayed_produce.ProduceResult(
                 base_offset=info.first_offset,
                 log_append_time_ms=info.log_append_time,
                 log_start_offset=partition.log_start_offset,
@@ -441,11 +432,8 @@ class ReplicaManager:
     def _void_verifications(self, key: tuple[str, int], records: bytes | memoryview) -> None:
         """A transaction marker ends its producer's transaction here: a write of that producer
         verified before it must not open a new one (a transaction nobody would ever end)."""
-        from protocol.records import iter_batches
-
-        for _, header in iter_batches(records):
-            if header.is_control:
-                self.verification_guards.pop((key, header.producer_id), None)
+        for producer_id in replication.partition.marker_producer_ids(records):
+            self.verification_guards.pop((key, producer_id), None)
 
     async def _check_off_loop(
         self, entries: dict[tuple[str, int], bytes | memoryview | None], acks: int
@@ -455,8 +443,6 @@ class ReplicaManager:
         timestamps, its structure walked otherwise) must not hold the event loop. Returns the
         partitions that failed and what was found of those checked (their append then skips the
         check); everything else is checked on the loop during the append."""
-        from storage.log import check_batches_records, check_off_loop
-
         failed: dict[tuple[str, int], ProduceResult] = {}
         checked: dict[tuple[str, int], CheckedRecords] = {}
         for key, records in list(entries.items()):
@@ -464,17 +450,13 @@ class ReplicaManager:
             if not records or partition is None or not partition.is_leader:
                 continue
             log_ = partition.log
-            if not check_off_loop(records, log_.decodes_produced_records,
-                                  log_.config.compression_target):
+            if not log_.checks_off_loop(records):
                 continue
             if acks == -1 and len(partition.isr) < partition.log.config.min_insync_replicas:
                 continue  # NOT_ENOUGH_REPLICAS comes first, from append_records (Kafka's order)
             data = bytes(records)  # immutable: the thread sees exactly what will be appended
             try:
-                checked[key] = await asyncio.to_thread(
-                    check_batches_records, data, log_.config.max_message_bytes,
-                    log_.record_checks() if log_.decodes_produced_records else None,
-                    log_.config.compression_target)
+                checked[key] = await asyncio.to_thread(log_.records_checker(), data)
             except KafkaError as exc:
                 failed[key] = _failed_append(exc, partition)
                 continue
@@ -489,8 +471,7 @@ class ReplicaManager:
         """Append as leader and, with acks=-1, wait until the ISR has it. The transaction
         coordinator appends its markers here too (origin COORDINATOR). `verified`: as
         append_records'."""
-        from broker.replication.delayed_produce import DelayedProduce, ProducePartitionStatus
-
+        delayed = replication.delayed_produce
         try:
             failed, checked = await self._check_off_loop(entries, acks)
             results = failed | self.append_records(
@@ -503,14 +484,14 @@ class ReplicaManager:
             return results
         # Each appended partition waits until its HW covers the append: the LEO right after it.
         statuses = {
-            key: ProducePartitionStatus(self.partitions[key].log_end_offset, r)
+            key: delayed.ProducePartitionStatus(self.partitions[key].log_end_offset, r)
             for key, r in results.items()
             if r.error == ErrorCode.NONE
         }
         if not statuses:
             return results
         future = asyncio.get_running_loop().create_future()
-        op = DelayedProduce(max(0, timeout_ms), statuses, replicas=self, future=future)
+        op = delayed.DelayedProduce(max(0, timeout_ms), statuses, replicas=self, future=future)
         await self._park(self.produce_purgatory, op, list(statuses), future)
         return results
 
@@ -539,11 +520,7 @@ class ReplicaManager:
     ) -> dict[tuple[str, int], DeleteRecordsPartitionStatus]:
         """Move each led partition's log start offset (-1: to the high watermark), then wait until
         the ISR followed (Kafka's deleteRecordsOnLeader and DelayedDeleteRecords)."""
-        from broker.replication.delayed_delete_records import (
-            DelayedDeleteRecords,
-            DeleteRecordsPartitionStatus,
-        )
-
+        delayed = replication.delayed_delete_records
         statuses: dict[tuple[str, int], DeleteRecordsPartitionStatus] = {}
         for key, offset in offsets.items():
             try:
@@ -555,13 +532,15 @@ class ReplicaManager:
                 if target < 0:
                     raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {offset} is negative")
                 partition.log.increment_log_start_offset(target)
-                statuses[key] = DeleteRecordsPartitionStatus(target)
+                statuses[key] = delayed.DeleteRecordsPartitionStatus(target)
             except KafkaError as exc:
-                statuses[key] = DeleteRecordsPartitionStatus(-1, error=exc.code, acks_pending=False)
+                statuses[key] = delayed.DeleteRecordsPartitionStatus(-1, error=exc.code,
+                                                                     acks_pending=False)
         waiting = {k: s for k, s in statuses.items() if s.acks_pending}
         if waiting:
             future = asyncio.get_running_loop().create_future()
-            op = DelayedDeleteRecords(max(0, timeout_ms), waiting, replicas=self, future=future)
+            op = delayed.DelayedDeleteRecords(max(0, timeout_ms), waiting, replicas=self,
+                                              future=future)
             await self._park(self.delete_records_purgatory, op, list(waiting), future)
         return statuses
 
@@ -570,18 +549,17 @@ class ReplicaManager:
     def read_from_local_log(
         self, params: FetchParams, partitions: list[FetchPartition]
     ) -> list[FetchPartitionData]:
-        from broker.replication.delayed_fetch import READ_COMMITTED, FetchPartitionData
-
+        fetch = replication.delayed_fetch
         limit = params.max_bytes
         min_one_message = True  # KIP-74: the first batch comes back even above the limits
         # read_committed needs the records' bytes to find the aborted transactions among them
         as_region = params.zero_copy and (params.is_from_follower
-                                          or params.isolation_level != READ_COMMITTED)
+                                          or params.isolation_level != fetch.READ_COMMITTED)
         regions_left = MAX_REGIONS_PER_FETCH  # each holds a descriptor until it is sent
         results = []
         for fp in partitions:
             if fp.topic_id is not None and not fp.topic:  # an id the metadata does not know
-                results.append(FetchPartitionData(ErrorCode.UNKNOWN_TOPIC_ID))
+                results.append(fetch.FetchPartitionData(ErrorCode.UNKNOWN_TOPIC_ID))
                 continue
             try:
                 partition = self.leader_partition(fp.topic, fp.partition)
@@ -592,9 +570,9 @@ class ReplicaManager:
                 if params.is_from_follower:
                     self._follower_replica_or_error(partition, params.replica_id)
             except KafkaError as exc:
-                results.append(FetchPartitionData(exc.code))
+                results.append(fetch.FetchPartitionData(exc.code))
                 continue
-            data = FetchPartitionData(
+            data = fetch.FetchPartitionData(
                 ErrorCode.NONE,
                 partition.high_watermark,
                 partition.log.last_stable_offset,
@@ -609,9 +587,9 @@ class ReplicaManager:
                     min_one_message=min_one_message,
                     as_region=as_region,
                 )
-                if params.isolation_level == READ_COMMITTED and not params.is_from_follower:
-                    data.aborted_transactions = _aborted_in(partition.log, fp.fetch_offset,
-                                                            read.records)
+                if params.isolation_level == fetch.READ_COMMITTED and not params.is_from_follower:
+                    data.aborted_transactions = partition.log.aborted_transactions_in(
+                        fp.fetch_offset, read.records)
             except KafkaError as exc:
                 data.error = exc.code
             except Exception:  # Kafka's readFromLog: an unexpected error is this partition's alone
@@ -668,9 +646,8 @@ class ReplicaManager:
         A narrowed incremental fetch (its `context`) waits on its whole session, but checks and,
         when it completes, reads only what changed since it read (the results then follow
         `context.partitions`)."""
-        from broker.replication.delayed_fetch import DelayedFetch, distinct_partitions
-
-        partitions = distinct_partitions(partitions)
+        fetch = replication.delayed_fetch
+        partitions = fetch.distinct_partitions(partitions)
         results = self.read_from_local_log(params, partitions)
         if params.is_from_follower:  # once, on the first read: not again when read from purgatory
             self._update_follower_fetch_state(params, partitions, results)
@@ -690,12 +667,12 @@ class ReplicaManager:
                              ) -> list[FetchPartitionData]:
                 return self.read_from_local_log(params, context.renarrow(changes))
 
-            op = DelayedFetch(params, [], replicas=self, read=read_changed, future=future,
-                              candidates=lambda: context.changed_since_read(changes))
+            op = fetch.DelayedFetch(params, [], replicas=self, read=read_changed, future=future,
+                                    candidates=lambda: context.changed_since_read(changes))
         else:
             keys = [(fp.topic, fp.partition) for fp in partitions]
-            op = DelayedFetch(params, partitions, replicas=self, read=self.read_from_local_log,
-                              future=future)
+            op = fetch.DelayedFetch(params, partitions, replicas=self,
+                                    read=self.read_from_local_log, future=future)
         if not keys:
             return results
         # While the cluster's clock is frozen (`ctl clock freeze`), max_wait_ms is the client's
@@ -721,15 +698,13 @@ class ReplicaManager:
         `readable` (an authorizer's) names the topics of the context's partitions it may read; the
         others are answered TOPIC_AUTHORIZATION_FAILED without being read. `throttle` (a fetch
         quota's) gets the response's size and returns the throttle time it earns."""
-        from broker.replication.delayed_fetch import FetchPartitionData, distinct_partitions
-        from broker.replication.fetch_session import INVALID_SESSION_ID
-        from broker.replication.fetch_session_handler import FetchSessionResponse
-
-        context = self.fetch_manager.new_context(metadata, distinct_partitions(partitions),
+        fetch, sessions = replication.delayed_fetch, replication.fetch_session
+        answer = replication.fetch_session_handler.FetchSessionResponse
+        context = self.fetch_manager.new_context(metadata, fetch.distinct_partitions(partitions),
                                                  forgotten, is_follower=params.is_from_follower,
                                                  uses_topic_ids=uses_topic_ids)
         if context.error != ErrorCode.NONE:
-            return FetchSessionResponse(context.error, INVALID_SESSION_ID)
+            return answer(context.error, sessions.INVALID_SESSION_ID)
         if readable is None:
             # Narrowed, only what changed is read; nothing to answer yet means every partition
             # of the session is watched while the fetch waits (and read again when it completes).
@@ -742,26 +717,23 @@ class ReplicaManager:
             read = iter(await self.fetch_messages(
                 params, [fp for fp, ok in zip(context.partitions, authorized, strict=True) if ok]))
             results = [next(read) if ok
-                       else FetchPartitionData(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                       else fetch.FetchPartitionData(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                        for ok in authorized]
         self.fetch_manager.partitions_read += len(context.partitions)
         # A fetch quota's throttle (given the response's size) answers no partitions and leaves
         # the session as it was; a full fetch opens no session (Kafka's getThrottledResponse)
         if throttle is not None and throttle(context.response_size(results)) > 0:
             session = context.session if context.kind == "incremental" else None
-            return FetchSessionResponse(ErrorCode.NONE, session.id if session is not None
-                                        else INVALID_SESSION_ID)
+            return answer(ErrorCode.NONE, session.id if session is not None
+                          else sessions.INVALID_SESSION_ID)
         answered = context.respond(results)
-        return FetchSessionResponse(ErrorCode.NONE, context.session_id,
-                                    {fp.key: data for fp, data in answered})
+        return answer(ErrorCode.NONE, context.session_id, {fp.key: data for fp, data in answered})
 
     def complete_parked_fetch(self, replica_id: int) -> None:
         """Answer a follower's parked fetch now (it follows new partitions: their first fetch
         need not wait for replica.fetch.wait.max.ms), its fetch session going on."""
-        from broker.replication.delayed_fetch import DelayedFetch
-
         for op in list(self._parked):
-            if isinstance(op, DelayedFetch) and op.params.replica_id == replica_id:
+            if isinstance(op, replication.delayed_fetch.DelayedFetch) and op.params.replica_id == replica_id:
                 op.force_complete()
 
     def complete_parked(self) -> None:
@@ -787,8 +759,6 @@ class ReplicaManager:
         debugging replica id (-2) may be answered by a follower; a request from a consumer (-1)
         sees offsets below the high watermark (read_committed: the last stable offset), others
         below the log end offset."""
-        from broker.replication.delayed_fetch import READ_COMMITTED
-
         try:
             partition = self.partition_with_epoch(
                 topic, index, current_leader_epoch,
@@ -800,7 +770,7 @@ class ReplicaManager:
         from_consumer = replica_id == CONSUMER_REPLICA_ID
         if not from_consumer:
             fetchable = log_.log_end_offset
-        elif isolation_level == READ_COMMITTED:
+        elif isolation_level == replication.delayed_fetch.READ_COMMITTED:
             fetchable = log_.last_stable_offset
         else:
             fetchable = partition.high_watermark
@@ -823,8 +793,8 @@ class ReplicaManager:
         if timestamp < 0 and timestamp != MAX_TIMESTAMP:  # the handler refuses other negatives
             return OffsetLookup(ErrorCode.UNSUPPORTED_VERSION)
         try:  # records are decoded here: a malformed stored record fails this partition only
-            found = await (self._offset_of_max_timestamp(log_) if timestamp == MAX_TIMESTAMP
-                           else self._fetch_offset_by_timestamp(log_, timestamp))
+            found = await (partition.offset_of_max_timestamp() if timestamp == MAX_TIMESTAMP
+                           else partition.fetch_offset_by_timestamp(timestamp))
         except KafkaError as exc:
             return OffsetLookup(exc.code)
         if self.partitions.get(partition.key) is not partition or not partition.is_leader \
@@ -842,72 +812,17 @@ class ReplicaManager:
         return next((start for epoch, start in partition.log.leader_epoch_cache.epoch_entries()
                      if epoch == partition.leader_epoch), -1)
 
-    @staticmethod
-    async def _decode(function: Callable[..., Any], header: BatchHeader, *args: Any) -> Any:
-        """Compressed or large batches are decoded in a worker thread: inflating up to the
-        decompression bound and decoding every record must not hold the event loop."""
-        from storage.log import DECODE_OFF_LOOP_BYTES
-
-        if header.compression or len(args[0]) > DECODE_OFF_LOOP_BYTES:
-            return await asyncio.to_thread(function, *args)
-        return function(*args)
-
-    @classmethod
-    async def _fetch_offset_by_timestamp(cls, log_: Log, timestamp: int) -> tuple[int, int, int] | None:
-        """Log.fetch_offset_by_timestamp, with the batch's leader epoch. The log is walked by
-        offset, so it may change while a batch is decoded."""
-        from protocol.records import decompression_limit
-        from storage.segment import first_record_at_or_after
-
-        from_offset = log_.log_start_offset
-        while (candidate := log_.timestamp_candidate(timestamp, from_offset)) is not None:
-            header, batch = candidate
-            found = await cls._decode(first_record_at_or_after, header, batch, timestamp,
-                                      log_.log_start_offset,
-                                      decompression_limit(log_.config.max_message_bytes))
-            if found is not None:
-                return found[0], found[1], header.partition_leader_epoch
-            from_offset = header.next_offset
-        return None
-
-    @classmethod
-    async def _offset_of_max_timestamp(cls, log_: Log) -> tuple[int, int, int] | None:
-        """MAX_TIMESTAMP: the first record carrying the log's largest timestamp, inside its batch
-        (not the batch's last offset), as Kafka 3.9's fetchOffsetByTimestamp."""
-        from protocol.records import decompression_limit
-        from storage.segment import offset_of_max_timestamp
-
-        candidate = log_.max_timestamp_candidate()
-        if candidate is None:
-            return None
-        header, batch = candidate
-        offset = await cls._decode(offset_of_max_timestamp, header, batch,
-                                   decompression_limit(log_.config.max_message_bytes))
-        return None if offset is None else (offset, header.max_timestamp, header.partition_leader_epoch)
-
     def last_offset_for_leader_epoch(
         self, topic: str, index: int, current_leader_epoch: int, leader_epoch: int
     ) -> EpochEndOffset:
         """OffsetForLeaderEpoch: where `leader_epoch` ends in the leader's log."""
-        from broker.replication.leader_endpoint import EpochEndOffset
-
+        answer = replication.leader_endpoint.EpochEndOffset
         try:
             partition = self.partition_with_epoch(topic, index, current_leader_epoch)
         except KafkaError as exc:
-            return EpochEndOffset(exc.code)
+            return answer(exc.code)
         epoch, end_offset = partition.log.end_offset_for_epoch(leader_epoch)
-        return EpochEndOffset(ErrorCode.NONE, epoch, end_offset)
-
-
-def _aborted_in(log_: Log, fetch_offset: int, records: bytes) -> list[AbortedTxn]:
-    """The aborted transactions a read_committed consumer needs for these records: those
-    overlapping [fetch_offset, the offset after the last batch read)."""
-    from protocol.records import iter_batches
-
-    upper = fetch_offset
-    for _, header in iter_batches(records):
-        upper = header.next_offset
-    return log_.collect_aborted_transactions(fetch_offset, upper) if upper > fetch_offset else []
+        return answer(ErrorCode.NONE, epoch, end_offset)
 
 
 # Errors Kafka's appendToLocalLog answers with the log start offset -1: those it catches by name
@@ -923,11 +838,8 @@ _NO_LOG_START_OFFSET = frozenset({
 
 def _failed_append(exc: KafkaError, partition: Partition | None) -> ProduceResult:
     """A refused append's answer; records refused one by one (KIP-467) carry their indexes."""
-    from broker.replication.delayed_produce import ProduceResult
-
     log_start_offset = -1 if partition is None or exc.code in _NO_LOG_START_OFFSET \
         else partition.log_start_offset
-    return ProduceResult(exc.code, error_message=exc.message or None,
-                         log_start_offset=log_start_offset,
-                         record_errors=exc.record_errors
-                         if isinstance(exc, RecordValidationError) else [])
+    return replication.delayed_produce.ProduceResult(
+        exc.code, error_message=exc.message or None, log_start_offset=log_start_offset,
+        record_errors=exc.record_errors if isinstance(exc, RecordValidationError) else [])

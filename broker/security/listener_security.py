@@ -9,25 +9,22 @@ import ssl
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from broker import security
 from broker.config import BrokerConfig, ConfigError
 from broker.metadata.store import MetadataStore
 from broker.security.sasl import MECHANISMS, PLAIN, SaslServer
 from broker.security.scram_credentials import ScramCredentialStore
 from timer import Clock, FunctionTimerTask, SystemTimer
 
-# JAAS, PLAIN and the TLS context factory are imported by the listeners that use them: a
-# PLAINTEXT-only `kafka-sim run` starts without them.
 if TYPE_CHECKING:
     from broker.security.jaas import JaasConfig
 
 
 def jaas_config(config: BrokerConfig, listener: str, mechanism: str) -> JaasConfig | None:
     """Kafka's `listener.name.<listener>.<mechanism>.sasl.jaas.config`, parsed."""
-    from broker.security.jaas import parse_jaas_config
-
     name = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
     text = config.listener_props.get(name)
-    return parse_jaas_config(text, name) if text else None
+    return security.jaas.parse_jaas_config(text, name) if text else None
 
 
 def enabled_mechanisms(config: BrokerConfig, listener: str) -> list[str]:
@@ -66,14 +63,12 @@ class ListenerSecurity:
     def from_config(cls, config: BrokerConfig, listener: str, store: MetadataStore,
                     clock: Clock | None = None, timer: SystemTimer | None = None) -> ListenerSecurity:
         protocol = config.security_protocol(listener)
-        security = cls(listener, protocol, clock=clock, timer=timer)
+        result = cls(listener, protocol, clock=clock, timer=timer)
         if protocol in ("SSL", "SASL_SSL"):
-            from broker.security.ssl_factory import server_context
-
-            security.ssl_context = server_context(config, listener)
+            result.ssl_context = security.ssl_factory.server_context(config, listener)
         if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-            security.mechanisms = enabled_mechanisms(config, listener)
-            if PLAIN in security.mechanisms:
+            result.mechanisms = enabled_mechanisms(config, listener)
+            if PLAIN in result.mechanisms:
                 jaas = jaas_config(config, listener, PLAIN)
                 if jaas is None or not jaas.plain_users:
                     raise ConfigError(
@@ -81,13 +76,13 @@ class ListenerSecurity:
                         ".plain.sasl.jaas.config to 'org.apache.kafka.common.security.plain."
                         'PlainLoginModule required user_<name>="<password>" ...;\' (or leave PLAIN '
                         "out of sasl.enabled.mechanisms)")
-                security.plain_users = jaas.plain_users
-            security.credentials = ScramCredentialStore(store)
-            security.max_receive_size = int(config.for_listener(listener, "sasl.server.max.receive.size"))
-            security.failed_authentication_delay_s = \
+                result.plain_users = jaas.plain_users
+            result.credentials = ScramCredentialStore(store)
+            result.max_receive_size = int(config.for_listener(listener, "sasl.server.max.receive.size"))
+            result.failed_authentication_delay_s = \
                 config["connection.failed.authentication.delay.ms"] / 1000
-            security.max_reauth_ms = int(config.for_listener(listener, "connections.max.reauth.ms"))
-        return security
+            result.max_reauth_ms = int(config.for_listener(listener, "connections.max.reauth.ms"))
+        return result
 
     def now_ms(self) -> int:
         assert self.clock is not None
@@ -107,10 +102,6 @@ class ListenerSecurity:
 
     def sasl_server(self, mechanism: str) -> SaslServer:
         if mechanism == PLAIN:
-            from broker.security.plain import PlainServer
-
-            return PlainServer(self.plain_users)
-        from broker.security.scram import ScramServer
-
+            return security.plain.PlainServer(self.plain_users)
         assert self.credentials is not None
-        return ScramServer(mechanism, self.credentials.credential)
+        return security.scram.ScramServer(mechanism, self.credentials.credential)

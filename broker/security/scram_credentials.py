@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from broker import security
 from broker.logs import get_logger
 from broker.metadata.sanitizer import desanitize, sanitize
 from broker.metadata.store import (
@@ -21,7 +22,6 @@ from broker.metadata.store import (
 from broker.security.sasl import MAX_ITERATIONS, MIN_ITERATIONS, SCRAM_SHA_256, SCRAM_SHA_512
 
 if TYPE_CHECKING:
-    # SCRAM's arithmetic (hashlib, hmac, secrets) loads with the first credential read or made
     from broker.security.scram import ScramCredential
 
 log = get_logger("kafka_sim.scram_credentials")
@@ -73,23 +73,20 @@ class ScramCredentialStore:
 
     def credential(self, user: str, mechanism: str) -> ScramCredential | None:
         """The credential `refresh(user)` read (the SCRAM exchange's synchronous look-up)."""
-        from broker.security.scram import ScramCredential
-
         text = self._last_read.get(user, {}).get(mechanism)
         try:
-            return ScramCredential.from_string(text) if text else None
+            return security.scram.ScramCredential.from_string(text) if text else None
         except (KeyError, ValueError):
             return None
 
     async def mechanisms(self, user: str) -> dict[str, int]:
         """Mechanism -> iterations of the user's credentials."""
-        from broker.security.scram import ScramCredential
-
         config = (await self._config(user))[0].get("config", {})
         out = {}
         for mechanism in SCRAM_MECHANISMS:
             if mechanism in config:
-                out[mechanism] = ScramCredential.from_string(config[mechanism]).iterations
+                out[mechanism] = security.scram.ScramCredential.from_string(
+                    config[mechanism]).iterations
         return out
 
     async def users(self) -> list[str]:
@@ -141,9 +138,8 @@ class ScramCredentialStore:
             raise ValueError(f"iterations must be {MIN_ITERATIONS}-{MAX_ITERATIONS}")
         if not password:
             raise ValueError("the password must not be empty")
-        from broker.security.scram import make_credential
-
-        credential = await asyncio.to_thread(make_credential, mechanism, password, iterations)
+        credential = await asyncio.to_thread(security.scram.make_credential, mechanism, password,
+                                             iterations)
         await self.set(user, mechanism, credential)
         return (await self.describe(user))[0]
 

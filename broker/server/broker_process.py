@@ -15,6 +15,8 @@ import json
 
 from broker.config import BrokerConfig
 from broker.control.faults import FaultInjector
+from broker.coordinator import group as consumer_groups
+from broker.coordinator import transaction as transactions
 from broker.interbroker.controlled_shutdown import controlled_shutdown
 from broker.interbroker.tcp_controller_channel import TcpControllerChannel
 from broker.interbroker.tcp_leader_endpoint import TcpLeaderEndpoint
@@ -266,13 +268,11 @@ class BrokerProcess:
         if broker is None or not broker.running:
             return []
 
-        from broker.coordinator.group.view import group_view  # with the coordinator, on first use
-
         def high_watermark(topic: str, partition: int) -> int | None:
             local = broker.replica_manager.partitions.get((topic, partition))
             return local.high_watermark if local is not None and local.is_leader else None
 
-        out = [group_view(g, broker.broker_id, high_watermark)
+        out = [consumer_groups.view.group_view(g, broker.broker_id, high_watermark)
                for g in broker.group_coordinator.manager.groups.values()
                if group is None or g.group_id == group]
         if group is not None and not out:
@@ -288,8 +288,7 @@ class BrokerProcess:
         broker = self.broker
         if broker is None or not broker.running:
             return []
-        from broker.coordinator.transaction.view import transaction_view  # as group_view
-        out = [transaction_view(t, broker.broker_id)
+        out = [transactions.view.transaction_view(t, broker.broker_id)
                for t in broker.transaction_coordinator.manager.owned_transactions()
                if transactional_id is None or t.transactional_id == transactional_id]
         if transactional_id is not None and not out:

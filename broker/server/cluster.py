@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig, Listener
 from broker.control.faults import FaultInjector
+from broker.coordinator import group as consumer_groups
+from broker.coordinator import transaction as transactions
 from broker.logs import get_logger
 from broker.metadata.embedded_store import EmbeddedMetadataStore
 from broker.security.scram_credentials import ScramCredentialStore
@@ -232,8 +234,6 @@ class Cluster:
 
     def groups(self, group: str | None = None) -> list[dict]:
         """Consumer groups as their coordinators hold them (KeyError for an unknown group)."""
-        from broker.coordinator.group.view import group_view  # with the coordinator, on first use
-
         def high_watermark(topic: str, partition: int) -> int | None:
             controller = self.active_controller()
             state = controller.states.get((topic, partition)) if controller else None
@@ -241,7 +241,7 @@ class Cluster:
             local = leader.replica_manager.partitions.get((topic, partition)) if leader else None
             return local.high_watermark if local is not None else None
 
-        out = [group_view(g, b.broker_id, high_watermark)
+        out = [consumer_groups.view.group_view(g, b.broker_id, high_watermark)
                for b in self.brokers.values() if b.running
                for g in b.group_coordinator.manager.groups.values()
                if group is None or g.group_id == group]
@@ -257,9 +257,7 @@ class Cluster:
 
     def transactions(self, transactional_id: str | None = None) -> list[dict]:
         """Transactional ids as their coordinators hold them (KeyError for an unknown id)."""
-        from broker.coordinator.transaction.view import transaction_view  # as group_view
-
-        out = [transaction_view(t, b.broker_id)
+        out = [transactions.view.transaction_view(t, b.broker_id)
                for b in self.brokers.values() if b.running
                for t in b.transaction_coordinator.manager.owned_transactions()
                if transactional_id is None or t.transactional_id == transactional_id]

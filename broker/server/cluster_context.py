@@ -12,9 +12,12 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
+from broker import replication
 from broker.config import BrokerConfig
 from broker.control.faults import FaultAction, FaultInjector
 from broker.controller.controller_channel import PartitionErrors
+from broker.coordinator import transaction as transactions
+from broker.handlers import HANDLERS
 from broker.handlers.services import BrokerServices
 from broker.logs import get_logger
 from broker.metadata import zk_paths as paths
@@ -169,13 +172,11 @@ class ClusterContext:
 
     def leader_endpoint(self, follower: RunningBroker, leader_id: int) -> LeaderEndpoint:
         """How `follower` fetches from broker `leader_id`: its ReplicaManager, called directly."""
-        from broker.replication.leader_endpoint import InProcessLeaderEndpoint
-
         def lookup() -> ReplicaManager | None:
             leader = self.running(leader_id)
             return leader.replica_manager if leader is not None and follower.running else None
 
-        return InProcessLeaderEndpoint(lookup)
+        return replication.leader_endpoint.InProcessLeaderEndpoint(lookup)
 
     def marker_transport(self, coordinator: RunningBroker) -> MarkerTransport:
         """How `coordinator`'s transaction coordinator reaches partition leaders: direct calls."""
@@ -209,11 +210,9 @@ class InProcessMarkerTransport:
                 return [dict.fromkeys(m.partitions, ErrorCode(fault.error_code)) for m in markers]
             if fault.action is FaultAction.DELAY:
                 await asyncio.sleep((fault.delay_ms or 0) / 1000)
-        # Loaded by the transaction coordinator already, which is built on first use.
-        from broker.coordinator.transaction.transaction_marker_channel import marker_results
-        from broker.handlers.write_txn_markers import write_txn_markers
-
-        results = marker_results(await write_txn_markers(leader.services, request["markers"]))
+        written = await HANDLERS[WRITE_TXN_MARKERS].handler_module().write_txn_markers(
+            leader.services, request["markers"])
+        results = transactions.transaction_marker_channel.marker_results(written)
         if fault is not None and fault.action is FaultAction.DROP_RESPONSE:
             raise ConnectionError(f"fault {fault.id}: broker {broker_id} dropped the response")
         return results

@@ -17,8 +17,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from broker import admin, authorizer
 from broker.config import BrokerConfig, Listener
 from broker.controller.controller import Controller
+from broker.coordinator import group as consumer_groups
+from broker.coordinator import transaction as transactions
 from broker.handlers.services import BrokerServices
 from broker.logs import get_logger
 from broker.metadata import zk_paths as paths
@@ -96,8 +99,7 @@ def authorizer_from_config(config: BrokerConfig, store: MetadataStore) -> AclAut
     (everything allowed) when it is empty."""
     if not config["authorizer.class.name"].strip():
         return None
-    from broker.authorizer.acl_authorizer import AclAuthorizer
-    return AclAuthorizer.from_config(config, store)
+    return authorizer.acl_authorizer.AclAuthorizer.from_config(config, store)
 
 
 class KafkaServer:
@@ -211,23 +213,21 @@ class KafkaServer:
     @property
     def admin_manager(self) -> AdminManager:
         if self._admin_manager is None:
-            from broker.admin.admin_manager import AdminManager
-            self._admin_manager = AdminManager(self.config, self.store, self.metadata_cache)
+            self._admin_manager = admin.admin_manager.AdminManager(
+                self.config, self.store, self.metadata_cache)
         return self._admin_manager
 
     @property
     def auto_topic_creation(self) -> AutoTopicCreationManager:
         if self._auto_topic_creation is None:
-            from broker.admin.auto_topic_creation import AutoTopicCreationManager
-            self._auto_topic_creation = AutoTopicCreationManager(
+            self._auto_topic_creation = admin.auto_topic_creation.AutoTopicCreationManager(
                 self.config, self.admin_manager, self.metadata_cache)
         return self._auto_topic_creation
 
     @property
     def group_coordinator(self) -> GroupCoordinator:
         if self._group_coordinator is None:
-            from broker.coordinator.group.coordinator import GroupCoordinator
-            self._group_coordinator = GroupCoordinator(
+            self._group_coordinator = consumer_groups.coordinator.GroupCoordinator(
                 self.config, self.broker_id, self.context.timer, self.replica_manager,
                 self.metadata_cache, self.wall_ms)
             if self._coordinators_started:
@@ -237,16 +237,11 @@ class KafkaServer:
     @property
     def transaction_coordinator(self) -> TransactionCoordinator:
         if self._transaction_coordinator is None:
-            from broker.coordinator.transaction.transaction_coordinator import (
-                TransactionCoordinator,
-            )
-            from broker.coordinator.transaction.transaction_marker_channel import (
-                TransactionMarkerChannel,
-            )
-            self._transaction_coordinator = TransactionCoordinator(
+            self._transaction_coordinator = transactions.transaction_coordinator.TransactionCoordinator(
                 self.config, self.broker_id, self.context.timer, self.replica_manager,
                 self.metadata_cache, self.producer_ids.generate_producer_id,
-                TransactionMarkerChannel(self.marker_transport, self.metadata_cache), self.wall_ms,
+                transactions.transaction_marker_channel.TransactionMarkerChannel(
+                    self.marker_transport, self.metadata_cache), self.wall_ms,
                 sync_producer_ids=self.producer_ids.store.flush)
             if self._coordinators_started:
                 self._transaction_coordinator.startup()

@@ -10,6 +10,8 @@ import sys
 from collections.abc import Callable
 from typing import TypeVar
 
+from kafka.errors import KafkaError, KafkaTimeoutError
+
 DEFAULT_BOOTSTRAP = "localhost:9092"
 DEFAULT_CONNECT_TIMEOUT_MS = 5000
 EXIT_ERROR = 1
@@ -51,8 +53,6 @@ def client_options(args: argparse.Namespace) -> dict:
 
 def connect(factory: Callable[..., T], args: argparse.Namespace, **options) -> T:
     """A kafka-python client, or a ToolError naming the address when no broker answers."""
-    from kafka.errors import KafkaTimeoutError
-
     try:
         return factory(**client_options(args), **options)
     except KafkaTimeoutError:
@@ -81,8 +81,6 @@ def run(prog: str, body: Callable[[list[str]], int], argv: list[str]) -> int:
     """Run a tool's body; say what went wrong in one line (no traceback) and exit non-zero."""
     # kafka-python logs its retries as warnings; Python's last-resort handler would print them.
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
-    from kafka.errors import KafkaError, KafkaTimeoutError
-
     try:
         return body(argv)
     except UsageError as exc:

@@ -8,6 +8,8 @@ import signal
 import sys
 import time
 
+from kafka import KafkaConsumer, TopicPartition
+
 from broker.tools.command import ToolError, UsageError, connect, parser, properties, run
 from broker.tools.message_formatter import MessageFormatter
 from broker.tools.progress import Progress
@@ -71,8 +73,6 @@ def _main(argv: list[str]) -> int:
     # `kill` ends it as Ctrl-C does (as the JVM's shutdown hook does for Kafka's tool): offsets
     # committed, the group left.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    from kafka import KafkaConsumer
-
     consumer = connect(
         KafkaConsumer, args, group_id=args.group, isolation_level=args.isolation_level,
         enable_auto_commit=args.group is not None, allow_auto_create_topics=False,
@@ -85,8 +85,6 @@ def _main(argv: list[str]) -> int:
 
 
 def _assign(consumer, args: argparse.Namespace, start: str | int) -> None:
-    from kafka import TopicPartition
-
     partitions = consumer.partitions_for_topic(args.topic)
     if not partitions:
         raise ToolError(f"topic '{args.topic}' does not exist")

@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from kafka import KafkaProducer
+from kafka.errors import KafkaTimeoutError
+
 from broker.tools.command import ToolError, UsageError, connect, parser, properties, run
 from broker.tools.line_reader import LineFormatError, LineReader
 from broker.tools.progress import Progress
@@ -40,8 +43,6 @@ def _main(argv: list[str]) -> int:
     reader = LineReader.from_properties(properties(args.property, "--property"))
     if args.partition is not None and args.partition < 0:
         raise UsageError("--partition may not be negative")
-    from kafka import KafkaProducer
-
     # A topic that does not exist (and is not auto-created) fails the first send after
     # max_block_ms: the connect timeout bounds that wait as well.
     producer = connect(KafkaProducer, args, acks=ACKS[args.acks],
@@ -53,8 +54,6 @@ def _main(argv: list[str]) -> int:
 
 
 def _send_lines(producer, reader: LineReader, args: argparse.Namespace) -> int:
-    from kafka.errors import KafkaTimeoutError
-
     try:
         partitions = producer.partitions_for(args.topic)
     except KafkaTimeoutError:

@@ -10,6 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from kafka import KafkaAdminClient, TopicPartition, errors
+from kafka.admin import OffsetSpec
+from kafka.errors import KafkaError
+from kafka.structs import OffsetAndMetadata
+
 from broker.tools.command import ToolError, UsageError, connect, one_action, parser, run
 
 PROG = "kafka-sim groups"
@@ -63,8 +68,6 @@ def _main(argv: list[str]) -> int:
         raise UsageError("--members goes with --describe (and not with --state)")
     if action == "reset_offsets":
         _check_reset_options(args)
-    from kafka import KafkaAdminClient
-
     admin = connect(KafkaAdminClient, args)
     try:
         if args.all_groups:
@@ -96,8 +99,6 @@ def _check_reset_options(args: argparse.Namespace) -> None:
 def _retrying(args: argparse.Namespace, call: Callable[..., T], *a) -> T:
     """Call the admin client, again while the coordinator is not ready (a group's coordinator
     loads its partition of __consumer_offsets first), up to the connect timeout."""
-    from kafka.errors import KafkaError
-
     deadline = time.monotonic() + args.connect_timeout_ms / 1000
     while True:
         try:
@@ -194,8 +195,6 @@ def _members_table(group_id: str, members: list[_Member]) -> str:
 
 def _offsets_table(admin, args: argparse.Namespace, group_id: str,
                    members: list[_Member]) -> str:
-    from kafka import TopicPartition
-
     committed = _retrying(args, admin.list_group_offsets, group_id)[group_id]
     owner = {tp: m for m in members for tp in m.partitions}
     partitions = sorted({(tp.topic, tp.partition) for tp in committed} | set(owner))
@@ -218,9 +217,6 @@ def _offsets_table(admin, args: argparse.Namespace, group_id: str,
 
 def _offsets(admin, partitions: list, *, latest: bool) -> dict:
     """Each partition's log end offset (latest) or log start offset."""
-    from kafka.admin import OffsetSpec
-    from kafka.errors import KafkaError
-
     if not partitions:
         return {}
     spec = OffsetSpec.LATEST if latest else OffsetSpec.EARLIEST
@@ -239,8 +235,6 @@ def _offsets(admin, partitions: list, *, latest: bool) -> dict:
 # --- --reset-offsets ---------------------------------------------------------------------------
 
 def _reset(admin, args: argparse.Namespace) -> tuple[str, int]:
-    from kafka.structs import OffsetAndMetadata
-
     (group_id,) = args.group
     group = _retrying(args, admin.describe_groups, [group_id])[group_id]
     if group["group_state"] not in INACTIVE_STATES:
@@ -286,8 +280,6 @@ def _reset(admin, args: argparse.Namespace) -> tuple[str, int]:
 
 def _reset_partitions(admin, args: argparse.Namespace, committed: dict) -> set:
     """The partitions `--topic T[:P,...]` or `--all-topics` name."""
-    from kafka import TopicPartition
-
     if args.all_topics:
         return set(committed)
     chosen = set()
@@ -310,8 +302,6 @@ def _reset_partitions(admin, args: argparse.Namespace, committed: dict) -> set:
 # --- --delete ----------------------------------------------------------------------------------
 
 def _delete(admin, args: argparse.Namespace) -> tuple[str, int]:
-    from kafka import errors
-
     results = _retrying(args, admin.delete_groups, args.group)
     failed = {g: r for g, r in results.items() if r != "OK"}
     for group_id, error in failed.items():

@@ -9,6 +9,10 @@ import re
 import sys
 import uuid
 
+from kafka import KafkaAdminClient
+from kafka.admin import ConfigResource, ConfigResourceType
+from kafka.errors import KafkaError, TopicAlreadyExistsError, for_code
+
 from broker.tools.command import (
     ToolError,
     UsageError,
@@ -65,8 +69,6 @@ def _main(argv: list[str]) -> int:
     configs = properties(args.config, "--config")
     if configs and action != "create":
         raise UsageError("--config goes with --create")
-    from kafka import KafkaAdminClient
-
     admin = connect(KafkaAdminClient, args)
     try:
         out = {"list": _list, "create": _create, "describe": _describe, "delete": _delete,
@@ -106,8 +108,6 @@ def _list(admin, args: argparse.Namespace) -> str:
 
 def _check(result, key: str) -> None:
     """Raise the first per-topic error of a CreateTopics/CreatePartitions/DeleteTopics answer."""
-    from kafka.errors import for_code
-
     if not isinstance(result, dict):  # kafka-python hands some answers back undecoded
         result = result.to_dict()
     for topic in result.get(key, []):
@@ -118,8 +118,6 @@ def _check(result, key: str) -> None:
 
 
 def _create(admin, args: argparse.Namespace) -> str:
-    from kafka.errors import TopicAlreadyExistsError
-
     spec = {"num_partitions": -1 if args.partitions is None else args.partitions,
             "replication_factor": -1 if args.replication_factor is None
             else args.replication_factor,
@@ -153,8 +151,6 @@ def _alter(admin, args: argparse.Namespace) -> str:
 
 
 def _describe(admin, args: argparse.Namespace) -> str:
-    from kafka.admin import ConfigResource, ConfigResourceType
-
     topics = _matching(admin, args)
     if not topics:
         return ""
@@ -186,8 +182,6 @@ def _describe(admin, args: argparse.Namespace) -> str:
 
 def _reassignments(admin, topics: list[dict]) -> dict[tuple[str, int], dict]:
     """The moves under way (KIP-455) among these topics' partitions, by (topic, partition)."""
-    from kafka.errors import KafkaError
-
     names = {t["name"] for t in topics}
     try:
         found = admin.list_partition_reassignments()  # all of them: there are seldom many

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from protocol.compression import GZIP, LZ4, NO_COMPRESSION, SNAPPY, ZSTD, compress
+from protocol.compression import compress
+from protocol.compression_type import GZIP, LZ4, NO_COMPRESSION, SNAPPY, ZSTD
 from protocol.errors import ErrorCode
 from protocol.records import (
     _I32,

@@ -468,11 +468,11 @@ async def test_list_offsets_by_timestamp_decodes_compressed_batches_off_the_even
     worker thread: another connection is served meanwhile, and the answer is right."""
     import threading
 
-    import storage.segment  # the replica manager imports the lookup from it when it runs
+    from broker.replication import partition  # the lookup's caller (Partition)
     from protocol.records import ZSTD
 
     threads: list[threading.Thread] = []
-    find = storage.segment.first_record_at_or_after
+    find = partition.first_record_at_or_after
     loop = asyncio.get_running_loop()
     started = asyncio.Event()
 
@@ -481,7 +481,7 @@ async def test_list_offsets_by_timestamp_decodes_compressed_batches_off_the_even
         loop.call_soon_threadsafe(started.set)
         return find(*args)
 
-    monkeypatch.setattr(storage.segment, "first_record_at_or_after", recording_find)
+    monkeypatch.setattr(partition, "first_record_at_or_after", recording_find)
     client = await RawClient.connect(async_broker.port)
     await create_topic(client, "stamps")
     count = 400_000

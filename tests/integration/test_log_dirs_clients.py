@@ -66,6 +66,7 @@ def test_describe_and_alter_log_dirs_with_kafka_python(two_dir_broker):
         assert partitions_in(dirs[a], "ld") == {} and sorted(partitions_in(dirs[b], "ld")) == [0, 1]
         assert not os.path.exists(os.path.join(a, "ld-0"))
         assert os.path.isdir(os.path.join(b, "ld-0"))
+        broker.cluster.brokers[0].log_manager.flusher.drain()  # the old copy is removed there
         assert not [n for n in os.listdir(a) + os.listdir(b) if n.endswith(("-future", "-delete"))]
         for i in range(20, 24):  # the moved replica takes appends at the right offsets
             producer.send("ld", value=b"v%d" % i, partition=0)

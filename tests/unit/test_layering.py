@@ -64,11 +64,20 @@ def _resolve(name: str) -> str | None:
 
 def imports_of(module: str) -> set[str]:
     """Every module of ours that `module` imports, anywhere in it (TYPE_CHECKING blocks and
-    function bodies included): `from a.b import c` counts a.b.c when c is a module, else a.b."""
+    function bodies included): `from a.b import c` counts a.b.c when c is a module, else a.b.
+    A package's module loaded on first use (`replication.delayed_fetch`, the package's LAZY)
+    counts where it is used as an attribute of the package's imported name."""
     path = MODULES[module]
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    packages = _imported_packages(tree)
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in packages
+                and (lazy := f"{packages[node.value.id]}.{node.attr}") in MODULES):
+            found.add(lazy)
+            continue
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -85,6 +94,19 @@ def imports_of(module: str) -> set[str]:
         found.update(r for t in targets if (r := _resolve(t)) is not None)
     found.discard(module)
     return found
+
+
+def _imported_packages(tree: ast.Module) -> dict[str, str]:
+    """Names bound to packages of ours: `import storage`, `from broker import replication`."""
+    bound = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            bound.update((a.asname, a.name) if a.asname else (a.name.partition(".")[0],) * 2
+                         for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            bound.update((a.asname or a.name, f"{node.module}.{a.name}") for a in node.names)
+    return {name: package for name, package in bound.items()
+            if MODULES.get(package, ROOT).name == "__init__.py"}
 
 
 GRAPH = {m: imports_of(m) for m in MODULES}
@@ -136,6 +158,12 @@ def test_no_import_cycles():
     assert cycles(GRAPH) == []
 
 
+def test_a_lazy_module_counts_where_its_package_attribute_is_used():
+    assert "broker.replication.delayed_fetch" in GRAPH["broker.replication.replica_manager"]
+    assert "storage.log" in GRAPH["storage.log_manager"]
+    assert "broker.coordinator.group.coordinator" in GRAPH["broker.server.kafka_server"]
+
+
 def test_the_cycle_check_finds_a_cycle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]
@@ -181,3 +209,29 @@ def test_broker_packages_import_down(package):
         imported = {_broker_package(m) for m in GRAPH[module] if _top(m) == "broker"} - {package}
         allowed = BROKER_ALLOWED[package] | EVERY_PACKAGE_MAY_IMPORT
         assert imported <= allowed, f"{MODULES[module].relative_to(ROOT)} imports {imported - allowed}"
+
+
+# Entry points that import what a subcommand or fixture runs only when it runs: the console
+# scripts (`kafka-sim ctl` loads no broker, `kafka-sim pipeline --help` no Spark), the pytest
+# plugin (a test run without the fixture starts no cluster), and the Spark data source, whose
+# reader runs in Spark's Python workers (PySpark's data sources import there). Everywhere else
+# laziness goes through a package's LAZY (see imports_of).
+LAZY_ENTRY_POINTS = {"broker/server/cli.py", "broker/testing/pytest_plugin.py", "pipeline/cli.py",
+                     "pipeline/source.py"}
+
+
+def test_no_function_imports_a_module_of_ours():
+    found = []
+    for path in MODULES.values():
+        rel = str(path.relative_to(ROOT))
+        if rel in LAZY_ENTRY_POINTS:
+            continue
+        for function in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                found += [f"{rel}:{node.lineno} {name}" for name in names
+                          if _top(name) in OURS or isinstance(node, ast.ImportFrom) and node.level]
+    assert found == []

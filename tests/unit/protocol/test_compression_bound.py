@@ -10,15 +10,12 @@ import cramjam
 import pytest
 
 from protocol.compression import (
-    GZIP,
-    LZ4,
     MAX_DECOMPRESSED_BYTES,
-    SNAPPY,
-    ZSTD,
     compress,
     decompress,
     decompression_limit,
 )
+from protocol.compression_type import GZIP, LZ4, SNAPPY, ZSTD
 from protocol.errors import ErrorCode, KafkaError
 
 CODECS = [GZIP, SNAPPY, LZ4, ZSTD]
