@@ -212,7 +212,7 @@ class _RecordColumns:
                     pos += 1  # record attributes: unused by Kafka
             _, ts_delta, off_delta = fields
             # Every length and count is checked against the record's end before it moves `pos`
-            # (as protocol.records does): a negative one used to walk backwards, forever.
+            # (as protocol.records does): a negative one would walk backwards forever.
             if end > len(data) or end < pos:
                 raise ValueError(f"record at offset delta {off_delta} has length past its batch")
             klen, pos = decode_varint(data, pos)

@@ -16,44 +16,49 @@ from protocol.errors import ErrorCode
 TopicPartition = tuple[str, int]
 
 
-@dataclass(frozen=True, slots=True)
 class ControllerEvent:
+    """An event without fields is a plain class, one with fields a frozen dataclass: defining a
+    dataclass is start-up work, and this module loads at every start."""
+    __slots__ = ()
     kind: ClassVar[str]  # its name in the controller's counts (events_handled)
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
 
-@dataclass(frozen=True, slots=True)
+
 class Startup(ControllerEvent):
+    __slots__ = ()
     kind = "startup"
 
 
-@dataclass(frozen=True, slots=True)
 class ChildChange(ControllerEvent):
     """A child watch fired on `path`; the event reads the children (and watches them again)."""
+    __slots__ = ()
     path: ClassVar[str]
 
 
-@dataclass(frozen=True, slots=True)
 class BrokerChange(ChildChange):
+    __slots__ = ()
     kind, path = "broker_change", paths.BROKER_IDS
 
 
-@dataclass(frozen=True, slots=True)
 class TopicChange(ChildChange):
+    __slots__ = ()
     kind, path = "topic_change", paths.TOPICS
 
 
-@dataclass(frozen=True, slots=True)
 class TopicDeletion(ChildChange):
+    __slots__ = ()
     kind, path = "topic_deletion", paths.DELETE_TOPICS
 
 
-@dataclass(frozen=True, slots=True)
 class IsrChangeNotification(ChildChange):
+    __slots__ = ()
     kind, path = "isr_change", paths.ISR_CHANGES
 
 
-@dataclass(frozen=True, slots=True)
 class LogDirEventNotification(ChildChange):
+    __slots__ = ()
     kind, path = "log_dir_event", paths.LOG_DIR_EVENTS
 
 
@@ -90,15 +95,15 @@ class StopReplicaResponse(ControllerEvent):
     errors: dict[TopicPartition, ErrorCode]
 
 
-@dataclass(frozen=True, slots=True)
 class PreferredReplicaElection(ControllerEvent):
     """Leadership back to the preferred replicas (`ctl elect-leaders`)."""
+    __slots__ = ()
     kind = "preferred_election"
 
 
-@dataclass(frozen=True, slots=True)
 class AutoPreferredReplicaElection(ControllerEvent):
     """The auto leader rebalance's periodic check."""
+    __slots__ = ()
     kind = "auto_leader_rebalance"
 
 
