@@ -20,17 +20,21 @@ class Index:
     ENTRY: ClassVar[struct.Struct]
     KEY: ClassVar[struct.Struct]  # the leading field of ENTRY, unpacked alone during the search
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, *,
+                 fresh: bool = False) -> None:
+        """`fresh`: the segment is new in a folder made for it, so no file to read."""
         self.path = Path(path)
         self.base_offset = base_offset
         self.entry_size = self.ENTRY.size
         self.max_entries = max(max_index_size // self.entry_size, 0)
-        try:
-            self._buf = bytearray(self.path.read_bytes())
-            self.existed = True
-        except FileNotFoundError:
-            self._buf = bytearray()
-            self.existed = False
+        self._buf = bytearray()
+        self.existed = False
+        if not fresh:
+            try:
+                self._buf = bytearray(self.path.read_bytes())
+                self.existed = True
+            except FileNotFoundError:
+                pass
         self._persisted = len(self._buf)  # bytes of _buf already in the file
         # The log dir's injected faults (index kind); its segment sets it.
         self.disk: DiskFaults | None = None

@@ -47,7 +47,11 @@ from storage.append_origin import AppendOrigin
 from storage.checkpoint import fsync_path
 from storage.disk_faults import DiskFaults, file_kind
 from storage.file_handles import FileHandleCache
-from storage.leader_epoch_cache import LeaderEpochFileCache
+from storage.leader_epoch_cache import (
+    LEADER_EPOCH_CHECKPOINT,
+    LeaderEpochCheckpointFile,
+    LeaderEpochFileCache,
+)
 from storage.log_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS, INT_MAX, LONG_MAX, LogConfig
 from storage.log_dir_failure_channel import KafkaStorageError, LogDirFailureChannel
 from storage.log_flusher import Job, LogFlusher
@@ -123,6 +127,7 @@ class Log:
         failure_channel: LogDirFailureChannel | None = None,
         files: FileHandleCache | None = None,
         flusher: LogFlusher | None = None,
+        fresh: bool = False,
     ) -> None:
         self.directory = directory
         # Kafka's maybeHandleIOException: an OSError here takes the whole log dir offline.
@@ -159,13 +164,39 @@ class Log:
         self.on_change: Callable[[], None] | None = None
         for segment in segments[:-1]:
             segment.release_file()  # loading read them; idle inactive segments hold no descriptor
-        self.leader_epoch_cache = self._load_leader_epoch_cache()
         self.producer_state = ProducerStateManager(
             directory, now_ms=now_ms, producer_id_expiration_ms=producer_id_expiration_ms
         )
+        if fresh:  # a folder just made: no checkpoint, no snapshot to read
+            self.leader_epoch_cache = LeaderEpochFileCache(
+                LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT, disk),
+                submit=self._submit)
+            return
+        self.leader_epoch_cache = self._load_leader_epoch_cache()
         self._reload_producer_state(None if clean_shutdown else self._recovery_point)
 
     # -- opening and recovery ----------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        now_ms: Callable[[], int],
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        disk: DiskFaults | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
+        files: FileHandleCache | None = None,
+        flusher: LogFlusher | None = None,
+    ) -> Log:
+        """A new log: its folder made (FileExistsError when there is one: open that instead) with
+        one empty segment, and nothing to read or recover (thousands are made at once)."""
+        directory.mkdir()
+        segment = new_segment(directory, config, 0, disk, files, fresh=True)
+        return cls(directory, config, now_ms, [segment], 0, 0, producer_id_expiration_ms,
+                   disk=disk, failure_channel=failure_channel, files=files, flusher=flusher,
+                   fresh=True)
 
     @classmethod
     def open(

@@ -30,7 +30,7 @@ from storage.segment import LogSegment
 
 def new_segment(
     directory: Path, config: LogConfig, base_offset: int, disk: DiskFaults | None = None,
-    files: FileHandleCache | None = None,
+    files: FileHandleCache | None = None, *, fresh: bool = False,
 ) -> LogSegment:
     return LogSegment(
         directory,
@@ -39,6 +39,7 @@ def new_segment(
         max_index_size=config.segment_index_bytes,
         disk=disk,
         files=files,
+        fresh=fresh,
     )
 
 

@@ -322,11 +322,15 @@ class LogManager:
                   flusher: LogFlusher) -> Log:
         """A log's folder and first segment, made if new (any thread)."""
         self.failure_channel.check_online(log_dir.name, f"creating log {name}")
+        path, log = log_dir.path / name, storage.log.Log
+        settings = {"now_ms": self._now_ms, "disk": log_dir.disk, "files": files, "flusher": flusher,
+                    "producer_id_expiration_ms": self.producer_id_expiration_ms,
+                    "failure_channel": self.failure_channel}
         try:
-            return storage.log.Log.open(log_dir.path / name, self.config_for(topic), now_ms=self._now_ms,
-                            producer_id_expiration_ms=self.producer_id_expiration_ms,
-                            disk=log_dir.disk, failure_channel=self.failure_channel, files=files,
-                            flusher=flusher)
+            try:
+                return log.create(path, self.config_for(topic), **settings)
+            except FileExistsError:  # a folder left there (by no log of ours): loaded as it is
+                return log.open(path, self.config_for(topic), **settings)
         except OSError as exc:
             raise self._creation_error(log_dir, name, exc) from exc
 
@@ -357,9 +361,10 @@ class LogManager:
                 if log.deleted:  # deleted (its folder removed) before this ran: nothing lost
                     continue
                 try:
-                    if topic_id is not None:
+                    if topic_id is not None:  # the folder is fsynced with the file
                         write_partition_metadata(log.directory, topic_id)
-                    fsync_path(log.directory)
+                    else:
+                        fsync_path(log.directory)
                     parents[log_dir.name] = log_dir
                 except OSError as exc:
                     if log.deleted:

@@ -66,8 +66,9 @@ def offset_of_max_timestamp(batch: bytes | memoryview, max_decompressed: int) ->
 class LogSegment:
     def __init__(
         self, directory: Path, base_offset: int, *, index_interval_bytes: int, max_index_size: int,
-        disk: DiskFaults | None = None, files: FileHandleCache | None = None,
+        disk: DiskFaults | None = None, files: FileHandleCache | None = None, fresh: bool = False,
     ) -> None:
+        """`fresh`: the first segment of a log whose folder was just made (nothing to read)."""
         self.base_offset = base_offset
         self.disk = disk if disk is not None else DiskFaults()  # writes, fsyncs, truncations go here
         self.path = log_file(directory, base_offset)
@@ -76,14 +77,14 @@ class LogSegment:
         self._file = (FileHandleCache(1) if files is None else files).file(
             self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         self.closed = False
-        self.size = os.fstat(self._file.fd()).st_size
+        fd = self._file.fd()  # the file is made now, as Kafka makes a new segment's
+        self.size = 0 if fresh else os.fstat(fd).st_size
         self.offset_index = OffsetIndex(
-            offset_index_file(directory, base_offset), base_offset, max_index_size
-        )
+            offset_index_file(directory, base_offset), base_offset, max_index_size, fresh=fresh)
         self.time_index = TimeIndex(
-            time_index_file(directory, base_offset), base_offset, max_index_size
-        )
-        self.txn_index = TransactionIndex(transaction_index_file(directory, base_offset), base_offset)
+            time_index_file(directory, base_offset), base_offset, max_index_size, fresh=fresh)
+        self.txn_index = TransactionIndex(transaction_index_file(directory, base_offset), base_offset,
+                                          fresh=fresh)
         for index in (self.offset_index, self.time_index, self.txn_index):
             index.disk = self.disk
         # Offset after the last batch; set by load_tail(), recover() and append().

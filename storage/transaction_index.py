@@ -32,8 +32,8 @@ class TransactionIndex(Index):
     ENTRY = struct.Struct(">hqqqq")
     KEY = struct.Struct(">h")  # entries are scanned, never searched by key
 
-    def __init__(self, path: Path, base_offset: int) -> None:
-        super().__init__(path, base_offset, _NO_SIZE_LIMIT)
+    def __init__(self, path: Path, base_offset: int, *, fresh: bool = False) -> None:
+        super().__init__(path, base_offset, _NO_SIZE_LIMIT, fresh=fresh)
 
     def __iter__(self) -> Iterator[AbortedTxn]:
         for i in range(self.entries):

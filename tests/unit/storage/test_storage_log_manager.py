@@ -53,6 +53,24 @@ def test_create_append_shutdown_and_reload(tmp_path: Path) -> None:
     assert a.append_as_leader(batch(), 0).first_offset == 20
 
 
+def test_a_new_log_is_made_in_a_new_folder_and_a_folder_found_in_its_place_is_loaded(
+    tmp_path: Path,
+) -> None:
+    m = manager(tmp_path)
+    fresh = m.create_log("new", 0)
+    assert [p.name for p in fresh.directory.iterdir()] == ["00000000000000000000.log"]
+    assert fresh.append_as_leader(batch(3), 0).last_offset == 2
+    assert fresh.leader_epoch_cache.latest_epoch == 0
+    # A folder with records that no log of this manager knows (made after its load): kept as is
+    stray = LogManager(tmp_path / "other", LogConfig(), now_ms=now)
+    stray.load()
+    stray.create_log("found", 0).append_as_leader(batch(2), 0)
+    stray.shutdown()
+    (tmp_path / "other" / "found-0").rename(tmp_path / "found-0")
+    found = m.create_log("found", 0)
+    assert found.log_end_offset == 2 and found.append_as_leader(batch(), 0).first_offset == 2
+
+
 def test_unclean_restart_recovers_from_the_recovery_point(tmp_path: Path) -> None:
     m = manager(tmp_path, segment_bytes=1024)
     log = m.create_log("t", 0)
