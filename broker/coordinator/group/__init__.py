@@ -1,12 +1,11 @@
 """Consumer groups (Kafka's kafka.coordinator.group): the classic group protocol's coordinator and
 the `__consumer_offsets` partitions it keeps groups and offsets in.
 
+The coordinator, the groups' metadata and the control API's view (LAZY) load with the first
+group request (`consumer_groups.coordinator`, PEP 562): the server builds the coordinator then.
+
 May import: broker.replication (appends with acks=-1, reading its partitions), broker.metadata
 (the metadata cache), broker.config, storage, protocol, timer.
-
-The coordinator's modules (LAZY) are imported on first use, as attributes of this package
-(PEP 562): importing any other module of it does not load the coordinator, which the
-server builds when a request first needs it.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Transactions (Kafka's kafka.coordinator.transaction): the transaction coordinator's state per
 transactional id and the `__transaction_state` partitions it keeps them in.
 
+The coordinator, its marker channel and the control API's view (LAZY) load with the first
+transactional request (`transactions.transaction_coordinator`, PEP 562): the server builds
+the coordinator then.
+
 May import: broker.coordinator.group (Java's hashCode, shared with it), broker.replication,
 broker.metadata, broker.config, storage, protocol, timer.
-
-The coordinator's modules (LAZY) are imported on first use, as attributes of this package
-(PEP 562): importing any other module of it does not load the coordinator, which the
-server builds when a request first needs it.
 """
 
 from __future__ import annotations
