@@ -143,6 +143,15 @@ class ChangedPartitions:
         return changed
 
 
+@dataclass(slots=True, frozen=True)
+class SessionWatch:
+    """The one purgatory key a narrowed incremental fetch parks under: its session's (the
+    partitions' own keys are (topic, partition) tuples, never equal to it). A change to any of
+    the session's partitions checks it (FetchSessionCache.sessions_of), so parking costs the
+    same for a session of ten thousand partitions as for one of ten."""
+    session_id: int
+
+
 @dataclass(slots=True, eq=False)
 class FetchSession:
     """An incremental fetch session (KIP-227): its partitions and epoch."""
@@ -163,6 +172,8 @@ class FetchSession:
     pending: set[PartitionKey] = field(default_factory=set)
     next_order: int = 0
     by_name: dict[tuple[str, int], PartitionKey] | None = None
+    # The cache's index of sessions by partition name, kept as partitions come and go
+    sessions_of: dict[tuple[str, int], set[int]] = field(default_factory=dict)
 
     @property
     def evictable_key(self) -> tuple[bool, int, int]:
@@ -178,13 +189,24 @@ class FetchSession:
                 self.place_last(cached)
                 if self.by_name is not None:
                     self.by_name[(fp.topic, fp.partition)] = fp.key
+                self.sessions_of.setdefault((fp.topic, fp.partition), set()).add(self.id)
             else:
                 cached.update_request(fp)
         for key in forgotten:
             gone = self.partitions.pop(key, None)
             self.pending.discard(key)
-            if gone is not None and self.by_name is not None:
-                self.by_name.pop((gone.topic, gone.partition), None)
+            if gone is not None:
+                if self.by_name is not None:
+                    self.by_name.pop((gone.topic, gone.partition), None)
+                self.unindex(gone)
+
+    def unindex(self, cached: CachedPartition) -> None:
+        name = (cached.topic, cached.partition)
+        ids = self.sessions_of.get(name)
+        if ids is not None:
+            ids.discard(self.id)
+            if not ids:
+                del self.sessions_of[name]
 
     def place_last(self, cached: CachedPartition) -> None:
         cached.order = self.next_order
@@ -240,6 +262,8 @@ class FetchSessionCache:
         self._now_ms = now_ms
         self._rng = rng or random.Random()
         self.sessions: dict[int, FetchSession] = {}
+        # partition (topic, index) -> the sessions holding it: what a change to it wakes
+        self.sessions_of: dict[tuple[str, int], set[int]] = {}
         self._last_used: OrderedDict[int, FetchSession] = OrderedDict()  # least recent first
         self.num_partitions = 0
         self.evictions = 0
@@ -255,6 +279,8 @@ class FetchSessionCache:
         if session is not None:
             self._last_used.pop(session_id, None)
             self.num_partitions -= max(session.cached_size, 0)
+            for cached in session.partitions.values():
+                session.unindex(cached)
         return session
 
     def touch(self, session: FetchSession, now: int) -> None:
@@ -279,7 +305,10 @@ class FetchSessionCache:
                 privileged, (privileged, len(partitions), 0), now):
             return INVALID_SESSION_ID
         session_id = self._new_session_id()
-        session = FetchSession(session_id, privileged, partitions, now, now, uses_topic_ids)
+        session = FetchSession(session_id, privileged, partitions, now, now, uses_topic_ids,
+                               sessions_of=self.sessions_of)
+        for cached in partitions.values():
+            self.sessions_of.setdefault((cached.topic, cached.partition), set()).add(session_id)
         self.sessions[session_id] = session
         self.touch(session, now)
         return session_id
@@ -358,10 +387,10 @@ class FetchContext:
         self.seq = changes.seq
         return self.partitions
 
-    def session_keys(self) -> list[tuple[str, int]]:
-        """Every partition of the session by name (what a narrowed fetch's wait watches)."""
+    def session_watch(self) -> SessionWatch:
+        """What a narrowed fetch's wait watches: any change to a partition of its session."""
         assert self.session is not None
-        return [(c.topic, c.partition) for c in self.session.partitions.values()]
+        return SessionWatch(self.session.id)
 
     def changed_since_read(self, changes: ChangedPartitions) -> list[FetchPartition]:
         """The session's partitions changed since this fetch read (what may wake it)."""

@@ -334,8 +334,16 @@ class ReplicaManager:
     def _complete_delayed(self, key: tuple[str, int]) -> None:
         self.fetch_manager.changes.mark(key)  # leadership, epoch, removal: sessions read it again
         self.produce_purgatory.check_and_complete(key)
-        self.fetch_purgatory.check_and_complete(key)
+        self._check_fetches(key)
         self.delete_records_purgatory.check_and_complete(key)
+
+    def _check_fetches(self, key: tuple[str, int]) -> None:
+        """The fetches parked on this partition: those that named it, and the narrowed ones of
+        the sessions holding it (each parked under its session's one key)."""
+        purgatory = self.fetch_purgatory
+        purgatory.check_and_complete(key)
+        for session_id in tuple(self.fetch_manager.cache.sessions_of.get(key, ())):
+            purgatory.check_and_complete(replication.fetch_session.SessionWatch(session_id))
 
     @property
     def isr_changes_in_flight(self) -> int:
@@ -426,7 +434,7 @@ class ReplicaManager:
                 log_start_offset=partition.log_start_offset,
             )
             # Followers wait for LEO growth, consumers for HW growth (HW may have moved too).
-            self.fetch_purgatory.check_and_complete(key)
+            self._check_fetches(key)
         return results
 
     def _void_verifications(self, key: tuple[str, int], records: bytes | memoryview) -> None:
@@ -660,7 +668,7 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         if context is not None and context.narrowed:
-            keys = context.session_keys()
+            keys = [context.session_watch()]
             changes = self.fetch_manager.changes
 
             def read_changed(params: FetchParams, _waited: list[FetchPartition]

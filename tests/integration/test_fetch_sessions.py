@@ -14,8 +14,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 
+from broker.replication import purgatory_view
+from broker.replication.fetch_session import SessionWatch
 from protocol.errors import ErrorCode
 from protocol.records import encode_batch
+from tests.harness import until
 from tests.integration.raw_client import RawClient
 from tests.integration.test_hostile_input import create_topic, served_promptly
 from tests.integration.test_protocol_edges import produce_body
@@ -252,5 +255,29 @@ async def test_a_consumer_session_reads_only_what_changed(async_broker):
     [partition_3] = [p for t in response.responses for p in t.partitions]
     assert (partition_3.partition_index, partition_3.log_start_offset) == (3, 1)
     assert await incremental({}) == ({}, 0)
+    await client.close()
+    await producer.close()
+
+
+async def test_a_parked_incremental_fetch_is_watched_once_whatever_its_sessions_size(
+        async_broker):
+    """Parking a narrowed incremental fetch costs one watcher, not one per partition of its
+    session; an append to any of those partitions wakes it (through the sessions holding it)."""
+    purgatory = async_broker.replica_manager.fetch_purgatory
+    client = await RawClient.connect(async_broker.port)
+    producer = await RawClient.connect(async_broker.port)
+    await create_topic(client, "fs", 200)
+    full = await client.request(FETCH, 12, fetch_body(0, 0, dict.fromkeys(range(200), 0)))
+    sid = full.session_id
+    assert sid != 0 and len(answered(full)) == 200
+    parked = asyncio.create_task(client.request(FETCH, 12, fetch_body(
+        sid, 1, {}, max_wait_ms=3_600_000, min_bytes=1)))
+    await until(lambda: purgatory.delayed == 1)
+    assert purgatory_view.num_watched(purgatory) == 1
+    assert purgatory_view.watched(purgatory, SessionWatch(sid)) == 1
+    await produce_one(producer, 137)
+    woken = await asyncio.wait_for(parked, 10)
+    assert list(answered(woken)) == [137] and answered(woken)[137][:2] == (ErrorCode.NONE, 1)
+    assert purgatory.delayed == 0
     await client.close()
     await producer.close()

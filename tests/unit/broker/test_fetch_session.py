@@ -16,6 +16,7 @@ from broker.replication.fetch_session import (
     FetchManager,
     FetchMetadata,
     FetchSessionCache,
+    SessionWatch,
     next_epoch,
 )
 from broker.replication.fetch_session_handler import FetchSessionHandler, FetchSessionResponse
@@ -162,6 +163,24 @@ def test_a_full_fetch_naming_a_session_replaces_it_and_forgetting_all_closes_it(
                               is_follower=False)
     assert emptied.kind == "sessionless" and mgr.cache.stats() == {
         "sessions": 0, "privileged": 0, "partitions": 0, "evictions": 0, "slots": 10}
+
+
+def test_the_cache_knows_the_sessions_holding_each_partition():
+    """What a change to a partition wakes: the sessions holding it, kept as partitions come and
+    go and sessions close (a narrowed fetch then waits under its session's one key)."""
+    mgr, _ = manager()
+    a = open_session(mgr, [fp(0), fp(1)])
+    b = open_session(mgr, [fp(1), fp(2, topic="u")])
+    assert mgr.cache.sessions_of == {("t", 0): {a}, ("t", 1): {a, b}, ("u", 2): {b}}
+    ctx = mgr.new_context(FetchMetadata(a, 1), [fp(3)], [("t", 0)], is_follower=False)
+    assert ctx.kind == "incremental" and ctx.session_watch() == SessionWatch(a)
+    assert ctx.session_watch() != ("t", a)  # never a partition's key
+    assert mgr.cache.sessions_of == {("t", 1): {a, b}, ("t", 3): {a}, ("u", 2): {b}}
+    mgr.new_context(FetchMetadata(b, FINAL_EPOCH), [], [], is_follower=False)
+    assert mgr.cache.sessions_of == {("t", 1): {a}, ("t", 3): {a}}
+    replaced = mgr.new_context(FetchMetadata(a, INITIAL_EPOCH), [fp(5)], [], is_follower=False)
+    replaced.respond([data()])
+    assert mgr.cache.sessions_of == {("t", 5): {replaced.session_id}}
 
 
 def test_a_full_cache_answers_sessionless_and_zero_slots_disable_sessions():
