@@ -3,6 +3,7 @@ Fetch names, which it forgets, and with which session id and epoch, from the ans
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from broker.replication.delayed_fetch import FetchPartition, FetchPartitionData
@@ -40,17 +41,36 @@ class FetchSessionHandler:
         self.metadata = FetchMetadata(INVALID_SESSION_ID, INITIAL_EPOCH)
         # What the leader's session holds for each partition: the request last sent for it.
         self.session_partitions: dict[PartitionKey, FetchPartition] = {}
-        self._pending: dict[PartitionKey, FetchPartition] = {}
+        # What the last built request sent: all of it (a full request), or its changes
+        self._sent_all: dict[PartitionKey, FetchPartition] | None = None
+        self._sent: list[FetchPartition] = []
+        self._forgot: list[PartitionKey] = []
 
     def build(self, wanted: list[FetchPartition]) -> FetchRequestData:
         """The next request for `wanted` (every partition to fetch, each as it would be fetched)."""
-        self._pending = {(fp.topic, fp.partition): fp for fp in wanted}
+        pending = {(fp.topic, fp.partition): fp for fp in wanted}
+        return self.build_from(
+            pending, [*pending, *(k for k in self.session_partitions if k not in pending)])
+
+    def build_from(self, wanted: Mapping[PartitionKey, FetchPartition],
+                   changed: Iterable[PartitionKey]) -> FetchRequestData:
+        """The next request, from every partition to fetch (`wanted`, each as it would be fetched)
+        and the keys whose request may differ from what the session holds (`changed`: those
+        added, removed or moved since the last request). An incremental request costs what
+        changed; a full one names every partition."""
         if self.metadata.is_full:
-            return FetchRequestData(self.metadata, list(self._pending.values()), [])
-        to_send = [fp for key, fp in self._pending.items()
-                   if self.session_partitions.get(key) != fp]
-        to_forget = [key for key in self.session_partitions if key not in self._pending]
-        return FetchRequestData(self.metadata, to_send, to_forget)
+            self._sent_all = dict(wanted)
+            return FetchRequestData(self.metadata, list(self._sent_all.values()), [])
+        self._sent_all, self._sent, self._forgot = None, [], []
+        session = self.session_partitions
+        for key in changed:
+            fp = wanted.get(key)
+            if fp is None:
+                if key in session:
+                    self._forgot.append(key)
+            elif session.get(key) != fp:
+                self._sent.append(fp)
+        return FetchRequestData(self.metadata, self._sent, self._forgot)
 
     def handle_response(self, response: FetchSessionResponse) -> bool:
         """Take the answer to the last built request; False when it is a session error (the next
@@ -61,7 +81,13 @@ class FetchSessionHandler:
             else:
                 self.handle_error()
             return False
-        self.session_partitions = dict(self._pending)
+        if self._sent_all is not None:
+            self.session_partitions = self._sent_all
+        else:
+            for fp in self._sent:
+                self.session_partitions[(fp.topic, fp.partition)] = fp
+            for key in self._forgot:
+                self.session_partitions.pop(key, None)
         if response.session_id == INVALID_SESSION_ID:  # no session (cache full) or it was closed
             self.metadata = FetchMetadata(INVALID_SESSION_ID, INITIAL_EPOCH)
         elif self.metadata.is_full:

@@ -8,7 +8,10 @@ latest epoch ends and cuts off anything beyond, so divergent records never survi
 
 It fetches in a fetch session (KIP-227, fetch_session_handler.py): once the session is open a
 Fetch names only the partitions whose fetch offset moved, and the leader answers only those with
-something new; a failed or abandoned fetch starts a new session with a full fetch.
+something new; a failed or abandoned fetch starts a new session with a full fetch. The fetcher
+keeps each partition's request and remakes only those of partitions that changed since its last
+round (its broker's ChangedPartitions, and what it did itself): a round costs what changed, not
+the number of partitions followed.
 
 The leader is reached through a `LeaderEndpoint` (leader_endpoint.py); the fetcher knows only its
 follower's id and that follower's partitions, not the ReplicaManager that owns it.
@@ -28,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from broker.logs import get_logger
 from broker.replication.delayed_fetch import FetchParams, FetchPartition
+from broker.replication.fetch_session import ChangedPartitions
 from broker.replication.fetch_session_handler import FetchSessionHandler, FetchSessionResponse
 from broker.replication.leader_endpoint import EpochEndOffset, LeaderEndpoint, LeaderUnavailable
 from protocol.errors import ErrorCode
@@ -64,7 +68,10 @@ class ReplicaFetcher:
         *,
         max_wait_ms: int,
         max_bytes: int,
+        changes: ChangedPartitions | None = None,
     ) -> None:
+        """`changes`: the broker's record of changed partitions (their logs' appends,
+        truncations, log start moves); without it every request is remade each round."""
         self.follower_id = follower_id
         self.follower_partitions = follower_partitions  # the follower's own, updated by its owner
         self.leader_id = leader_id
@@ -77,17 +84,24 @@ class ReplicaFetcher:
         self._running.set()
         self._task: asyncio.Task | None = None
         self.session = FetchSessionHandler()
+        self._changes = changes
+        self._seen_seq = -1  # `changes` read up to here
+        self._requests: dict[tuple[str, int], FetchPartition] = {}  # what each fetchable sends
+        self._stale: set[tuple[str, int]] = set()  # requests to remake before the next build
+        self._delayed: dict[tuple[str, int], float] = {}  # backing off until (loop time)
 
     # -- control ----------------------------------------------------------------------------
 
     def add_partition(self, topic: str, partition: int, leader_epoch: int) -> None:
         self.partitions[(topic, partition)] = FollowedPartition(topic, partition, leader_epoch)
+        self._stale.add((topic, partition))
         self._changed.set()
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"fetcher-{self.leader_id}")
 
     def remove_partition(self, key: tuple[str, int]) -> None:
         self.partitions.pop(key, None)
+        self._stale.add(key)
 
     def pause(self) -> None:
         self._running.clear()
@@ -134,6 +148,8 @@ class ReplicaFetcher:
                       follower=self.follower_id, leader=self.leader_id,
                       topic=fp.topic, partition=fp.partition)
         fp.delay(asyncio.get_running_loop().time())
+        self._delayed[(fp.topic, fp.partition)] = fp.delayed_until
+        self._stale.add((fp.topic, fp.partition))
 
     async def _truncate(self) -> None:
         now = asyncio.get_running_loop().time()
@@ -175,27 +191,45 @@ class ReplicaFetcher:
                      partition=fp.partition, from_offset=log_.log_end_offset, to_offset=target)
             log_.truncate_to(target)
         fp.truncating = False
+        self._stale.add((fp.topic, fp.partition))
+
+    def _remake_stale_requests(self, now: float) -> list[tuple[str, int]]:
+        """Remake the requests of partitions changed since the last round; returns their keys."""
+        changes = self._changes
+        if changes is None or self._seen_seq < changes.floor:
+            self._stale.update(self._requests)
+            self._stale.update(self.partitions)
+        else:
+            self._stale.update(k for k in changes.since(self._seen_seq) if k in self.partitions)
+        if changes is not None:
+            self._seen_seq = changes.seq
+        for key, until in list(self._delayed.items()):
+            if until <= now:
+                del self._delayed[key]
+                self._stale.add(key)
+        stale, self._stale = list(self._stale), set()
+        for key in stale:
+            fp = self.partitions.get(key)
+            partition = self.follower_partitions.get(key)
+            if fp is None or partition is None or fp.truncating or fp.delayed_until > now:
+                self._requests.pop(key, None)
+            else:
+                self._requests[key] = FetchPartition(
+                    fp.topic, fp.partition, partition.log_end_offset, self.max_bytes,
+                    fp.leader_epoch, partition.log_start_offset)
+        return stale
 
     async def _fetch_once(self) -> None:
         now = asyncio.get_running_loop().time()
-        fetching = [fp for fp in self.partitions.values()
-                    if not fp.truncating and fp.delayed_until <= now]
-        if not fetching:
+        stale = self._remake_stale_requests(now)
+        if not self._requests:
             await asyncio.sleep(BACKOFF_S)
             return
-        requests = []
-        for fp in fetching:
-            partition = self.follower_partitions.get((fp.topic, fp.partition))
-            if partition is None:
-                continue
-            requests.append(FetchPartition(fp.topic, fp.partition, partition.log_end_offset,
-                                           self.max_bytes, fp.leader_epoch,
-                                           partition.log_start_offset))
         params = FetchParams(replica_id=self.follower_id, max_wait_ms=self.max_wait_ms,
                              min_bytes=1, max_bytes=self.max_bytes)
         # In a fetch session only what changed is sent: a partition whose log end offset did not
         # move costs the leader a check, not a place in the request and the response.
-        request = self.session.build(requests)
+        request = self.session.build_from(self._requests, stale)
         self._changed.clear()
         if not self.endpoint.answers_when_asked:
             # Over TCP the leader answers by itself within max_wait_ms: the fetch is awaited
@@ -207,7 +241,7 @@ class ReplicaFetcher:
             except Exception:
                 self.session.handle_error()
                 raise
-            await self._handle_fetched(requests, response)
+            await self._handle_fetched(response)
             return
         # A fetch can wait up to max_wait_ms at the leader; a partition added meanwhile should
         # not wait that long for its first fetch: an in-process leader is asked to answer the
@@ -237,10 +271,9 @@ class ReplicaFetcher:
             return
         if fetch.exception() is not None:
             self.session.handle_error()
-        await self._handle_fetched(requests, fetch.result())
+        await self._handle_fetched(fetch.result())
 
-    async def _handle_fetched(self, requests: list[FetchPartition],
-                              response: FetchSessionResponse) -> None:
+    async def _handle_fetched(self, response: FetchSessionResponse) -> None:
         """Append what the leader sent, partition by partition (an error is that partition's)."""
         if not self.session.handle_response(response):
             return  # a session error: the next fetch is a full one, at once
@@ -250,11 +283,12 @@ class ReplicaFetcher:
             self.session.handle_error()
             return
         progressed = not response.partitions  # nothing new anywhere is no error either
-        for request in requests:
-            key = (request.topic, request.partition)
-            data = response.partitions.get(key)
-            if data is None:
-                continue  # an incremental answer leaves out what has nothing new
+        for key, data in response.partitions.items():
+            # An incremental answer carries only what has something new, each answered for the
+            # request its session holds (the one last sent for that partition).
+            request = self.session.session_partitions.get(key)
+            if request is None:
+                continue
             fp = self.partitions.get(key)
             partition = self.follower_partitions.get(key)
             if fp is None or partition is None or partition.log_end_offset != request.fetch_offset:
@@ -272,6 +306,7 @@ class ReplicaFetcher:
                         partition.log.truncate_fully_and_start_at(data.log_start_offset)
                     else:
                         fp.truncating = True  # find the common point again
+                        self._stale.add(key)
                 # NOT_LEADER / FENCED / UNKNOWN_LEADER_EPOCH: wait for the controller's next word
             except Exception:
                 self._partition_failed(fp, "processing fetched data of")

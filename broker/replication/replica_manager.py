@@ -266,10 +266,11 @@ class ReplicaManager:
     def _fetcher_for(self, leader_id: int) -> ReplicaFetcher:
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None:
-            fetcher = replication.replica_fetcher.ReplicaFetcher(self.broker_id, self.partitions, leader_id,
-                                     self._leader_endpoint(leader_id),
-                                     max_wait_ms=self.settings.replica_fetch_wait_max_ms,
-                                     max_bytes=self.settings.replica_fetch_max_bytes)
+            fetcher = replication.replica_fetcher.ReplicaFetcher(
+                self.broker_id, self.partitions, leader_id, self._leader_endpoint(leader_id),
+                max_wait_ms=self.settings.replica_fetch_wait_max_ms,
+                max_bytes=self.settings.replica_fetch_max_bytes,
+                changes=self.fetch_manager.changes)
             if self._replication_paused:
                 fetcher.pause()
             self.fetchers[leader_id] = fetcher

@@ -73,13 +73,23 @@ async def test_followers_fetch_only_what_changed(cluster):
             return context
 
         manager.new_context = recording
+    remade: list[list[tuple[str, int]]] = []  # per follower round, the requests it remade
+    for broker in cluster.brokers.values():
+        for fetcher in broker.replica_manager.fetchers.values():
+            def remaking(now, *, original=fetcher._remake_stale_requests):
+                remade.append(original(now))
+                return remade[-1]
+
+            fetcher._remake_stale_requests = remaking
 
     await produce(cluster, 7)
     cluster.clock.advance(600)
     await until(lambda: all(r.high_watermark == 2 for r in replicas(cluster, ("fol", 7))))
     assert named and all(kind == "incremental" for kind, _ in named)
-    # Only partition 7 moved: no request named more than it, whatever the partition count.
+    # Only partition 7 moved: no request named more than it, whatever the partition count,
+    # and no follower round remade another partition's request.
     assert max(n for _, n in named) == 1
+    assert remade and {key for keys in remade for key in keys} == {("fol", 7)}
 
 
 async def test_acks_all_and_a_parked_session_fetch_complete_without_the_clock(cluster):

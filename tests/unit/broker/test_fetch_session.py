@@ -256,6 +256,29 @@ def test_handler_sends_only_changes_and_forgets_removed_partitions():
     assert again.metadata == FetchMetadata(0, INITIAL_EPOCH) and again.to_send == [fp(0)]
 
 
+def test_handler_built_from_changes_compares_only_those():
+    """A fetcher that knows what changed builds from it: the other partitions are neither
+    compared nor named, and the session follows what each request sent."""
+    handler = FetchSessionHandler()
+    wanted = {("t", i): fp(i) for i in range(1000)}
+    full = handler.build_from(wanted, [])  # a full request names all, whatever changed
+    assert len(full.to_send) == 1000
+    assert handler.handle_response(FetchSessionResponse(ErrorCode.NONE, 42))
+    wanted[("t", 3)] = fp(3, 9)
+    del wanted[("t", 5)]
+    wanted[("t", 1000)] = fp(1000)
+    request = handler.build_from(wanted, [("t", 3), ("t", 5), ("t", 1000), ("t", 8), ("x", 0)])
+    assert request.metadata == FetchMetadata(42, 1)
+    assert request.to_send == [fp(3, 9), fp(1000)] and request.to_forget == [("t", 5)]
+    assert handler.handle_response(FetchSessionResponse(ErrorCode.NONE, 42))
+    assert handler.session_partitions[("t", 3)] == fp(3, 9) and ("t", 5) not in \
+        handler.session_partitions and len(handler.session_partitions) == 1000
+    # Sent already: the same request again names nothing.
+    assert handler.build_from(wanted, [("t", 3)]).to_send == []
+    handler.handle_error()  # the next request is full again
+    assert len(handler.build_from(wanted, []).to_send) == 1000
+
+
 def test_handler_against_the_manager_round_trips():
     mgr, _ = manager()
     handler = FetchSessionHandler()
