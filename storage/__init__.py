@@ -1,4 +1,5 @@
-"""Segmented partition logs on disk: segments, offset/time indexes, checkpoints, and the log manager.
+"""Segmented partition logs on disk: segments, offset/time indexes, checkpoints, and the log
+manager.
 
 A log's own modules (LAZY: the log with its segments and records, and the log cleaner) are
 imported on first use as attributes of this package (`storage.log`, PEP 562): a broker with no

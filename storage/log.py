@@ -442,7 +442,8 @@ class Log:
 
     def checks_off_loop(self, records: bytes | memoryview) -> bool:
         """Whether checking these Produce records for this log is worth a worker thread."""
-        return check_off_loop(records, self.decodes_produced_records, self.config.compression_target)
+        return check_off_loop(records, self.decodes_produced_records,
+                              self.config.compression_target)
 
     def records_checker(self) -> Callable[[bytes], CheckedRecords]:
         """check_batches_records bound to this log's limits and record checks as they are now, to

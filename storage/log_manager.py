@@ -323,9 +323,9 @@ class LogManager:
         """A log's folder and first segment, made if new (any thread)."""
         self.failure_channel.check_online(log_dir.name, f"creating log {name}")
         path, log = log_dir.path / name, storage.log.Log
-        settings = {"now_ms": self._now_ms, "disk": log_dir.disk, "files": files, "flusher": flusher,
-                    "producer_id_expiration_ms": self.producer_id_expiration_ms,
-                    "failure_channel": self.failure_channel}
+        settings = {"now_ms": self._now_ms, "disk": log_dir.disk, "files": files,
+                    "flusher": flusher, "failure_channel": self.failure_channel,
+                    "producer_id_expiration_ms": self.producer_id_expiration_ms}
         try:
             try:
                 return log.create(path, self.config_for(topic), **settings)

@@ -58,11 +58,13 @@ class QuotaManagers:
 
     @functools.cached_property
     def produce(self) -> ClientQuotaManager:
-        return quota.client_quota_manager.ClientQuotaManager("produce", self._samples, self._window, self._now_ms)
+        return quota.client_quota_manager.ClientQuotaManager(
+            "produce", self._samples, self._window, self._now_ms)
 
     @functools.cached_property
     def fetch(self) -> ClientQuotaManager:
-        return quota.client_quota_manager.ClientQuotaManager("fetch", self._samples, self._window, self._now_ms)
+        return quota.client_quota_manager.ClientQuotaManager(
+            "fetch", self._samples, self._window, self._now_ms)
 
     @functools.cached_property
     def request(self) -> ClientRequestQuotaManager:

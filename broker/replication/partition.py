@@ -257,7 +257,9 @@ class Partition:
         header, batch = candidate
         offset = await _decode(offset_of_max_timestamp, header, batch,
                                decompression_limit(self.log.config.max_message_bytes))
-        return None if offset is None else (offset, header.max_timestamp, header.partition_leader_epoch)
+        if offset is None:
+            return None
+        return offset, header.max_timestamp, header.partition_leader_epoch
 
     def replica_states(self) -> list[dict]:
         """Per replica LEO, HW and lag (and this replica's last stable offset), for the control API."""

@@ -742,7 +742,8 @@ class ReplicaManager:
         """Answer a follower's parked fetch now (it follows new partitions: their first fetch
         need not wait for replica.fetch.wait.max.ms), its fetch session going on."""
         for op in list(self._parked):
-            if isinstance(op, replication.delayed_fetch.DelayedFetch) and op.params.replica_id == replica_id:
+            if (isinstance(op, replication.delayed_fetch.DelayedFetch)
+                    and op.params.replica_id == replica_id):
                 op.force_complete()
 
     def complete_parked(self) -> None:

@@ -237,7 +237,8 @@ class KafkaServer:
     @property
     def transaction_coordinator(self) -> TransactionCoordinator:
         if self._transaction_coordinator is None:
-            self._transaction_coordinator = transactions.transaction_coordinator.TransactionCoordinator(
+            coordinator = transactions.transaction_coordinator.TransactionCoordinator
+            self._transaction_coordinator = coordinator(
                 self.config, self.broker_id, self.context.timer, self.replica_manager,
                 self.metadata_cache, self.producer_ids.generate_producer_id,
                 transactions.transaction_marker_channel.TransactionMarkerChannel(
