@@ -27,38 +27,31 @@ class ControllerEvent:
 
 
 class Startup(ControllerEvent):
-    __slots__ = ()
     kind = "startup"
 
 
 class ChildChange(ControllerEvent):
     """A child watch fired on `path`; the event reads the children (and watches them again)."""
-    __slots__ = ()
     path: ClassVar[str]
 
 
 class BrokerChange(ChildChange):
-    __slots__ = ()
     kind, path = "broker_change", paths.BROKER_IDS
 
 
 class TopicChange(ChildChange):
-    __slots__ = ()
     kind, path = "topic_change", paths.TOPICS
 
 
 class TopicDeletion(ChildChange):
-    __slots__ = ()
     kind, path = "topic_deletion", paths.DELETE_TOPICS
 
 
 class IsrChangeNotification(ChildChange):
-    __slots__ = ()
     kind, path = "isr_change", paths.ISR_CHANGES
 
 
 class LogDirEventNotification(ChildChange):
-    __slots__ = ()
     kind, path = "log_dir_event", paths.LOG_DIR_EVENTS
 
 
@@ -97,13 +90,11 @@ class StopReplicaResponse(ControllerEvent):
 
 class PreferredReplicaElection(ControllerEvent):
     """Leadership back to the preferred replicas (`ctl elect-leaders`)."""
-    __slots__ = ()
     kind = "preferred_election"
 
 
 class AutoPreferredReplicaElection(ControllerEvent):
     """The auto leader rebalance's periodic check."""
-    __slots__ = ()
     kind = "auto_leader_rebalance"
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from broker.admin.admin_manager import MAX_PARTITIONS_PER_REQUEST
+from broker import admin
 from broker.controller.pacing import serve_others
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import (
@@ -113,7 +113,8 @@ async def _auto_create(ctx: RequestContext, names: list[str]) -> dict[str, Error
     `num.partitions`); per topic the error that kept it from being created."""
     creation = ctx.services.auto_topic_creation
     each = max(1, ctx.services.config["num.partitions"])
-    within = max(0, MAX_PARTITIONS_PER_REQUEST // each)
+    # The topic admin's module loads with the first auto-creation, not the first Metadata
+    within = max(0, admin.admin_manager.MAX_PARTITIONS_PER_REQUEST // each)
     errors = dict.fromkeys(names[within:], ErrorCode.POLICY_VIOLATION)
 
     async def create(name: str) -> None:

@@ -197,8 +197,7 @@ class ReplicaFetcher:
         """Remake the requests of partitions changed since the last round; returns their keys."""
         changes = self._changes
         if changes is None or self._seen_seq < changes.floor:
-            self._stale.update(self._requests)
-            self._stale.update(self.partitions)
+            self._stale.update(self.partitions)  # a removed one is stale already
         else:
             self._stale.update(k for k in changes.since(self._seen_seq) if k in self.partitions)
         if changes is not None:
