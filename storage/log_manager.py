@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING
 
 import storage
 from protocol.errors import ErrorCode, KafkaError
-from storage.checkpoint import OffsetCheckpointFile, fsync_dir, fsync_path, write_text_atomically
+from storage.checkpoint import (
+    OffsetCheckpointFile,
+    fsync_dir,
+    fsync_path,
+    write_text_atomically,
+    write_texts_atomically,
+)
 from storage.disk_faults import DiskFaults
 from storage.file_handles import DEFAULT_MAX_OPEN_FILES, FileHandleCache
 from storage.log_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS, LogConfig
@@ -39,7 +45,7 @@ from storage.naming import (
     parse_future_dir_name,
     parse_log_dir_name,
 )
-from storage.partition_metadata import write_partition_metadata
+from storage.partition_metadata import PARTITION_METADATA_FILE, partition_metadata_text
 
 if TYPE_CHECKING:
     from storage.log import Log
@@ -349,31 +355,39 @@ class LogManager:
 
     def _make_durable_together(self, logs: list[tuple[Log, LogDir, uuid.UUID | None]],
                                flusher: LogFlusher) -> None:
-        """_make_durable for new logs made together: each folder fsynced, and each log dir holding
-        some of them once (not once per log: thousands of new partitions are thousands of
+        """_make_durable for new logs made together: their partition.metadata files written as
+        one group commit (write_texts_atomically), each folder and each log dir holding some
+        made durable once (not once per log: thousands of new partitions are thousands of
         fsyncs of the same folder otherwise)."""
         if not logs:
             return
 
         def make_durable() -> None:
-            parents: dict[str, LogDir] = {}
-            for log, log_dir, topic_id in logs:
-                if log.deleted:  # deleted (its folder removed) before this ran: nothing lost
-                    continue
-                try:
-                    if topic_id is not None:  # the folder is fsynced with the file
-                        write_partition_metadata(log.directory, topic_id)
-                    else:
-                        fsync_path(log.directory)
-                    parents[log_dir.name] = log_dir
-                except OSError as exc:
-                    if log.deleted:
-                        continue
+            live = [(log, log_dir, topic_id) for log, log_dir, topic_id in logs if not log.deleted]
+            parents = {log_dir.name: log_dir for _, log_dir, _ in live}
+            named = [(log, log_dir) for log, log_dir, topic_id in live if topic_id is not None]
+
+            def failed(i: int, exc: OSError) -> None:
+                log, log_dir = named[i]
+                if not log.deleted:  # else its folder went under the write: nothing lost
                     raise self.failure_channel.storage_error(
                         log_dir.name, f"creating log {log.directory.name}", exc) from exc
+
+            synced = write_texts_atomically(
+                [(log.directory / PARTITION_METADATA_FILE, partition_metadata_text(topic_id))
+                 for log, _, topic_id in live if topic_id is not None],
+                [log_dir.path for log_dir in parents.values()], failed)
+            for log, log_dir, topic_id in live:
+                if topic_id is None and not synced:
+                    try:
+                        fsync_path(log.directory)
+                    except OSError as exc:
+                        if not log.deleted:
+                            raise self.failure_channel.storage_error(
+                                log_dir.name, f"creating log {log.directory.name}", exc) from exc
                 if log.deleted:  # deleted while this wrote in its folder: what it wrote goes too
                     shutil.rmtree(log.directory, ignore_errors=True)
-            for log_dir in parents.values():
+            for log_dir in () if synced else parents.values():
                 try:
                     fsync_path(log_dir.path)
                 except OSError as exc:

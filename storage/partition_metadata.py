@@ -7,8 +7,6 @@ import base64
 import uuid
 from pathlib import Path
 
-from storage.checkpoint import write_text_atomically
-
 PARTITION_METADATA_FILE = "partition.metadata"
 VERSION = 0
 
@@ -18,9 +16,8 @@ def encode_topic_id(topic_id: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
 
 
-def write_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
-    write_text_atomically(directory / PARTITION_METADATA_FILE,
-                          f"version: {VERSION}\ntopic_id: {encode_topic_id(topic_id)}\n")
+def partition_metadata_text(topic_id: uuid.UUID) -> str:
+    return f"version: {VERSION}\ntopic_id: {encode_topic_id(topic_id)}\n"
 
 
 def read_partition_metadata(directory: Path) -> uuid.UUID | None:

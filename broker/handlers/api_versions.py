@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 from broker.handlers import HANDLERS, RequestContext, register
@@ -18,6 +19,7 @@ MIN_VERSION, MAX_VERSION = HANDLERS[API_KEY].min_version, HANDLERS[API_KEY].max_
 _SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
+@functools.cache  # the table is fixed: built once, not for every client's first request
 def supported_ranges() -> list[dict]:
     return [
         {"api_key": h.api_key, "min_version": h.min_version, "max_version": h.max_version}

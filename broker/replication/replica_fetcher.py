@@ -89,12 +89,14 @@ class ReplicaFetcher:
         self._requests: dict[tuple[str, int], FetchPartition] = {}  # what each fetchable sends
         self._stale: set[tuple[str, int]] = set()  # requests to remake before the next build
         self._delayed: dict[tuple[str, int], float] = {}  # backing off until (loop time)
+        self._truncating: set[tuple[str, int]] = set()  # new partitions to truncate first
 
     # -- control ----------------------------------------------------------------------------
 
     def add_partition(self, topic: str, partition: int, leader_epoch: int) -> None:
         self.partitions[(topic, partition)] = FollowedPartition(topic, partition, leader_epoch)
         self._stale.add((topic, partition))
+        self._truncating.add((topic, partition))
         self._changed.set()
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"fetcher-{self.leader_id}")
@@ -102,6 +104,7 @@ class ReplicaFetcher:
     def remove_partition(self, key: tuple[str, int]) -> None:
         self.partitions.pop(key, None)
         self._stale.add(key)
+        self._truncating.discard(key)
 
     def pause(self) -> None:
         self._running.clear()
@@ -152,9 +155,11 @@ class ReplicaFetcher:
         self._stale.add((fp.topic, fp.partition))
 
     async def _truncate(self) -> None:
+        if not self._truncating:
+            return
         now = asyncio.get_running_loop().time()
-        pending = [fp for fp in self.partitions.values()
-                   if fp.truncating and fp.delayed_until <= now]
+        pending = [fp for fp in map(self.partitions.get, self._truncating)
+                   if fp is not None and fp.truncating and fp.delayed_until <= now]
         if not pending:
             return
         requests = []
@@ -191,6 +196,7 @@ class ReplicaFetcher:
                      partition=fp.partition, from_offset=log_.log_end_offset, to_offset=target)
             log_.truncate_to(target)
         fp.truncating = False
+        self._truncating.discard((fp.topic, fp.partition))
         self._stale.add((fp.topic, fp.partition))
 
     def _remake_stale_requests(self, now: float) -> list[tuple[str, int]]:

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import ErrorCode, KafkaError
-from storage.checkpoint import OffsetCheckpointFile
+from storage.checkpoint import GROUP_SYNC_MIN, OffsetCheckpointFile, write_texts_atomically
+from storage.file_sync import can_sync_file_system
 
 
 def test_round_trip_and_format(tmp_path: Path) -> None:
@@ -76,3 +77,30 @@ def test_lenient_read_of_a_good_file_reports_nothing(tmp_path: Path) -> None:
     file.write({("a", 0): 1})
     problems: list[str] = []
     assert file.read(problems) == {("a", 0): 1} and problems == []
+
+
+@pytest.mark.parametrize("count", [3, GROUP_SYNC_MIN + 2])
+def test_a_group_of_files_is_written_atomically_each(tmp_path: Path, count: int) -> None:
+    """write_texts_atomically: small groups go file by file, big ones as one group commit (two
+    syncfs); either way every file is whole, no temp file stays, and a file that cannot be
+    written is reported by its index while the others are written."""
+    folders = [tmp_path / f"t-{i}" for i in range(count)]
+    for folder in folders:
+        folder.mkdir()
+    folders[1].rmdir()  # this one's file cannot be made
+    (folders[0] / "partition.metadata").write_text("old\n")
+    failures: list[int] = []
+
+    def failed(i: int, exc: OSError) -> None:
+        assert isinstance(exc, FileNotFoundError)
+        failures.append(i)
+
+    synced = write_texts_atomically(
+        [(folder / "partition.metadata", f"file {i}\n") for i, folder in enumerate(folders)],
+        [tmp_path], failed)
+    assert synced is (count >= GROUP_SYNC_MIN and can_sync_file_system())
+    assert failures == [1]
+    for i, folder in enumerate(folders):
+        if i != 1:
+            assert (folder / "partition.metadata").read_text() == f"file {i}\n"
+            assert sorted(p.name for p in folder.iterdir()) == ["partition.metadata"]
