@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from storage.disk_faults import DiskFaults, FileKind
+from storage.naming import as_path
 
 
 class Index:
@@ -23,7 +24,7 @@ class Index:
     def __init__(self, path: Path, base_offset: int, max_index_size: int, *,
                  fresh: bool = False) -> None:
         """`fresh`: the segment is new in a folder made for it, so no file to read."""
-        self.path = Path(path)
+        self.path = as_path(path)
         self.base_offset = base_offset
         self.entry_size = self.ENTRY.size
         self.max_entries = max(max_index_size // self.entry_size, 0)

@@ -18,6 +18,7 @@ from protocol.errors import KafkaError
 from storage.checkpoint import malformed_checkpoint, read_checkpoint, write_checkpoint
 from storage.disk_faults import DiskFaults
 from storage.log_flusher import Job, run_now
+from storage.naming import as_path
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -35,7 +36,7 @@ class LeaderEpochCheckpointFile:
     """The file alone: Kafka's text format, replaced atomically (temp file, fsync, rename)."""
 
     def __init__(self, path: Path, disk: DiskFaults | None = None) -> None:
-        self.path = Path(path)
+        self.path = as_path(path)
         self.disk = disk  # its log dir's injected faults (checkpoint kind)
 
     def write(self, entries: Sequence[EpochEntry]) -> None:

@@ -33,6 +33,12 @@ MAX_FILE_NAME_BYTES = 255  # NAME_MAX of the common file systems
 PARTITION_NAME_FILE = "partition.name"
 
 
+def as_path(path: str | Path) -> Path:
+    """`path` as a Path; one already is kept (Path(path) parses it again: thousands of new logs
+    make a handful each)."""
+    return path if isinstance(path, Path) else Path(path)
+
+
 def filename_prefix(base_offset: int) -> str:
     """20-digit zero-padded offset, so that names sort like offsets."""
     return f"{base_offset:0{_OFFSET_DIGITS}d}"

@@ -59,7 +59,7 @@ from storage.checkpoint import fsync_dir
 from storage.log_config import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from storage.log_flusher import Job, run_now
 from storage.log_info import LogAppendInfo
-from storage.naming import TEMP_SUFFIX, parse_snapshot_file, producer_snapshot_file
+from storage.naming import TEMP_SUFFIX, as_path, parse_snapshot_file, producer_snapshot_file
 
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_EPOCH = -1
@@ -218,7 +218,7 @@ class ProducerStateManager:
         now_ms: Callable[[], int],
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
-        self.directory = Path(directory)
+        self.directory = as_path(directory)
         self._now_ms = now_ms
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}

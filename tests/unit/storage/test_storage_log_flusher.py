@@ -163,3 +163,33 @@ def test_after_a_failed_fsync_the_recovery_point_stays(tmp_path: Path, monkeypat
     assert log.recovery_point == 0
     m.shutdown()
     assert not (tmp_path / ".kafka_cleanshutdown").exists()  # the next start recovers
+
+
+def test_jobs_run_in_order_and_drain_waits_only_for_those_before_it() -> None:
+    """Jobs queue behind a running one and run in submission order; drain() returns once the
+    jobs submitted before it ran, even while more keep coming; without on_error it raises the
+    first job error."""
+    flusher = LogFlusher()
+    ran: list[int] = []
+    gate = hold(flusher)
+    for i in range(5):
+        flusher.submit(lambda i=i: ran.append(i))
+    flusher.submit(lambda: (_ for _ in ()).throw(ValueError("job failed")))
+    drained = threading.Event()
+
+    def drain() -> None:
+        with pytest.raises(ValueError, match="job failed"):
+            flusher.drain()
+        drained.set()
+
+    waiter = threading.Thread(target=drain)
+    waiter.start()
+    assert not drained.wait(0.05)  # the held job is still running
+    release_later = threading.Event()
+    flusher.submit(lambda: release_later.wait(10))  # after drain() began: not waited for
+    gate.set()
+    assert drained.wait(10)
+    waiter.join()
+    assert ran == [0, 1, 2, 3, 4]
+    release_later.set()
+    flusher.close()
