@@ -25,10 +25,13 @@ def malformed_checkpoint(path: Path, why: str) -> KafkaError:
     return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"malformed checkpoint {path}: {why}")
 
 
-def write_checkpoint(path: Path, rows: Sequence[str], disk: DiskFaults | None = None) -> None:
+def checkpoint_text(rows: Sequence[str]) -> str:
     """Kafka's checkpoint layout: a version line, a count line, then one line per entry."""
-    write_text_atomically(path, "\n".join([str(CHECKPOINT_VERSION), str(len(rows)), *rows]) + "\n",
-                          disk)
+    return "\n".join([str(CHECKPOINT_VERSION), str(len(rows)), *rows]) + "\n"
+
+
+def write_checkpoint(path: Path, rows: Sequence[str], disk: DiskFaults | None = None) -> None:
+    write_text_atomically(path, checkpoint_text(rows), disk)
 
 
 def read_checkpoint(
@@ -120,24 +123,30 @@ def write_text_atomically(path: Path, text: str, disk: DiskFaults | None = None)
 GROUP_SYNC_MIN = 8
 
 
-def write_texts_atomically(files: Sequence[tuple[Path, str]], file_systems: Sequence[Path],
-                           failed: Callable[[int, OSError], None]) -> bool:
+def write_texts_atomically(
+    files: Sequence[tuple[Path, str, DiskFaults | None]], file_systems: Sequence[Path],
+    failed: Callable[[int, OSError], None],
+) -> bool:
     """write_text_atomically for many files at once, as a group commit: every temp file written,
     one syncfs of each of `file_systems` (folders on the file systems holding the files), every
-    rename, one syncfs again. Either way a crash leaves each file old or new, never torn. A file's
-    OSError goes to `failed(i, exc)` (which may raise) and leaves that file out. True when the
-    file systems were synced (their folders' new entries are durable too)."""
+    rename, one syncfs again. Either way a crash leaves each file old or new, never torn, and a
+    file's injected checkpoint faults (its `disk`) fire. A file's OSError goes to
+    `failed(i, exc)` (which may raise) and leaves that file out. True when the file systems were
+    synced (their folders' new entries are durable too)."""
     if len(files) < GROUP_SYNC_MIN or not can_sync_file_system():
-        for i, (path, text) in enumerate(files):
+        for i, (path, text, disk) in enumerate(files):
             try:
-                write_text_atomically(path, text)
+                write_text_atomically(path, text, disk)
             except OSError as exc:
                 failed(i, exc)
         return False
     written: list[tuple[int, Path, Path]] = []
-    for i, (path, text) in enumerate(files):
+    for i, (path, text, disk) in enumerate(files):
         try:
-            written.append((i, _write_temp(path, text, None, sync=False), path))
+            tmp = _write_temp(path, text, disk, sync=False)
+            if disk is not None:
+                disk.check_fsync(FileKind.CHECKPOINT)  # its fsync is the syncfs below
+            written.append((i, tmp, path))
         except OSError as exc:
             failed(i, exc)
     for folder in file_systems:

@@ -181,16 +181,17 @@ class DiskFaults:
             written += self.write(fd, view[written:], kind)
 
     def fsync(self, fd: int, kind: FileKind = FileKind.LOG) -> None:
-        self._check_fsync(kind)
+        self.check_fsync(kind)
         os.fsync(fd)
 
     def fsync_path(self, path: Path, kind: FileKind | None = FileKind.LOG) -> None:
         """fsync a file by name, as the log flusher's thread does (a folder: kind None)."""
         if kind is not None:
-            self._check_fsync(kind)
+            self.check_fsync(kind)
         fsync_path(path)
 
-    def _check_fsync(self, kind: FileKind) -> None:
+    def check_fsync(self, kind: FileKind) -> None:
+        """Raise as an armed fsync fault of `kind` fires (a group commit's files meet it here)."""
         with self._lock:
             for fault in self._armed():
                 if (fault.operation is DiskOperation.FSYNC and kind in fault.files

@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from protocol.errors import KafkaError
-from storage.checkpoint import malformed_checkpoint, read_checkpoint, write_checkpoint
+from storage.checkpoint import (
+    checkpoint_text,
+    malformed_checkpoint,
+    read_checkpoint,
+    write_checkpoint,
+)
 from storage.disk_faults import DiskFaults
 from storage.log_flusher import Job, run_now
 from storage.naming import as_path
@@ -40,7 +45,11 @@ class LeaderEpochCheckpointFile:
         self.disk = disk  # its log dir's injected faults (checkpoint kind)
 
     def write(self, entries: Sequence[EpochEntry]) -> None:
-        write_checkpoint(self.path, [f"{e.epoch} {e.start_offset}" for e in entries], self.disk)
+        write_checkpoint(self.path, self.rows(entries), self.disk)
+
+    @staticmethod
+    def rows(entries: Sequence[EpochEntry]) -> list[str]:
+        return [f"{e.epoch} {e.start_offset}" for e in entries]
 
     def read(self) -> list[EpochEntry] | None:
         """The stored entries; None when there is no file. Raises on a malformed or unordered file."""
@@ -163,8 +172,9 @@ class LeaderEpochFileCache:
 
     # -- changes (each one handed to the flusher before returning) -----------------------------------
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that `epoch` starts at `start_offset`; True when the cache changed.
+    def assign(self, epoch: int, start_offset: int, *, flush: bool = True) -> bool:
+        """Record that `epoch` starts at `start_offset`; True when the cache changed. Without
+        `flush` the caller writes the file (`checkpoint_text`) itself.
 
         Kafka's rules: the same epoch again at a later offset changes nothing; an entry that would
         break the order (an epoch >= the new one, or a start offset >= the new one) is dropped from
@@ -174,8 +184,13 @@ class LeaderEpochFileCache:
             raise ValueError(f"cannot assign epoch {epoch} at offset {start_offset}")
         if not self._assign(EpochEntry(epoch, start_offset)):
             return False
-        self._flush()
+        if flush:
+            self._flush()
         return True
+
+    def checkpoint_text(self) -> str:
+        """The file's text for the entries as they are now."""
+        return checkpoint_text(self.checkpoint.rows(self._entries))
 
     def _assign(self, entry: EpochEntry) -> bool:
         latest = self.latest_entry

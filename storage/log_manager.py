@@ -259,15 +259,19 @@ class LogManager:
         return log
 
     def create_logs_stepwise(
-        self, wanted: Sequence[tuple[str, int, LogConfig | None, uuid.UUID | None]],
+        self, wanted: Sequence[tuple[str, int, LogConfig | None, uuid.UUID | None, int | None]],
     ) -> Generator[Callable[[], None], None, None]:
         """create_log for many partitions, the file system's part of it (a folder and a segment
         file: ~1 ms of system calls each) in the steps it yields, for a worker thread; each log
         joins the manager where the generator is advanced. A log that could not be made is left
-        out: create_log meets that failure itself (and takes its dir offline)."""
+        out: create_log meets that failure itself (and takes its dir offline).
+
+        Each wanted log may name the leader epoch this broker leads it in: its leader-epoch
+        checkpoint (that epoch from offset 0, what becoming leader assigns) is then written with
+        its partition.metadata, in the same group commit."""
         planned: Counter[str] = Counter()  # logs given to each dir by this call, not yet joined
-        plans: list[tuple[TopicPartition, LogDir, uuid.UUID | None]] = []
-        for topic, partition, config, topic_id in wanted:
+        plans: list[tuple[TopicPartition, LogDir, uuid.UUID | None, int | None]] = []
+        for topic, partition, config, topic_id, leader_epoch in wanted:
             if config is not None:
                 self._topic_configs[topic] = config
             key = (topic, partition)
@@ -282,13 +286,13 @@ class LogManager:
                     return
                 log_dir = self.dirs[min(online, key=lambda n: self._dir_counts[n] + planned[n])]
             planned[log_dir.name] += 1
-            plans.append((key, log_dir, topic_id))
+            plans.append((key, log_dir, topic_id, leader_epoch))
         for start in range(0, len(plans), CREATE_BATCH):
             batch = plans[start : start + CREATE_BATCH]
             opened: dict[TopicPartition, Log] = {}
 
             def open_batch(batch: list = batch, opened: dict = opened) -> None:
-                for key, log_dir, _ in batch:
+                for key, log_dir, _, _ in batch:
                     with contextlib.suppress(OSError, KafkaStorageError):
                         log = self._open_new(log_dir, log_dir_name(*key), key[0],
                                              FileHandleCache(1), self.flusher)
@@ -297,7 +301,7 @@ class LogManager:
 
             yield open_batch
             joined: list[tuple[Log, LogDir, uuid.UUID | None]] = []
-            for key, log_dir, topic_id in batch:
+            for key, log_dir, topic_id, leader_epoch in batch:
                 log = opened.get(key)
                 if log is None:
                     continue
@@ -307,6 +311,8 @@ class LogManager:
                 self.preferred_log_dirs.pop(key, None)
                 log.adopt_files(self.files)
                 self._logs[key] = log
+                if leader_epoch is not None:  # its file goes with partition.metadata's
+                    log.leader_epoch_cache.assign(leader_epoch, 0, flush=False)
                 joined.append((log, log_dir, topic_id))
             self._make_durable_together(joined, self.flusher)
 
@@ -362,21 +368,27 @@ class LogManager:
         if not logs:
             return
 
+        # The files' texts are taken now, on the thread owning the logs.
+        files = [(log, log_dir, log.directory / PARTITION_METADATA_FILE,
+                  partition_metadata_text(topic_id), None)
+                 for log, log_dir, topic_id in logs if topic_id is not None]
+        files += [(log, log_dir, cache.checkpoint.path, cache.checkpoint_text(), log_dir.disk)
+                  for log, log_dir, _ in logs
+                  if (cache := log.leader_epoch_cache).latest_entry is not None]
+
         def make_durable() -> None:
             live = [(log, log_dir, topic_id) for log, log_dir, topic_id in logs if not log.deleted]
             parents = {log_dir.name: log_dir for _, log_dir, _ in live}
-            named = [(log, log_dir) for log, log_dir, topic_id in live if topic_id is not None]
+            written = [file for file in files if not file[0].deleted]
 
             def failed(i: int, exc: OSError) -> None:
-                log, log_dir = named[i]
+                log, log_dir = written[i][:2]
                 if not log.deleted:  # else its folder went under the write: nothing lost
                     raise self.failure_channel.storage_error(
                         log_dir.name, f"creating log {log.directory.name}", exc) from exc
 
-            synced = write_texts_atomically(
-                [(log.directory / PARTITION_METADATA_FILE, partition_metadata_text(topic_id))
-                 for log, _, topic_id in live if topic_id is not None],
-                [log_dir.path for log_dir in parents.values()], failed)
+            synced = write_texts_atomically([file[2:] for file in written],
+                                            [log_dir.path for log_dir in parents.values()], failed)
             for log, log_dir, topic_id in live:
                 if topic_id is None and not synced:
                     try:

@@ -185,10 +185,12 @@ class ReplicaManager:
         log_.on_change = functools.partial(self.fetch_manager.changes.mark, key)
 
     def logs_to_create(self, states: list[LeaderAndIsr], configs: dict[str, LogConfig]
-                       ) -> list[tuple[str, int, LogConfig, uuid.UUID | None]]:
+                       ) -> list[tuple[str, int, LogConfig, uuid.UUID | None, int | None]]:
         """The logs become_leader_or_follower would create for `states` (partitions not hosted
-        yet, whose log is not here): made in a worker thread first, so that it finds them."""
-        return [(s.topic, s.partition, configs[s.topic], self.topic_id_of(s.topic))
+        yet, whose log is not here): made in a worker thread first, so that it finds them, with
+        the leader epoch of those this broker is to lead (their first leader-epoch entry)."""
+        return [(s.topic, s.partition, configs[s.topic], self.topic_id_of(s.topic),
+                 s.leader_epoch if s.leader == self.broker_id else None)
                 for s in states
                 if (s.topic, s.partition) not in self.partitions
                 and (s.topic, s.partition) not in self.offline_partitions

@@ -8,6 +8,7 @@ import pytest
 
 from protocol.errors import ErrorCode, KafkaError
 from storage.checkpoint import GROUP_SYNC_MIN, OffsetCheckpointFile, write_texts_atomically
+from storage.disk_faults import DiskFaults
 from storage.file_sync import can_sync_file_system
 
 
@@ -82,25 +83,29 @@ def test_lenient_read_of_a_good_file_reports_nothing(tmp_path: Path) -> None:
 @pytest.mark.parametrize("count", [3, GROUP_SYNC_MIN + 2])
 def test_a_group_of_files_is_written_atomically_each(tmp_path: Path, count: int) -> None:
     """write_texts_atomically: small groups go file by file, big ones as one group commit (two
-    syncfs); either way every file is whole, no temp file stays, and a file that cannot be
-    written is reported by its index while the others are written."""
+    syncfs); either way every file is whole, no temp file stays, a file that cannot be written
+    and one whose disk has an armed checkpoint fsync fault are reported by their index, and the
+    others are written."""
     folders = [tmp_path / f"t-{i}" for i in range(count)]
     for folder in folders:
         folder.mkdir()
     folders[1].rmdir()  # this one's file cannot be made
     (folders[0] / "partition.metadata").write_text("old\n")
-    failures: list[int] = []
+    failing = DiskFaults()
+    failing.add("fsync", "EIO", files=["checkpoint"])
+    failures: list[tuple[int, type]] = []
 
     def failed(i: int, exc: OSError) -> None:
-        assert isinstance(exc, FileNotFoundError)
-        failures.append(i)
+        failures.append((i, type(exc)))
 
     synced = write_texts_atomically(
-        [(folder / "partition.metadata", f"file {i}\n") for i, folder in enumerate(folders)],
-        [tmp_path], failed)
+        [(folder / "partition.metadata", f"file {i}\n", failing if i == 2 else None)
+         for i, folder in enumerate(folders)], [tmp_path], failed)
     assert synced is (count >= GROUP_SYNC_MIN and can_sync_file_system())
-    assert failures == [1]
+    assert [i for i, _ in failures] == [1, 2]
+    assert failures[0][1] is FileNotFoundError
     for i, folder in enumerate(folders):
-        if i != 1:
+        if i not in (1, 2):
             assert (folder / "partition.metadata").read_text() == f"file {i}\n"
             assert sorted(p.name for p in folder.iterdir()) == ["partition.metadata"]
+    assert not (folders[2] / "partition.metadata").exists()  # never renamed into place

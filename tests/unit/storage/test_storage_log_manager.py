@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
+import pytest
+
 from protocol.records import encode_batch
-from storage.checkpoint import OffsetCheckpointFile
+from storage.checkpoint import GROUP_SYNC_MIN, OffsetCheckpointFile
+from storage.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
+from storage.partition_metadata import read_partition_metadata
 
 
 def now() -> int:
@@ -69,6 +74,29 @@ def test_a_new_log_is_made_in_a_new_folder_and_a_folder_found_in_its_place_is_lo
     (tmp_path / "other" / "found-0").rename(tmp_path / "found-0")
     found = m.create_log("found", 0)
     assert found.log_end_offset == 2 and found.append_as_leader(batch(), 0).first_offset == 2
+
+
+@pytest.mark.parametrize("count", [2, GROUP_SYNC_MIN * 2])
+def test_logs_made_together_get_their_files_in_one_go(tmp_path: Path, count: int) -> None:
+    """create_logs_stepwise: each new log's partition.metadata and, for those this broker leads,
+    its leader-epoch checkpoint (the epoch from offset 0) are written with the folders (a group
+    commit from GROUP_SYNC_MIN files on), so becoming leader at that epoch writes nothing more."""
+    m = manager(tmp_path)
+    topic_id = uuid.uuid4()
+    wanted = [("t", p, None, topic_id, 7 if p % 2 == 0 else None) for p in range(count)]
+    for step in m.create_logs_stepwise(wanted):
+        step()
+    m.flusher.drain()
+    for p in range(count):
+        log = m.get_log("t", p)
+        assert log is not None and read_partition_metadata(log.directory) == topic_id
+        checkpoint = log.directory / LEADER_EPOCH_CHECKPOINT
+        if p % 2:
+            assert log.leader_epoch_cache.latest_entry is None and not checkpoint.exists()
+        else:
+            assert checkpoint.read_text() == "0\n1\n7 0\n"
+            assert not log.leader_epoch_cache.assign(7, log.log_end_offset)  # already there
+        assert not [f for f in log.directory.iterdir() if f.name.endswith(".tmp")]
 
 
 def test_unclean_restart_recovers_from_the_recovery_point(tmp_path: Path) -> None:
