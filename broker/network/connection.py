@@ -20,6 +20,7 @@ from broker.handlers.api_versions import api_versions_fallback
 from broker.logs import get_logger
 from broker.network.close_connection import CloseConnection
 from broker.network.handler_time import HandlerTime
+from broker.network.idle_sweeper import IdleSweeper
 from broker.network.memory_pool import RequestMemoryPool
 from broker.network.request_metrics import RequestMetrics
 from broker.network.sasl_server_authenticator import SASL_HANDSHAKE, SaslServerAuthenticator
@@ -73,7 +74,7 @@ class Connection:
         self, services: BrokerServices, faults: FaultInjector,
         reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: str = "PLAINTEXT",
         security: ListenerSecurity | None = None, metrics: RequestMetrics | None = None,
-        memory_pool: RequestMemoryPool | None = None,
+        memory_pool: RequestMemoryPool | None = None, idle_sweeper: IdleSweeper | None = None,
     ) -> None:
         self.services = services
         self.memory_pool = memory_pool or RequestMemoryPool(0)
@@ -88,6 +89,8 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}"
         self.decoder = FrameDecoder(services.config["socket.request.max.bytes"])
         self.idle_s = services.config["connections.max.idle.ms"] / 1000
+        self.idle_sweeper = idle_sweeper or IdleSweeper(self.idle_s)
+        self.handling = False  # between a read's first completed frame and its last answer
         self.requests_handled = 0
         self.principal = ANONYMOUS  # until TLS or SASL says who the client is
         self.mechanism = ""  # the SASL mechanism the client logged in with
@@ -161,18 +164,20 @@ class Connection:
         Kafka's `connections.max.idle.ms` bounds the waits on the client: a connection that
         completes no request for that long (silent, or trickling a frame it never finishes) is
         closed, and so is one that takes nothing of a pending response for that long. The time a
-        request spends in the broker (a parked Fetch, a JoinGroup) does not count."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.idle_s
+        request spends in the broker (a parked Fetch, a JoinGroup) does not count. The broker's
+        IdleSweeper keeps the deadlines; the connection tells it when a read's frames are answered."""
+        sweeper = self.idle_sweeper
+        sweeper.active(self)
         try:
             while True:
-                data = await self._read(deadline)
+                data = await self.reader.read(READ_CHUNK)
                 if not data:
                     return
                 # The frames one read completed (at most READ_CHUNK of them), one at a time; no
                 # read until they are answered. (Cutting them in one pass keeps the buffer from
                 # being shifted once per frame, which halved the 10 KB produce rate.)
                 for frame in self.decoder.feed(data):
+                    self.handling = True
                     if len(frame) >= LARGE_FRAME_BYTES and not self._reserved:
                         await self._reserve(len(frame))
                     try:
@@ -189,7 +194,9 @@ class Connection:
                             await self._drain()  # (the socket took it all: nothing to wait for)
                     if self.throttle is not None:
                         await self._mute(*self.throttle)
-                    deadline = loop.time() + self.idle_s
+                if self.handling:  # a request completed: the idle time starts again
+                    self.handling = False
+                    sweeper.active(self)
                 incoming = self.decoder.incomplete_size
                 if incoming >= LARGE_FRAME_BYTES and not self._reserved:
                     await self._reserve(incoming)  # its body is read once the pool has room
@@ -202,8 +209,17 @@ class Connection:
         except Exception:  # a bug must cost this connection, never the broker
             log.exception("request failed; closing connection", peer=self.peer)
         finally:
+            sweeper.forget(self)
             self._release()
             self.writer.close()
+
+    def close_idle(self) -> None:
+        """The sweeper's close: no request completed for connections.max.idle.ms (the read
+        waiting on the socket then ends, and serve with it)."""
+        log.warning("closing connection", peer=self.peer, reason=(
+            f"no complete request for connections.max.idle.ms={self.idle_s * 1000:.0f} "
+            f"({self.decoder.buffered} bytes of a frame buffered)"))
+        self.writer.transport.close()
 
     def _write_parts(self, parts: list[bytes | FileRegion]) -> None:
         """A response with record bytes left in their files: each region goes from its file to
@@ -265,15 +281,6 @@ class Connection:
         quotas = self.services.quotas
         if quotas is not None:
             await quotas.throttled.mute(quota_type, throttle_ms)
-
-    async def _read(self, deadline: float) -> bytes:
-        try:
-            async with asyncio.timeout_at(deadline):
-                return await self.reader.read(READ_CHUNK)
-        except TimeoutError:
-            raise CloseConnection(
-                f"no complete request for connections.max.idle.ms={self.idle_s * 1000:.0f} "
-                f"({self.decoder.buffered} bytes of a frame buffered)") from None
 
     async def _drain(self) -> None:
         self.waiting_for_client = True

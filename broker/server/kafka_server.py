@@ -44,6 +44,7 @@ from broker.metadata.topic_config_cache import TopicConfigCache
 from broker.metadata.topic_names import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from broker.network.connection import Connection
 from broker.network.connection_quotas import ConnectionQuotas
+from broker.network.idle_sweeper import IdleSweeper
 from broker.network.memory_pool import RequestMemoryPool
 from broker.network.request_metrics import RequestMetrics
 from broker.quota.quota_managers import QuotaManagers
@@ -166,6 +167,7 @@ class KafkaServer:
         self._connections: dict[asyncio.Task, Connection] = {}
         self.request_metrics = RequestMetrics()
         self.request_memory_pool = RequestMemoryPool(config["queued.max.request.bytes"])
+        self.idle_sweeper = IdleSweeper(config["connections.max.idle.ms"] / 1000)
         self.connection_quotas = ConnectionQuotas(
             config["max.connections"], config["max.connections.per.ip"],
             config["max.connections.per.ip.overrides"])
@@ -366,6 +368,7 @@ class KafkaServer:
             close()
         await self.replica_manager.shutdown()
         await self._close_connections()
+        self.idle_sweeper.close()
         if self.authorizer is not None:
             self.authorizer.close()
         # Every log's last writes and fsyncs, then the checkpoints and the clean-shutdown marker,
@@ -467,7 +470,8 @@ class KafkaServer:
             connection = Connection(self.services, self.context.faults, reader, writer, listener,
                                     security if security.protocol != "PLAINTEXT" else None,
                                     metrics=self.request_metrics,
-                                    memory_pool=self.request_memory_pool)
+                                    memory_pool=self.request_memory_pool,
+                                    idle_sweeper=self.idle_sweeper)
             self._connections[task] = connection
             await connection.serve()
         except asyncio.CancelledError:

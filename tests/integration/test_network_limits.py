@@ -12,9 +12,11 @@ import pytest
 from broker.interbroker.broker_client import BrokerClient
 from protocol.framing import encode_frame
 from protocol.headers import encode_request_header
+from protocol.records import encode_batch
 from protocol.schema import Codec
 from tests.integration.raw_client import RawClient
 from tests.integration.test_hostile_input import create_topic, served_promptly
+from tests.integration.test_protocol_edges import FETCH, PRODUCE, produce_body
 
 METADATA = 3
 HIGH_WATER = 64 * 1024  # asyncio's default write buffer high-water mark
@@ -139,6 +141,32 @@ async def test_busy_connection_outlives_the_idle_timeout(async_broker):
         await asyncio.wait_for(client.request(METADATA, 1, {"topics": None}), 1.0)
     assert connection_of(async_broker, client) is not None
     await client.close()
+
+
+@IDLE_200_MS
+async def test_time_a_request_spends_parked_in_the_broker_is_not_idle_time(async_broker):
+    """A Fetch parked in the purgatory for three idle timeouts keeps its connection: the idle
+    sweeper counts from the last answer, and closes the connection once it is silent after."""
+    admin = await RawClient.connect(async_broker.port)
+    await create_topic(admin, "parked")
+    await admin.close()
+    consumer = await RawClient.connect(async_broker.port)
+    correlation_id = await consumer.send(FETCH, 12, {
+        "replica_id": -1, "max_wait_ms": 3_600_000, "min_bytes": 1, "max_bytes": 1 << 20,
+        "topics": [{"topic": "parked", "partitions": [
+            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+    purgatory = async_broker.replica_manager.fetch_purgatory
+    await until(lambda: purgatory.delayed == 1)
+    await asyncio.sleep(0.6)  # the subject: three idle timeouts pass while it is parked
+    assert connection_of(async_broker, consumer) is not None
+    producer = await RawClient.connect(async_broker.port)
+    await producer.request(PRODUCE, 9, produce_body({("parked", 0): encode_batch(
+        [(None, b"v", [], 0)])}))
+    await producer.close()
+    response = await asyncio.wait_for(consumer.receive(FETCH, 12, correlation_id), 5)
+    assert response.responses[0].partitions[0].error_code == 0
+    assert await asyncio.wait_for(consumer.is_closed_by_peer(), 1.0)  # silent after its answer
+    await consumer.close()
 
 
 @IDLE_200_MS
