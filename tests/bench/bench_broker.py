@@ -51,11 +51,21 @@ def start_broker(data_dir: str, brokers: int = 1) -> tuple[subprocess.Popen, str
     while time.monotonic() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc, f"127.0.0.1:{port}"
+            break
         except OSError:
             time.sleep(0.05)  # the broker is another process: nothing to await but its port
-    proc.kill()
-    raise RuntimeError("broker did not start")
+    else:
+        proc.kill()
+        raise RuntimeError("broker did not start")
+    bootstrap = f"127.0.0.1:{port}"
+    if brokers > 1:  # the first serves once registered; the others may not be yet
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        while len(admin.list_topics(timeout=10).brokers) < brokers:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError(f"{brokers} brokers did not register")
+            time.sleep(0.05)
+    return proc, bootstrap
 
 
 def port_free(port: int) -> bool:
