@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 import sys
 from collections.abc import Callable
 from typing import TypeVar
@@ -51,10 +52,30 @@ def client_options(args: argparse.Namespace) -> dict:
             "client_id": args.client_id}
 
 
+def reachable(servers: list[str], timeout_s: float) -> list[str]:
+    """The bootstrap servers that accept a connection now, in the order given (all of them when
+    none does, for the client to report). kafka-python bootstraps from a random one each try and
+    backs off a refused one longer each time: with a stopped broker in the list it now and then
+    spent its whole timeout there."""
+    up = []
+    for server in servers:
+        host, _, port = server.strip().rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout_s).close()
+        except (OSError, ValueError):
+            continue
+        up.append(server)
+    return up or servers
+
+
 def connect(factory: Callable[..., T], args: argparse.Namespace, **options) -> T:
     """A kafka-python client, or a ToolError naming the address when no broker answers."""
+    settings = client_options(args)
+    servers = settings["bootstrap_servers"]
+    if len(servers) > 1:
+        settings["bootstrap_servers"] = reachable(servers, min(args.connect_timeout_ms / 1000, 1.0))
     try:
-        return factory(**client_options(args), **options)
+        return factory(**settings, **options)
     except KafkaTimeoutError:
         raise ToolError(f"cannot reach a broker at {args.bootstrap_server} "
                         f"(gave up after {args.connect_timeout_ms} ms)") from None
