@@ -47,6 +47,14 @@ def _ip_counts(value: str) -> dict[str, int]:
     return out
 
 
+def _assignors(value: str) -> list[str]:
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ("uniform", "range")]
+    if not names or unknown:
+        raise ValueError(f"expected assignors among uniform, range; got {value!r}")
+    return names
+
+
 @dataclass(frozen=True, slots=True)
 class Property:
     """One broker property: its Kafka name, parser, default and a line of documentation."""
@@ -197,6 +205,13 @@ PROPERTIES: tuple[Property, ...] = (
     Property("group.min.session.timeout.ms", int, "6000", "smallest session timeout a member may ask"),
     Property("group.max.session.timeout.ms", int, "1800000",
              "largest session timeout a member may ask"),
+    Property("group.consumer.session.timeout.ms", int, "45000",
+             "a KIP-848 consumer group member silent this long is removed from its group"),
+    Property("group.consumer.heartbeat.interval.ms", int, "5000",
+             "how often KIP-848 consumer group members are told to heartbeat"),
+    Property("group.consumer.assignors", _assignors, "uniform,range",
+             "server-side assignors of KIP-848 consumer groups (uniform, range); the first is "
+             "the default"),
     Property("zookeeper.connect", str, "",
              "host:port[,host:port][/chroot] of ZooKeeper: one broker per process; empty: embedded"),
     Property("zookeeper.session.timeout.ms", int, "18000",

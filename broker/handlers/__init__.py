@@ -162,7 +162,7 @@ _APIS: dict[int, tuple[str, str, int, int]] = {
     61: ("describe_producers", "DescribeProducers", 0, 0),
     65: ("describe_transactions", "DescribeTransactions", 0, 0),
     66: ("list_transactions", "ListTransactions", 0, 1),
-    68: ("consumer_group_heartbeat", "ConsumerGroupHeartbeat", 0, 0),
+    68: ("consumer_group_heartbeat", "ConsumerGroupHeartbeat", 0, 1),
     69: ("consumer_group_describe", "ConsumerGroupDescribe", 0, 0),
 }
 

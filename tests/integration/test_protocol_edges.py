@@ -73,8 +73,9 @@ async def test_api_versions_lists_exactly_the_implemented_ranges(async_broker):
                       60: (0, 1),  # DescribeCluster
                       43: (0, 2), 45: (0, 0), 46: (0, 0),  # ElectLeaders, reassignments
                       29: (0, 3), 30: (0, 3), 31: (0, 3),  # DescribeAcls, CreateAcls, DeleteAcls
-                      # delegation tokens and KIP-848 groups: refused as a ZK 3.9 broker does
-                      38: (0, 3), 39: (0, 2), 40: (0, 2), 41: (0, 3), 68: (0, 0), 69: (0, 0)}
+                      # delegation tokens: refused as a ZK 3.9 broker does
+                      38: (0, 3), 39: (0, 2), 40: (0, 2), 41: (0, 3),
+                      68: (0, 1), 69: (0, 0)}  # KIP-848 consumer groups, v1 as Kafka 4.0
     await client.close()
 
 

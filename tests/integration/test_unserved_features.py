@@ -1,6 +1,7 @@
 """APIs a ZooKeeper-mode Kafka 3.9 broker advertises for features it has switched off, answered as
-it answers them: delegation tokens (no token secret) and KIP-848 consumer groups (no new group
-coordinator), over PLAINTEXT and an authenticated SASL connection."""
+it answers them: delegation tokens (no token secret), over PLAINTEXT and an authenticated SASL
+connection. (KIP-848 consumer groups, switched off there too, are served here: see
+test_consumer_group_protocol.py.)"""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from tests.integration.test_sasl_hostile import login
 from tests.integration.test_sasl_hostile import sasl_broker as sasl_broker  # noqa: F401
 
 CREATE, RENEW, EXPIRE, DESCRIBE = 38, 39, 40, 41
-HEARTBEAT, GROUP_DESCRIBE = 68, 69
 
 
 async def token_errors(client: RawClient) -> list[int]:
@@ -43,17 +43,3 @@ async def test_delegation_tokens_refused_as_kafka_refuses_them(sasl_broker):  # 
         ErrorCode.INVALID_PRINCIPAL_TYPE, "bob", "alice")
     await client.close()
     await served_promptly(sasl_broker.addresses["PLAINTEXT"][1])
-
-
-async def test_kip_848_groups_answer_unsupported_version(async_broker):
-    client = await RawClient.connect(async_broker.port)
-    beat = await client.request(HEARTBEAT, 0, {
-        "group_id": "g", "member_id": "", "member_epoch": 0, "instance_id": None, "rack_id": None,
-        "rebalance_timeout_ms": 300000, "subscribed_topic_names": ["t"], "server_assignor": None,
-        "topic_partitions": []})
-    assert (beat.error_code, beat.error_message) == (ErrorCode.UNSUPPORTED_VERSION, None)
-    described = await client.request(GROUP_DESCRIBE, 0, {
-        "group_ids": ["g", "h"], "include_authorized_operations": False})
-    assert [(g.group_id, g.error_code) for g in described.groups] == [
-        ("g", ErrorCode.UNSUPPORTED_VERSION), ("h", ErrorCode.UNSUPPORTED_VERSION)]
-    await client.close()

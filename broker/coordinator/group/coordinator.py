@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from broker.coordinator.group.consumer_groups import ConsumerGroups
 from broker.coordinator.group.delayed import (
     DelayedJoin,
     InitialDelayedJoin,
@@ -52,7 +53,7 @@ async def await_callback(start: Callable[[Callable[[Any], None]], Any]) -> Any:
     return await future
 
 
-class GroupCoordinator(GroupOffsets, GroupSessions):
+class GroupCoordinator(GroupOffsets, GroupSessions, ConsumerGroups):
     """JoinGroup and SyncGroup, and the rebalance they drive; the rest comes from the mixins."""
 
     # -- JoinGroup --------------------------------------------------------------------------
@@ -66,6 +67,9 @@ class GroupCoordinator(GroupOffsets, GroupSessions):
         if error is None and not (self.config["group.min.session.timeout.ms"] <= session_timeout_ms
                                   <= self.config["group.max.session.timeout.ms"]):
             error = ErrorCode.INVALID_SESSION_TIMEOUT
+        consumer_group = self.consumer_groups.get(group_id)
+        if error is None and consumer_group is not None and consumer_group.members:
+            error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL  # a KIP-848 group has it
         if error is not None:
             return callback(JoinGroupResult(member_id, error))
         is_unknown = member_id == UNKNOWN_MEMBER_ID

@@ -9,6 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from broker.coordinator.group.consumer_group import ConsumerGroup
 from broker.coordinator.group.group_metadata import GroupMetadata, GroupState
 from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from broker.coordinator.group.member import MemberMetadata
@@ -39,6 +40,7 @@ class GroupCoordinatorBase(ABC):
         self.manager = GroupMetadataManager(config, broker_id, replica_manager, cache, time_ms,
                                             self.on_group_loaded, self.on_group_unloaded)
         self.active = True
+        self.consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups (consumer_groups.py)
         self._tasks: set[asyncio.Task] = set()
         self.scheduler = KafkaScheduler(timer, lambda job, exc: log.error(
             "group coordinator job failed", job=job, exc_info=exc))
@@ -52,6 +54,8 @@ class GroupCoordinatorBase(ABC):
 
     def on_leadership(self, partition: int, is_leader: bool) -> None:
         (self.manager.on_elected if is_leader else self.manager.on_resigned)(partition)
+        if not is_leader:
+            self.forget_consumer_groups(partition)
 
     def shutdown(self) -> None:
         self.active = False
@@ -61,6 +65,11 @@ class GroupCoordinatorBase(ABC):
             task.cancel()
         self.heartbeat_purgatory.shutdown()
         self.join_purgatory.shutdown()
+        for group in self.consumer_groups.values():
+            for member in group.members.values():
+                if member.session is not None:
+                    member.session.cancel()
+        self.consumer_groups.clear()
 
     def validate_group_status(self, group_id: str | None, allow_empty: bool = False) -> ErrorCode | None:
         if group_id is None or (group_id == "" and not allow_empty):
@@ -97,6 +106,22 @@ class GroupCoordinatorBase(ABC):
             return error
         return ErrorCode.ILLEGAL_GENERATION if generation_id != group.generation_id else None
 
+    def validate_consumer_group_commit(self, group_id: str, member_id: str,
+                                       member_epoch: int) -> ErrorCode | None:
+        """OffsetCommit and OffsetFetch of a consumer group (None: a classic or unknown group, or
+        the member may): Kafka's ConsumerGroup.validateOffsetCommit."""
+        group = self.consumer_groups.get(group_id)
+        if group is None:
+            return None
+        if member_epoch < 0 and not member_id:
+            return None if not group.members else ErrorCode.UNKNOWN_MEMBER_ID
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return None
+
     # -- steps one part of the coordinator takes in another ---------------------------------
 
     @abstractmethod
@@ -124,3 +149,6 @@ class GroupCoordinatorBase(ABC):
 
     @abstractmethod
     def on_group_unloaded(self, group: GroupMetadata) -> None: ...
+
+    @abstractmethod
+    def forget_consumer_groups(self, partition: int) -> None: ...

@@ -32,6 +32,13 @@ class GroupOffsets(GroupCoordinatorBase):
         error = self.validate_group_status(group_id, allow_empty=True)
         if error is not None:
             return dict.fromkeys(offsets, error)
+        if group_id in self.consumer_groups:  # KIP-848: the member epoch, not a generation
+            error = self.validate_consumer_group_commit(group_id, member_id, generation_id)
+            if error is not None:
+                return dict.fromkeys(offsets, error)
+            group = self.group(group_id) or self.manager.groups.setdefault(
+                group_id, GroupMetadata(group_id, current_state_timestamp=self.time_ms()))
+            return await self.manager.store_offsets(group, offsets)
         group = self.group(group_id)
         if group is None:
             if generation_id >= 0:  # a member of a generation this coordinator never saw

@@ -1,0 +1,138 @@
+"""ConsumerGroup: a KIP-848 consumer group as its coordinator keeps it. The group epoch counts
+changes of membership and subscriptions; the target assignment is computed for it by the
+server-side assignor (its assignment epoch); each member moves to its target at its own pace
+(reconciliation): it first revokes what it must give up, keeping its member epoch, and only then
+gets the new epoch and the partitions no other member still owns."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from broker.coordinator.group.assignors import ASSIGNORS, Assignment
+
+if TYPE_CHECKING:
+    from timer.timer_task import TimerTask
+
+Partitions = dict[str, set[int]]  # topic -> partitions
+
+
+class MemberState(enum.Enum):
+    """Kafka's MemberState of a consumer group member."""
+    STABLE = "stable"  # at the assignment epoch, owning its whole target
+    UNREVOKED_PARTITIONS = "unrevoked_partitions"  # must revoke partitions before moving on
+    UNRELEASED_PARTITIONS = "unreleased_partitions"  # at the epoch, waiting for partitions others own
+
+
+@dataclass(slots=True)
+class ConsumerGroupMember:
+    member_id: str
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    subscribed_topics: set[str]
+    instance_id: str | None = None
+    rack_id: str | None = None
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = -1
+    state: MemberState = MemberState.STABLE
+    assigned: Partitions = field(default_factory=dict)  # what it owns and may fetch
+    revoking: Partitions = field(default_factory=dict)  # what it must give up first
+    session: TimerTask | None = None  # its session timeout on the timing wheel
+
+
+def _copy(partitions: Partitions) -> Partitions:
+    return {t: set(ps) for t, ps in partitions.items() if ps}
+
+
+def _minus(a: Partitions, b: Partitions) -> Partitions:
+    return {t: ps - b.get(t, set()) for t, ps in a.items() if ps - b.get(t, set())}
+
+
+def _and(a: Partitions, b: Partitions) -> Partitions:
+    return {t: ps & b[t] for t, ps in a.items() if t in b and ps & b[t]}
+
+
+class ConsumerGroup:
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, ConsumerGroupMember] = {}
+        self.target: Assignment = {}
+        self.assignor = "uniform"
+        # Partition counts of the subscribed topics when the target was computed: a change (a
+        # topic created or grown) is a new group epoch, as Kafka's subscription metadata.
+        self.subscription_metadata: dict[str, int] = {}
+
+    @property
+    def state(self) -> str:
+        """ConsumerGroupDescribe's group state."""
+        if not self.members:
+            return "Empty"
+        if self.assignment_epoch < self.group_epoch:
+            return "Assigning"
+        if any(m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE
+               for m in self.members.values()):
+            return "Reconciling"
+        return "Stable"
+
+    def subscribed_topics(self) -> set[str]:
+        return set().union(*(m.subscribed_topics for m in self.members.values()))
+
+    def bump(self) -> None:
+        """Membership or subscriptions changed: a new group epoch, a target to compute."""
+        self.group_epoch += 1
+
+    def compute_target(self, partitions: dict[str, int], assignor: str) -> None:
+        """The target assignment of the current group epoch (`partitions`: the subscribed
+        topics that exist, with their partition counts)."""
+        self.assignor = assignor
+        current = {m: _copy(self.target.get(m, {})) for m in self.members}
+        self.target = ASSIGNORS[assignor](
+            {m: member.subscribed_topics & partitions.keys() for m, member in self.members.items()},
+            partitions, current)
+        self.assignment_epoch = self.group_epoch
+        self.subscription_metadata = dict(partitions)
+
+    def owned_elsewhere(self, member_id: str) -> Partitions:
+        """Partitions other members still own (assigned, or being revoked)."""
+        owned: Partitions = {}
+        for other in self.members.values():
+            if other.member_id == member_id:
+                continue
+            for source in (other.assigned, other.revoking):
+                for t, ps in source.items():
+                    owned.setdefault(t, set()).update(ps)
+        return owned
+
+    def reconcile(self, member: ConsumerGroupMember, owned: Partitions | None) -> bool:
+        """Move `member` toward its target (Kafka's CurrentAssignmentBuilder); `owned` is what the
+        member says it owns (None when its request did not say). True when its assignment or
+        epoch changed (the response then carries the assignment)."""
+        before = (member.member_epoch, _copy(member.assigned))
+        if member.revoking:
+            if owned is None or _and(owned, member.revoking):
+                return False  # not revoked yet: it keeps its epoch and its reduced assignment
+            member.revoking = {}
+        target = self.target.get(member.member_id, {})
+        if member.member_epoch != self.assignment_epoch or \
+                member.state is not MemberState.STABLE:
+            keep = _and(member.assigned, target)
+            revoke = _minus(member.assigned, target)
+            if revoke:
+                member.assigned, member.revoking = keep, revoke
+                member.state = MemberState.UNREVOKED_PARTITIONS
+            else:
+                free = _minus(_minus(target, keep), self.owned_elsewhere(member.member_id))
+                for t, ps in free.items():
+                    keep.setdefault(t, set()).update(ps)
+                member.assigned = keep
+                if member.member_epoch != self.assignment_epoch:
+                    member.previous_member_epoch = member.member_epoch
+                    member.member_epoch = self.assignment_epoch
+                member.state = (MemberState.STABLE if _minus(target, keep) == {}
+                                else MemberState.UNRELEASED_PARTITIONS)
+        return (member.member_epoch, member.assigned) != before

@@ -1,0 +1,169 @@
+"""The coordinator's KIP-848 side: ConsumerGroupHeartbeat (join, reconcile, leave) and
+ConsumerGroupDescribe for consumer groups, with each member's session on the timing wheel.
+
+A part of GroupCoordinator (coordinator.py) on the shared state of GroupCoordinatorBase. The
+groups live in the coordinator's memory; their offsets go through the classic group's offset
+store (OffsetCommit checks the member epoch first).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from broker.coordinator.group.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupMember,
+    Partitions,
+)
+from broker.coordinator.group.coordinator_base import GroupCoordinatorBase
+from broker.logs import get_logger
+from protocol.errors import ErrorCode, KafkaError
+from timer.timer_task import FunctionTimerTask
+
+log = get_logger("kafka_sim.group_coordinator")
+
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+
+@dataclass(slots=True)
+class HeartbeatAnswer:
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: Partitions | None  # None: unchanged since the member's last heartbeat
+
+
+class ConsumerGroups(GroupCoordinatorBase):
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        return self.consumer_groups.get(group_id)
+
+    def handle_consumer_group_heartbeat(
+        self, group_id: str, member_id: str, member_epoch: int, *, instance_id: str | None,
+        rack_id: str | None, rebalance_timeout_ms: int, subscribed_topics: list[str] | None,
+        server_assignor: str | None, owned: Partitions | None, client_id: str, client_host: str,
+        partitions: dict[str, int],
+    ) -> HeartbeatAnswer:
+        """One heartbeat; raises KafkaError with the code Kafka answers. `partitions`: the
+        cluster's topics with their partition counts; `owned`: what the member says it owns
+        (None when its request did not say)."""
+        error = self.validate_group_status(group_id)
+        if error is not None:
+            raise KafkaError(error)
+        classic = self.group(group_id)
+        if classic is not None and classic.members:
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND,
+                             f"Group {group_id} is not a consumer group")
+        assignors = self.config["group.consumer.assignors"]
+        if server_assignor is not None and server_assignor not in assignors:
+            raise KafkaError(ErrorCode.UNSUPPORTED_ASSIGNOR,
+                             f"ServerAssignor {server_assignor} is not supported. Supported "
+                             f"assignors: {', '.join(assignors)}")
+        group = self.consumer_groups.get(group_id)
+        if member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            if group is None or member_id not in group.members:
+                raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                 f"Member {member_id} is not a member of group {group_id}")
+            self._remove_member(group, member_id, "left the group")
+            return HeartbeatAnswer(member_id, member_epoch, 0, None)
+        if member_epoch == 0:
+            if not subscribed_topics:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 "SubscribedTopicNames must be set in first request.")
+            if rebalance_timeout_ms <= 0:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 "RebalanceTimeoutMs must be provided in first request.")
+            if group is None:
+                group = self.consumer_groups[group_id] = ConsumerGroup(group_id)
+            if member_id in group.members:  # it joins again: its old self is gone
+                self._remove_member(group, member_id, "joined again")
+            member_id = member_id or str(uuid.uuid4())  # v0: the coordinator names it
+            member = group.members[member_id] = ConsumerGroupMember(
+                member_id, client_id, client_host, rebalance_timeout_ms, set(subscribed_topics),
+                instance_id, rack_id, server_assignor)
+            group.bump()
+        else:
+            member = group.members.get(member_id) if group is not None else None
+            if group is None or member is None:
+                raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                 f"Member {member_id} is not a member of group {group_id}")
+            self._check_member_epoch(member, member_epoch, owned)
+            if subscribed_topics is not None and set(subscribed_topics) != member.subscribed_topics:
+                member.subscribed_topics = set(subscribed_topics)
+                group.bump()
+            if server_assignor is not None and server_assignor != member.server_assignor:
+                member.server_assignor = server_assignor
+                group.bump()
+            if rebalance_timeout_ms > 0:
+                member.rebalance_timeout_ms = rebalance_timeout_ms
+        subscribed = {t: partitions[t] for t in group.subscribed_topics() if t in partitions}
+        if subscribed != group.subscription_metadata and group.group_epoch == group.assignment_epoch:
+            group.bump()  # a subscribed topic was created or grew
+        if group.assignment_epoch < group.group_epoch:
+            group.compute_target(subscribed, self._assignor_of(group))
+        changed = group.reconcile(member, owned)
+        self._schedule_session(group, member)
+        full = member_epoch == 0 or owned is not None
+        return HeartbeatAnswer(member.member_id, member.member_epoch,
+                               self.config["group.consumer.heartbeat.interval.ms"],
+                               member.assigned if changed or full else None)
+
+    def _assignor_of(self, group: ConsumerGroup) -> str:
+        """The assignor most members ask for, else the first configured (Kafka's choice)."""
+        asked = [m.server_assignor for m in group.members.values() if m.server_assignor]
+        if asked:
+            return max(sorted(set(asked)), key=asked.count)
+        return self.config["group.consumer.assignors"][0]
+
+    @staticmethod
+    def _check_member_epoch(member: ConsumerGroupMember, epoch: int,
+                            owned: Partitions | None) -> None:
+        """Kafka's throwIfMemberEpochIsInvalid: an epoch ahead is fenced; one behind is taken
+        only when it is the member's previous one and it owns nothing it should not (its
+        answer to the last heartbeat was lost)."""
+        if epoch > member.member_epoch:
+            raise KafkaError(ErrorCode.FENCED_MEMBER_EPOCH, f"The consumer group member has a "
+                             f"greater member epoch ({epoch}) than the one known by the group "
+                             f"coordinator ({member.member_epoch}).")
+        if epoch < member.member_epoch:
+            fits = owned is not None and all(
+                ps <= member.assigned.get(t, set()) for t, ps in owned.items())
+            if epoch != member.previous_member_epoch or not fits:
+                raise KafkaError(ErrorCode.FENCED_MEMBER_EPOCH, f"The consumer group member has "
+                                 f"a smaller member epoch ({epoch}) than the one known by the "
+                                 f"group coordinator ({member.member_epoch}).")
+
+    def _schedule_session(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+        """Restart the member's session timeout (`group.consumer.session.timeout.ms`)."""
+        if member.session is not None:
+            member.session.cancel()
+        group_id, member_id = group.group_id, member.member_id
+
+        def expire() -> None:
+            current = self.consumer_groups.get(group_id)
+            if current is not None and current.members.get(member_id) is member:
+                self._remove_member(current, member_id, "session timed out")
+
+        member.session = FunctionTimerTask(self.config["group.consumer.session.timeout.ms"],
+                                           expire)
+        self.timer.add(member.session)
+
+    def _remove_member(self, group: ConsumerGroup, member_id: str, why: str) -> None:
+        member = group.members.pop(member_id)
+        if member.session is not None:
+            member.session.cancel()
+        group.target.pop(member_id, None)
+        group.bump()
+        log.info("consumer group member removed", group_id=group.group_id, member_id=member_id,
+                 reason=why, group_epoch=group.group_epoch)
+
+    def forget_consumer_groups(self, partition: int) -> None:
+        """The coordinator resigned `partition`: its consumer groups go (members rejoin at the
+        new coordinator, whose groups start afresh)."""
+        for group_id in [g for g in self.consumer_groups
+                         if self.manager.partition_for(g) == partition]:
+            for member in self.consumer_groups.pop(group_id).members.values():
+                if member.session is not None:
+                    member.session.cancel()

@@ -1,0 +1,220 @@
+"""KIP-848 consumer groups over a real listener: ConsumerGroupHeartbeat reconciles members to the
+server-side assignor's target (revoke before assign), fences stale epochs, expires silent members
+on the timing wheel; OffsetCommit checks member epochs; ConsumerGroupDescribe shows it all; and
+confluent-kafka's `group.protocol=consumer` consumers share a topic through it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from broker.server.cluster import Cluster
+from protocol.errors import ErrorCode
+from tests.harness import cluster_config
+from tests.integration.raw_client import RawClient
+from tests.integration.test_protocol_edges import create_topic
+from timer import ManualClock
+
+HEARTBEAT, DESCRIBE, JOIN_GROUP, OFFSET_COMMIT, METADATA, FIND_COORDINATOR = 68, 69, 11, 8, 3, 10
+
+
+class Member:
+    """One member's side of the protocol, over its own connection."""
+
+    def __init__(self, client: RawClient, group: str, member_id: str, topic_ids: dict) -> None:
+        self.client, self.group, self.member_id, self.topic_ids = client, group, member_id, topic_ids
+        self.names = {v: k for k, v in topic_ids.items()}
+        self.epoch = 0
+
+    async def beat(self, *, epoch: int | None = None, topics: list[str] | None = None,
+                   owned: dict[str, list[int]] | None = None, assignor: str | None = None,
+                   version: int = 1, member_id: str | None = None):
+        body = {"group_id": self.group,
+                "member_id": self.member_id if member_id is None else member_id,
+                "member_epoch": self.epoch if epoch is None else epoch, "instance_id": None,
+                "rack_id": None, "rebalance_timeout_ms": 300_000 if topics else -1,
+                "subscribed_topic_names": topics, "subscribed_topic_regex": None,
+                "server_assignor": assignor,
+                "topic_partitions": None if owned is None else [
+                    {"topic_id": self.topic_ids[t], "partitions": ps} for t, ps in owned.items()]}
+        answer = await self.client.request(HEARTBEAT, version, body)
+        if answer.error_code == 0:
+            self.epoch = answer.member_epoch
+        return answer
+
+    def assignment(self, answer) -> dict[str, list[int]] | None:
+        if answer.assignment is None:
+            return None
+        return {self.names[bytes(tp.topic_id)]: sorted(tp.partitions)
+                for tp in answer.assignment.topic_partitions}
+
+    async def join(self, topics: list[str], **kw):
+        return await self.beat(epoch=0, topics=topics, owned={}, **kw)
+
+
+async def topic_ids(client: RawClient, *names: str) -> dict[str, bytes]:
+    answer = await client.request(METADATA, 12, {
+        "topics": [{"name": n, "topic_id": b"\0" * 16} for n in names],
+        "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    return {t.name: bytes(t.topic_id) for t in answer.topics}
+
+
+async def members(port: int, group: str, topic: str, count: int, partitions: int) -> list[Member]:
+    admin = await RawClient.connect(port)
+    await create_topic(admin, topic, partitions)
+    ids = await topic_ids(admin, topic)
+    for _ in range(500):  # the first FindCoordinator makes __consumer_offsets; then it loads
+        found = await admin.request(FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+        if found.error_code == 0:
+            break
+        await asyncio.sleep(0.01)
+    await admin.close()
+    return [Member(await RawClient.connect(port), group, f"member-{i}", ids) for i in range(count)]
+
+
+async def describe(client: RawClient, group: str):
+    answer = await client.request(DESCRIBE, 0, {"group_ids": [group],
+                                                "include_authorized_operations": False})
+    return answer.groups[0]
+
+
+async def test_a_member_revokes_before_another_is_given_its_partitions(async_broker):
+    a, b = await members(async_broker.port, "g", "cg", 2, 4)
+    joined = await a.join(["cg"])
+    assert (joined.error_code, joined.member_epoch, a.assignment(joined)) == (0, 1, {"cg": [0, 1, 2, 3]})
+    # b joins: the target splits the topic, but a still owns b's half, so b gets nothing yet.
+    joined = await b.join(["cg"])
+    assert (joined.member_epoch, b.assignment(joined)) == (2, {})
+    # a is told to keep half (its epoch stays 1 until it has revoked the rest)...
+    told = await a.beat(owned={"cg": [0, 1, 2, 3]})
+    assert (told.member_epoch, a.assignment(told)) == (1, {"cg": [0, 1]})
+    # ...until it says it owns only that half: then it moves to epoch 2.
+    told = await a.beat(owned={"cg": [0, 1]})
+    assert (told.member_epoch, a.assignment(told)) == (2, {"cg": [0, 1]})
+    released = await b.beat()
+    assert (released.member_epoch, b.assignment(released)) == (2, {"cg": [2, 3]})
+    group = await describe(a.client, "g")
+    assert (group.error_code, group.group_state, group.group_epoch, group.assignment_epoch,
+            group.assignor_name) == (0, "Stable", 2, 2, "uniform")
+    assert {m.member_id: sorted(p for tp in m.assignment.topic_partitions for p in tp.partitions)
+            for m in group.members} == {"member-0": [0, 1], "member-1": [2, 3]}
+    # b leaves: a is given everything once it heartbeats.
+    left = await b.beat(epoch=-1)
+    assert (left.error_code, left.member_epoch) == (0, -1)
+    told = await a.beat()
+    assert (told.member_epoch, a.assignment(told)) == (3, {"cg": [0, 1, 2, 3]})
+    for m in (a, b):
+        await m.client.close()
+
+
+async def test_range_assignor_and_errors_as_kafka_answers_them(async_broker):
+    a, b = await members(async_broker.port, "h", "rg", 2, 3)
+    assert (await a.join(["rg"], assignor="sticky")).error_code == ErrorCode.UNSUPPORTED_ASSIGNOR
+    joined = await a.join(["rg"], assignor="range")
+    assert a.assignment(joined) == {"rg": [0, 1, 2]}
+    assert (await b.join([], member_id="x")).error_code == ErrorCode.INVALID_REQUEST  # no topics
+    assert (await b.join(["rg"], member_id="")).error_code == ErrorCode.INVALID_REQUEST  # v1: no id
+    assert (await b.beat(epoch=5)).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    assert (await a.beat(epoch=a.epoch + 1)).error_code == ErrorCode.FENCED_MEMBER_EPOCH
+    v0 = await b.join(["rg"], member_id="", version=0)  # v0: the coordinator names the member
+    assert v0.error_code == 0 and uuid.UUID(v0.member_id)
+    # OffsetCommit: the member's epoch, not a generation.
+    commit = {"group_id": "h", "generation_id_or_member_epoch": a.epoch, "member_id": "member-0",
+              "group_instance_id": None, "topics": [{"name": "rg", "partitions": [
+                  {"partition_index": 0, "committed_offset": 0, "committed_leader_epoch": -1,
+                   "committed_metadata": None}]}]}
+    answer = await a.client.request(OFFSET_COMMIT, 9, commit)
+    assert answer.topics[0].partitions[0].error_code == 0
+    answer = await a.client.request(OFFSET_COMMIT, 9, {**commit, "generation_id_or_member_epoch": 0})
+    assert answer.topics[0].partitions[0].error_code == ErrorCode.STALE_MEMBER_EPOCH
+    answer = await a.client.request(OFFSET_COMMIT, 9, {**commit, "member_id": "nobody"})
+    assert answer.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    # A classic member cannot join a group the new protocol has.
+    classic = await a.client.request(JOIN_GROUP, 5, {
+        "group_id": "h", "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
+        "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}]})
+    assert classic.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    missing = await describe(a.client, "nope")
+    assert (missing.error_code, missing.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND,
+                                                           "Group nope not found.")
+    for m in (a, b):
+        await m.client.close()
+
+
+async def test_a_silent_member_is_removed_at_its_session_timeout(tmp_path):
+    """group.consumer.session.timeout.ms on the manual clock: the silent member goes, the other
+    is given its partitions."""
+    clock = ManualClock(1_000)
+    cluster = Cluster(cluster_config(tmp_path, {"group.consumer.session.timeout.ms": "10000"}),
+                      1, clock=clock)
+    await cluster.start()
+    broker = cluster.brokers[0]
+    await broker.metadata_cache.wait_for(lambda s: s.controller_id == 0, 30_000)
+    try:
+        a, b = await members(broker.port, "s", "st", 2, 2)
+        await a.join(["st"])
+        await b.join(["st"])
+        await a.beat(owned={"st": [0, 1]})
+        await a.beat(owned={"st": [0]})
+        clock.advance(6_000)
+        await a.beat(owned={"st": [0]})  # a stays alive; b says nothing from here on
+        clock.advance(6_000)
+        for _ in range(50):  # the reaper's expiry runs on the loop
+            await asyncio.sleep(0)
+        group = await describe(a.client, "s")
+        assert [m.member_id for m in group.members] == ["member-0"]
+        told = await a.beat()
+        assert a.assignment(told) == {"st": [0, 1]}
+        for m in (a, b):
+            await m.client.close()
+    finally:
+        await cluster.stop()
+
+
+@pytest.mark.broker_config({"group.consumer.heartbeat.interval.ms": "300"})
+def test_confluent_kafka_consumers_share_a_topic_with_group_protocol_consumer(kafka_broker):
+    bootstrap = kafka_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("kip848", 4, 1)])["kip848"].result(10)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(40):
+        producer.produce("kip848", b"%d" % i, partition=i % 4)
+    assert producer.flush(10) == 0
+
+    def consumer(name: str) -> Consumer:
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kip848-app",
+                      "group.protocol": "consumer", "client.id": name,
+                      "auto.offset.reset": "earliest"})
+        c.subscribe(["kip848"])
+        return c
+
+    def poll_until(done, consumers: list[Consumer], seen: set[bytes]) -> None:
+        deadline = time.monotonic() + 30
+        while not done():
+            assert time.monotonic() < deadline, [c.assignment() for c in consumers]
+            for c in consumers:
+                message = c.poll(0.05)
+                if message is not None:
+                    assert message.error() is None, message.error()
+                    seen.add(message.value())
+
+    def partitions(c: Consumer) -> set[int]:
+        return {tp.partition for tp in c.assignment()}
+
+    seen: set[bytes] = set()
+    first = consumer("first")
+    poll_until(lambda: partitions(first) == {0, 1, 2, 3}, [first], seen)
+    second = consumer("second")
+    poll_until(lambda: len(partitions(first)) == len(partitions(second)) == 2
+               and not partitions(first) & partitions(second), [first, second], seen)
+    poll_until(lambda: len(seen) == 40, [first, second], seen)
+    first.close()
+    poll_until(lambda: partitions(second) == {0, 1, 2, 3}, [second], seen)
+    second.close()
+    assert seen == {b"%d" % i for i in range(40)}

@@ -1,0 +1,54 @@
+"""KIP-848 server-side assignors and member reconciliation, without a broker."""
+
+from __future__ import annotations
+
+from broker.coordinator.group.assignors import range_, uniform
+from broker.coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState
+
+
+def flat(assignment: dict[str, dict[str, set[int]]]) -> dict[str, list[tuple[str, int]]]:
+    return {m: sorted((t, p) for t, ps in topics.items() for p in ps)
+            for m, topics in assignment.items()}
+
+
+def test_uniform_is_balanced_and_keeps_partitions_where_they_were() -> None:
+    subs = {"a": {"t"}, "b": {"t"}, "c": {"t"}}
+    first = uniform(subs, {"t": 7}, {})
+    assert sorted(len(v) for v in flat(first).values()) == [2, 2, 3]
+    # c leaves: a and b keep all they had and share c's.
+    second = uniform({"a": {"t"}, "b": {"t"}}, {"t": 7}, first)
+    for m in ("a", "b"):
+        assert set(flat(first)[m]) <= set(flat(second)[m])
+    assert sorted(len(v) for v in flat(second).values()) == [3, 4]
+    # Only subscribers get a topic's partitions.
+    mixed = uniform({"a": {"t"}, "b": {"u"}}, {"t": 2, "u": 1}, {})
+    assert flat(mixed) == {"a": [("t", 0), ("t", 1)], "b": [("u", 0)]}
+
+
+def test_range_gives_contiguous_ranges_per_topic() -> None:
+    target = range_({"b": {"t"}, "a": {"t", "u"}}, {"t": 5, "u": 2}, {})
+    assert flat(target) == {"a": [("t", 0), ("t", 1), ("t", 2), ("u", 0), ("u", 1)],
+                            "b": [("t", 3), ("t", 4)]}
+
+
+def member(member_id: str) -> ConsumerGroupMember:
+    return ConsumerGroupMember(member_id, "client", "/127.0.0.1", 300_000, {"t"})
+
+
+def test_reconciliation_revokes_first_and_waits_for_released_partitions() -> None:
+    group = ConsumerGroup("g")
+    a = group.members["a"] = member("a")
+    group.bump()
+    group.compute_target({"t": 2}, "uniform")
+    assert group.reconcile(a, {}) and (a.member_epoch, a.assigned) == (1, {"t": {0, 1}})
+    b = group.members["b"] = member("b")
+    group.bump()
+    group.compute_target({"t": 2}, "uniform")
+    assert group.reconcile(b, {})  # its epoch moves, its partition is still a's
+    assert (b.member_epoch, b.assigned, b.state) == (2, {}, MemberState.UNRELEASED_PARTITIONS)
+    assert group.reconcile(a, {"t": {0, 1}})
+    assert (a.member_epoch, a.assigned, a.revoking) == (1, {"t": {0}}, {"t": {1}})
+    assert not group.reconcile(a, {"t": {0, 1}})  # not revoked yet: nothing moves
+    assert not group.reconcile(b, None)
+    assert group.reconcile(a, {"t": {0}}) and (a.member_epoch, a.state) == (2, MemberState.STABLE)
+    assert group.reconcile(b, None) and b.assigned == {"t": {1}} and group.state == "Stable"
