@@ -1,6 +1,7 @@
 """ListGroups (key 16), v0-5: the groups this broker coordinates (clients ask every broker).
 
-- v4+: filter by state (case-insensitive); v5+: by type — every group here is "classic".
+- v4+: filter by state (case-insensitive); v5+: by type, "classic" or "consumer" (KIP-848 groups,
+  whose protocol type is "consumer" too).
 - COORDINATOR_LOAD_IN_PROGRESS while an offsets partition is still loading, with what is known.
 """
 
@@ -9,20 +10,24 @@ from __future__ import annotations
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, ResourceType, authorize, authorize_cluster
 
-GROUP_TYPE = "classic"
-
 
 @register(16)
 async def handle(ctx: RequestContext, request) -> dict:
     types = {t.lower() for t in request.get("types_filter", ())}
-    error, groups = ctx.services.group_coordinator.handle_list_groups(
-        set(request.get("states_filter", ())))
-    if types and GROUP_TYPE not in types:
-        groups = []
+    states = {s.lower() for s in request.get("states_filter", ())}
+    coordinator = ctx.services.group_coordinator
+    error, groups = coordinator.handle_list_groups(set(request.get("states_filter", ())))
+    listed = [] if types and "classic" not in types else [
+        (g.group_id, g.protocol_type or "", g.state.value, "classic") for g in groups
+        if g.group_id not in coordinator.consumer_groups]  # (their offsets' holder)
+    if not types or "consumer" in types:
+        listed += [(g.group_id, "consumer", g.state, "consumer")
+                   for g in coordinator.consumer_groups.values()
+                   if not states or g.state.lower() in states]
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):  # else only the groups it may describe
-        groups = [g for g in groups
-                  if authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)]
+        listed = [g for g in listed
+                  if authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g[0])]
     return {"throttle_time_ms": 0, "error_code": error, "groups": [
-        {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
-         "group_state": g.state.value, "group_type": GROUP_TYPE}
-        for g in sorted(groups, key=lambda g: g.group_id)]}
+        {"group_id": group_id, "protocol_type": protocol_type, "group_state": state,
+         "group_type": group_type}
+        for group_id, protocol_type, state, group_type in sorted(listed)]}

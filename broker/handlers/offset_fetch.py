@@ -6,6 +6,8 @@
   v8+: an error per group. Offsets of an open transaction (TxnOffsetCommit) are not shown; with
   require_stable (v7+) their partitions answer UNSTABLE_OFFSET_COMMIT instead, and the consumer
   retries until the transaction's marker has arrived.
+- v9+: a KIP-848 consumer group member's id and epoch are checked (UNKNOWN_MEMBER_ID,
+  STALE_MEMBER_EPOCH); a fetch naming no member (an admin's) is not.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ def _partition(index: int, om, error: ErrorCode = ErrorCode.NONE) -> dict:
             "committed_leader_epoch": om.leader_epoch, "metadata": om.metadata, "error_code": error}
 
 
-def fetch_group(ctx: RequestContext, group_id: str, topics,
-                require_stable: bool = False) -> tuple[ErrorCode, list[dict]]:
+def fetch_group(ctx: RequestContext, group_id: str, topics, require_stable: bool = False,
+                member_id: str | None = None, member_epoch: int = -1,
+                ) -> tuple[ErrorCode, list[dict]]:
     requested = None if topics is None else [
         (t.name, p) for t in topics for p in t.partition_indexes]
     if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
@@ -33,6 +36,10 @@ def fetch_group(ctx: RequestContext, group_id: str, topics,
             (tp[0], _partition(tp[1], None, error)) for tp in requested or ())
     coordinator = ctx.services.group_coordinator
     error, found = coordinator.handle_fetch_offsets(group_id, requested)
+    if error == ErrorCode.NONE and (member_id is not None or member_epoch >= 0):
+        # v9+: a KIP-848 member fetches as who it is (an admin names no member)
+        error = coordinator.validate_consumer_group_commit(
+            group_id, member_id or "", member_epoch) or ErrorCode.NONE
     if error != ErrorCode.NONE and ctx.api_version >= 2:
         return error, []
     described = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
@@ -65,7 +72,8 @@ async def handle(ctx: RequestContext, request) -> dict:
         groups = []
         for group in request.groups:
             error, topics = fetch_group(ctx, group.group_id, group.topics,
-                                        request.get("require_stable", False))
+                                        request.get("require_stable", False),
+                                        group.get("member_id"), group.get("member_epoch", -1))
             groups.append({"group_id": group.group_id, "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     error, topics = fetch_group(ctx, request.group_id, request.topics,

@@ -20,7 +20,8 @@ from tests.integration.raw_client import RawClient
 from tests.integration.test_protocol_edges import create_topic
 from timer import ManualClock
 
-HEARTBEAT, DESCRIBE, JOIN_GROUP, OFFSET_COMMIT, METADATA, FIND_COORDINATOR = 68, 69, 11, 8, 3, 10
+HEARTBEAT, DESCRIBE, JOIN_GROUP, METADATA, FIND_COORDINATOR = 68, 69, 11, 3, 10
+OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS = 8, 9, 16
 
 
 class Member:
@@ -140,6 +141,17 @@ async def test_range_assignor_and_errors_as_kafka_answers_them(async_broker):
         "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
         "protocols": [{"name": "range", "metadata": b""}]})
     assert classic.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    fetch = {"groups": [{"group_id": "h", "member_id": "member-0", "member_epoch": 0,
+                         "topics": None}], "require_stable": False}
+    answer = await a.client.request(OFFSET_FETCH, 9, fetch)
+    assert answer.groups[0].error_code == ErrorCode.STALE_MEMBER_EPOCH
+    fetch["groups"][0]["member_epoch"] = a.epoch
+    answer = await a.client.request(OFFSET_FETCH, 9, fetch)
+    assert [(t.name, [(p.partition_index, p.committed_offset) for p in t.partitions])
+            for t in answer.groups[0].topics] == [("rg", [(0, 0)])]
+    listed = await a.client.request(LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
+    assert [(g.group_id, g.group_type, g.protocol_type) for g in listed.groups] == [
+        ("h", "consumer", "consumer")]
     missing = await describe(a.client, "nope")
     assert (missing.error_code, missing.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND,
                                                            "Group nope not found.")
