@@ -6,6 +6,7 @@ confluent-kafka's `group.protocol=consumer` consumers share a topic through it."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 
@@ -159,16 +160,29 @@ async def test_range_assignor_and_errors_as_kafka_answers_them(async_broker):
         await m.client.close()
 
 
-async def test_a_silent_member_is_removed_at_its_session_timeout(tmp_path):
-    """group.consumer.session.timeout.ms on the manual clock: the silent member goes, the other
-    is given its partitions."""
-    clock = ManualClock(1_000)
+@contextlib.asynccontextmanager
+async def manual_clock_broker(tmp_path, clock: ManualClock):
     cluster = Cluster(cluster_config(tmp_path, {"group.consumer.session.timeout.ms": "10000"}),
                       1, clock=clock)
     await cluster.start()
     broker = cluster.brokers[0]
     await broker.metadata_cache.wait_for(lambda s: s.controller_id == 0, 30_000)
     try:
+        yield broker
+    finally:
+        await cluster.stop()
+
+
+async def expiries_run() -> None:
+    for _ in range(50):  # the reaper's expiry runs on the loop
+        await asyncio.sleep(0)
+
+
+async def test_a_silent_member_is_removed_at_its_session_timeout(tmp_path):
+    """group.consumer.session.timeout.ms on the manual clock: the silent member goes, the other
+    is given its partitions."""
+    clock = ManualClock(1_000)
+    async with manual_clock_broker(tmp_path, clock) as broker:
         a, b = await members(broker.port, "s", "st", 2, 2)
         await a.join(["st"])
         await b.join(["st"])
@@ -177,16 +191,35 @@ async def test_a_silent_member_is_removed_at_its_session_timeout(tmp_path):
         clock.advance(6_000)
         await a.beat(owned={"st": [0]})  # a stays alive; b says nothing from here on
         clock.advance(6_000)
-        for _ in range(50):  # the reaper's expiry runs on the loop
-            await asyncio.sleep(0)
+        await expiries_run()
         group = await describe(a.client, "s")
         assert [m.member_id for m in group.members] == ["member-0"]
         told = await a.beat()
         assert a.assignment(told) == {"st": [0, 1]}
         for m in (a, b):
             await m.client.close()
-    finally:
-        await cluster.stop()
+
+
+async def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced(tmp_path):
+    clock = ManualClock(1_000)
+    async with manual_clock_broker(tmp_path, clock) as broker:
+        a, b = await members(broker.port, "r", "rv", 2, 2)
+        await a.join(["rv"])  # rebalance timeout 300 s
+        await b.join(["rv"])
+        told = await a.beat(owned={"rv": [0, 1]})  # told to revoke one; it never does
+        assert a.assignment(told) == {"rv": [0]}
+        for _ in range(60):  # both keep their sessions alive for 300 s
+            clock.advance(5_000)
+            await a.beat(owned={"rv": [0, 1]})
+            await b.beat()
+        await expiries_run()
+        await b.beat()
+        group = await describe(b.client, "r")
+        assert [(m.member_id, [sorted(tp.partitions) for tp in m.assignment.topic_partitions])
+                for m in group.members] == [("member-1", [[0, 1]])]
+        assert (await a.beat()).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        for m in (a, b):
+            await m.client.close()
 
 
 @pytest.mark.broker_config({"group.consumer.heartbeat.interval.ms": "300"})

@@ -41,6 +41,7 @@ class ConsumerGroupMember:
     assigned: Partitions = field(default_factory=dict)  # what it owns and may fetch
     revoking: Partitions = field(default_factory=dict)  # what it must give up first
     session: TimerTask | None = None  # its session timeout on the timing wheel
+    revocation: TimerTask | None = None  # its rebalance timeout while it has partitions to revoke
 
 
 def _copy(partitions: Partitions) -> Partitions:

@@ -105,6 +105,7 @@ class ConsumerGroups(GroupCoordinatorBase):
             group.compute_target(subscribed, self._assignor_of(group))
         changed = group.reconcile(member, owned)
         self._schedule_session(group, member)
+        self._watch_revocation(group, member)
         full = member_epoch == 0 or owned is not None
         return HeartbeatAnswer(member.member_id, member.member_epoch,
                                self.config["group.consumer.heartbeat.interval.ms"],
@@ -150,10 +151,31 @@ class ConsumerGroups(GroupCoordinatorBase):
                                            expire)
         self.timer.add(member.session)
 
+    def _watch_revocation(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+        """A member told to revoke partitions must do so within its rebalance timeout, or it is
+        fenced (removed), as Kafka's coordinator does: the others are not held forever."""
+        if not member.revoking:
+            if member.revocation is not None:
+                member.revocation.cancel()
+                member.revocation = None
+            return
+        if member.revocation is not None:
+            return
+        group_id, member_id = group.group_id, member.member_id
+
+        def fence() -> None:
+            current = self.consumer_groups.get(group_id)
+            if current is not None and current.members.get(member_id) is member and member.revoking:
+                self._remove_member(current, member_id, "did not revoke within its rebalance timeout")
+
+        member.revocation = FunctionTimerTask(member.rebalance_timeout_ms, fence)
+        self.timer.add(member.revocation)
+
     def _remove_member(self, group: ConsumerGroup, member_id: str, why: str) -> None:
         member = group.members.pop(member_id)
-        if member.session is not None:
-            member.session.cancel()
+        for task in (member.session, member.revocation):
+            if task is not None:
+                task.cancel()
         group.target.pop(member_id, None)
         group.bump()
         log.info("consumer group member removed", group_id=group.group_id, member_id=member_id,
@@ -164,6 +186,10 @@ class ConsumerGroups(GroupCoordinatorBase):
         new coordinator, whose groups start afresh)."""
         for group_id in [g for g in self.consumer_groups
                          if self.manager.partition_for(g) == partition]:
-            for member in self.consumer_groups.pop(group_id).members.values():
-                if member.session is not None:
-                    member.session.cancel()
+            self.forget_consumer_group(group_id)
+
+    def forget_consumer_group(self, group_id: str) -> None:
+        for member in self.consumer_groups.pop(group_id).members.values():
+            for task in (member.session, member.revocation):
+                if task is not None:
+                    task.cancel()

@@ -65,11 +65,8 @@ class GroupCoordinatorBase(ABC):
             task.cancel()
         self.heartbeat_purgatory.shutdown()
         self.join_purgatory.shutdown()
-        for group in self.consumer_groups.values():
-            for member in group.members.values():
-                if member.session is not None:
-                    member.session.cancel()
-        self.consumer_groups.clear()
+        for group_id in list(self.consumer_groups):
+            self.forget_consumer_group(group_id)
 
     def validate_group_status(self, group_id: str | None, allow_empty: bool = False) -> ErrorCode | None:
         if group_id is None or (group_id == "" and not allow_empty):
@@ -152,3 +149,6 @@ class GroupCoordinatorBase(ABC):
 
     @abstractmethod
     def forget_consumer_groups(self, partition: int) -> None: ...
+
+    @abstractmethod
+    def forget_consumer_group(self, group_id: str) -> None: ...
