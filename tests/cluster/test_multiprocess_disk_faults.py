@@ -85,8 +85,10 @@ def test_one_of_two_log_dirs_failing_moves_only_its_leaderships(zk_connect, tmp_
 
         wait_until(lambda: leaders() == {0: 0, 1: 0} and all(
             len(p["isr"]) == 2 for p in c.partitions("two-dirs", 1)), "broker 0 leading both")
-        # Partition 1's dir (each dir holds one of the two: new logs go to the emptier dir)
-        [failing] = [str(d) for d in c.log_dirs(0) if (d / "two-dirs-1").is_dir()]
+        # Partition 1's dir (each dir holds one of the two: new logs go to the emptier dir). Broker
+        # 1's metadata may show broker 0 leading before broker 0 has made the log: wait for it.
+        [failing] = wait_until(lambda: [str(d) for d in c.log_dirs(0)
+                                        if (d / "two-dirs-1").is_dir()], "partition 1's folder")
         assert not (Path(failing) / "two-dirs-0").exists()
         c.control(0, "/disk-faults", "POST", {"broker": 0, "operation": "write", "errno": "EIO",
                                               "log_dir": failing})
