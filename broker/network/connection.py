@@ -165,7 +165,8 @@ class Connection:
         completes no request for that long (silent, or trickling a frame it never finishes) is
         closed, and so is one that takes nothing of a pending response for that long. The time a
         request spends in the broker (a parked Fetch, a JoinGroup) does not count. The broker's
-        IdleSweeper keeps the deadlines; the connection tells it when a read's frames are answered."""
+        IdleSweeper keeps the deadlines; the connection tells it when a read's frames are
+        answered."""
         sweeper = self.idle_sweeper
         sweeper.active(self)
         try:

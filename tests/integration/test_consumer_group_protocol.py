@@ -29,7 +29,8 @@ class Member:
     """One member's side of the protocol, over its own connection."""
 
     def __init__(self, client: RawClient, group: str, member_id: str, topic_ids: dict) -> None:
-        self.client, self.group, self.member_id, self.topic_ids = client, group, member_id, topic_ids
+        self.client, self.group, self.member_id = client, group, member_id
+        self.topic_ids = topic_ids
         self.names = {v: k for k, v in topic_ids.items()}
         self.epoch = 0
 
@@ -88,7 +89,8 @@ async def describe(client: RawClient, group: str):
 async def test_a_member_revokes_before_another_is_given_its_partitions(async_broker):
     a, b = await members(async_broker.port, "g", "cg", 2, 4)
     joined = await a.join(["cg"])
-    assert (joined.error_code, joined.member_epoch, a.assignment(joined)) == (0, 1, {"cg": [0, 1, 2, 3]})
+    assert (joined.error_code, joined.member_epoch, a.assignment(joined)) == (
+        0, 1, {"cg": [0, 1, 2, 3]})
     # b joins: the target splits the topic, but a still owns b's half, so b gets nothing yet.
     joined = await b.join(["cg"])
     assert (joined.member_epoch, b.assignment(joined)) == (2, {})
@@ -132,7 +134,8 @@ async def test_range_assignor_and_errors_as_kafka_answers_them(async_broker):
                    "committed_metadata": None}]}]}
     answer = await a.client.request(OFFSET_COMMIT, 9, commit)
     assert answer.topics[0].partitions[0].error_code == 0
-    answer = await a.client.request(OFFSET_COMMIT, 9, {**commit, "generation_id_or_member_epoch": 0})
+    stale = {**commit, "generation_id_or_member_epoch": 0}
+    answer = await a.client.request(OFFSET_COMMIT, 9, stale)
     assert answer.topics[0].partitions[0].error_code == ErrorCode.STALE_MEMBER_EPOCH
     answer = await a.client.request(OFFSET_COMMIT, 9, {**commit, "member_id": "nobody"})
     assert answer.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_MEMBER_ID

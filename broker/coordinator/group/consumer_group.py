@@ -22,7 +22,8 @@ class MemberState(enum.Enum):
     """Kafka's MemberState of a consumer group member."""
     STABLE = "stable"  # at the assignment epoch, owning its whole target
     UNREVOKED_PARTITIONS = "unrevoked_partitions"  # must revoke partitions before moving on
-    UNRELEASED_PARTITIONS = "unreleased_partitions"  # at the epoch, waiting for partitions others own
+    # at the epoch, waiting for partitions other members still own
+    UNRELEASED_PARTITIONS = "unreleased_partitions"
 
 
 @dataclass(slots=True)

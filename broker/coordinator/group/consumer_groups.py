@@ -99,7 +99,8 @@ class ConsumerGroups(GroupCoordinatorBase):
             if rebalance_timeout_ms > 0:
                 member.rebalance_timeout_ms = rebalance_timeout_ms
         subscribed = {t: partitions[t] for t in group.subscribed_topics() if t in partitions}
-        if subscribed != group.subscription_metadata and group.group_epoch == group.assignment_epoch:
+        if subscribed != group.subscription_metadata \
+                and group.group_epoch == group.assignment_epoch:
             group.bump()  # a subscribed topic was created or grew
         if group.assignment_epoch < group.group_epoch:
             group.compute_target(subscribed, self._assignor_of(group))
@@ -166,7 +167,8 @@ class ConsumerGroups(GroupCoordinatorBase):
         def fence() -> None:
             current = self.consumer_groups.get(group_id)
             if current is not None and current.members.get(member_id) is member and member.revoking:
-                self._remove_member(current, member_id, "did not revoke within its rebalance timeout")
+                self._remove_member(current, member_id,
+                                    "did not revoke within its rebalance timeout")
 
         member.revocation = FunctionTimerTask(member.rebalance_timeout_ms, fence)
         self.timer.add(member.revocation)
