@@ -266,3 +266,51 @@ def test_confluent_kafka_consumers_share_a_topic_with_group_protocol_consumer(ka
     poll_until(lambda: partitions(second) == {0, 1, 2, 3}, [second], seen)
     second.close()
     assert seen == {b"%d" % i for i in range(40)}
+
+
+def test_consumers_rejoin_when_their_coordinator_stops(broker_factory):
+    """The groups live in the coordinator's memory: when its broker stops, the members find the
+    new coordinator, are told UNKNOWN_MEMBER_ID, join again, and go on from the committed
+    offsets (which __consumer_offsets keeps)."""
+    cluster = broker_factory({"group.consumer.heartbeat.interval.ms": "300",
+                              "offsets.topic.replication.factor": "3"}, brokers=3)
+    bootstrap = cluster.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("moving", 2, 3)])["moving"].result(10)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(20):
+        producer.produce("moving", b"%d" % i, partition=i % 2)
+    assert producer.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kip848-moving",
+                         "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe(["moving"])
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(seen) < 20:
+        assert time.monotonic() < deadline, len(seen)
+        message = consumer.poll(0.1)
+        if message is not None and message.error() is None:
+            seen.append(message.value())
+    consumer.commit(asynchronous=False)
+    coordinator = cluster.call(lambda: next(
+        b.broker_id for b in cluster.cluster.brokers.values()
+        if b.running and b.group_coordinator.consumer_groups))
+    cluster.call(lambda: cluster.cluster.stop_broker(coordinator))
+    for i in range(20, 30):
+        producer.produce("moving", b"%d" % i, partition=i % 2)
+    assert producer.flush(10) == 0
+
+    def rejoined() -> bool:  # the member is in the group at the new coordinator
+        return cluster.call(lambda: any(
+            (group := b.group_coordinator.consumer_group("kip848-moving")) is not None
+            and group.members for b in cluster.cluster.brokers.values() if b.running))
+
+    deadline = time.monotonic() + 60
+    while len(seen) < 30 or not rejoined():
+        assert time.monotonic() < deadline, len(seen)
+        message = consumer.poll(0.1)
+        if message is not None and message.error() is None:
+            seen.append(message.value())
+    consumer.close()
+    assert sorted(seen, key=int) == [b"%d" % i for i in range(30)]  # nothing read twice
