@@ -36,10 +36,12 @@ class Member:
 
     async def beat(self, *, epoch: int | None = None, topics: list[str] | None = None,
                    owned: dict[str, list[int]] | None = None, assignor: str | None = None,
-                   version: int = 1, member_id: str | None = None):
+                   version: int = 1, member_id: str | None = None,
+                   instance_id: str | None = None):
         body = {"group_id": self.group,
                 "member_id": self.member_id if member_id is None else member_id,
-                "member_epoch": self.epoch if epoch is None else epoch, "instance_id": None,
+                "member_epoch": self.epoch if epoch is None else epoch,
+                "instance_id": instance_id,
                 "rack_id": None, "rebalance_timeout_ms": 300_000 if topics else -1,
                 "subscribed_topic_names": topics, "subscribed_topic_regex": None,
                 "server_assignor": assignor,
@@ -200,6 +202,39 @@ async def test_a_silent_member_is_removed_at_its_session_timeout(tmp_path):
         told = await a.beat()
         assert a.assignment(told) == {"st": [0, 1]}
         for m in (a, b):
+            await m.client.close()
+
+
+async def test_a_static_member_restarts_without_a_rebalance(tmp_path):
+    """A static member (instance id) leaving with epoch -2 keeps its partitions; one joining with
+    its instance id takes them over at once, with no new group epoch; a second one meanwhile is
+    UNRELEASED_INSTANCE_ID; gone past its session timeout, it is removed."""
+    clock = ManualClock(1_000)
+    async with manual_clock_broker(tmp_path, clock) as broker:
+        a, b, b2, b3 = await members(broker.port, "st", "sm", 4, 2)
+        await a.join(["sm"], instance_id="ia")
+        await b.join(["sm"], instance_id="ib")
+        await a.beat(owned={"sm": [0, 1]})
+        await a.beat(owned={"sm": [0]})
+        assert b.assignment(await b.beat()) == {"sm": [1]}
+        refused = await b2.join(["sm"], instance_id="ib")
+        assert refused.error_code == ErrorCode.UNRELEASED_INSTANCE_ID
+        epoch = b.epoch
+        left = await b.beat(epoch=-2)
+        assert (left.error_code, left.member_epoch) == (0, -2)
+        taken = await b2.join(["sm"], instance_id="ib")
+        assert (taken.member_epoch, b2.assignment(taken)) == (epoch, {"sm": [1]})
+        group = await describe(a.client, "st")
+        assert (group.group_epoch, sorted(m.member_id for m in group.members)) == (
+            2, ["member-0", "member-2"])
+        assert (await b2.beat(epoch=-2)).member_epoch == -2  # away again, and for good
+        clock.advance(6_000)
+        await a.beat(owned={"sm": [0]})
+        clock.advance(6_000)
+        await expiries_run()
+        assert a.assignment(await a.beat()) == {"sm": [0, 1]}
+        assert (await b3.join(["sm"], instance_id="ib")).error_code == 0  # a fresh member
+        for m in (a, b, b2, b3):
             await m.client.close()
 
 

@@ -43,6 +43,9 @@ class ConsumerGroupMember:
     revoking: Partitions = field(default_factory=dict)  # what it must give up first
     session: TimerTask | None = None  # its session timeout on the timing wheel
     revocation: TimerTask | None = None  # its rebalance timeout while it has partitions to revoke
+    # A static member that left with epoch -2: it keeps its assignment for its session timeout,
+    # for a member with its instance id to take over (a restart without a rebalance).
+    temporarily_left: bool = False
 
 
 def _copy(partitions: Partitions) -> Partitions:
@@ -63,6 +66,7 @@ class ConsumerGroup:
         self.group_epoch = 0
         self.assignment_epoch = 0
         self.members: dict[str, ConsumerGroupMember] = {}
+        self.static_members: dict[str, str] = {}  # instance id -> member id
         self.target: Assignment = {}
         self.assignor = "uniform"
         # Partition counts of the subscribed topics when the target was computed: a change (a

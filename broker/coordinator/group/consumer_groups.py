@@ -1,5 +1,6 @@
-"""The coordinator's KIP-848 side: ConsumerGroupHeartbeat (join, reconcile, leave) and
-ConsumerGroupDescribe for consumer groups, with each member's session on the timing wheel.
+"""The coordinator's KIP-848 side: ConsumerGroupHeartbeat (join, reconcile, leave, static
+members taking over) for consumer groups, with each member's session and revocation deadline on
+the timing wheel.
 
 A part of GroupCoordinator (coordinator.py) on the shared state of GroupCoordinatorBase. The
 groups live in the coordinator's memory; their offsets go through the classic group's offset
@@ -63,10 +64,14 @@ class ConsumerGroups(GroupCoordinatorBase):
                              f"assignors: {', '.join(assignors)}")
         group = self.consumer_groups.get(group_id)
         if member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-            if group is None or member_id not in group.members:
+            member = group.members.get(member_id) if group is not None else None
+            if group is None or member is None:
                 raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID,
                                  f"Member {member_id} is not a member of group {group_id}")
-            self._remove_member(group, member_id, "left the group")
+            if member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and member.instance_id is not None:
+                member.temporarily_left = True  # its session timeout still runs
+            else:
+                self._remove_member(group, member_id, "left the group")
             return HeartbeatAnswer(member_id, member_epoch, 0, None)
         if member_epoch == 0:
             if not subscribed_topics:
@@ -80,10 +85,19 @@ class ConsumerGroups(GroupCoordinatorBase):
             if member_id in group.members:  # it joins again: its old self is gone
                 self._remove_member(group, member_id, "joined again")
             member_id = member_id or str(uuid.uuid4())  # v0: the coordinator names it
-            member = group.members[member_id] = ConsumerGroupMember(
+            member = ConsumerGroupMember(
                 member_id, client_id, client_host, rebalance_timeout_ms, set(subscribed_topics),
                 instance_id, rack_id, server_assignor)
-            group.bump()
+            previous = self._static_predecessor(group, instance_id)
+            if previous is not None:  # it takes over, assignment and epoch: no rebalance
+                self._replace_static_member(group, previous, member)
+                if member.subscribed_topics != previous.subscribed_topics:
+                    group.bump()
+            else:
+                group.members[member_id] = member
+                group.bump()
+            if instance_id is not None:
+                group.static_members[instance_id] = member_id
         else:
             member = group.members.get(member_id) if group is not None else None
             if group is None or member is None:
@@ -111,6 +125,39 @@ class ConsumerGroups(GroupCoordinatorBase):
         return HeartbeatAnswer(member.member_id, member.member_epoch,
                                self.config["group.consumer.heartbeat.interval.ms"],
                                member.assigned if changed or full else None)
+
+    @staticmethod
+    def _static_predecessor(group: ConsumerGroup, instance_id: str | None
+                            ) -> ConsumerGroupMember | None:
+        """The member a joining static member replaces; UNRELEASED_INSTANCE_ID while the one
+        holding its instance id has not left."""
+        if instance_id is None:
+            return None
+        previous = group.members.get(group.static_members.get(instance_id, ""))
+        if previous is None:
+            return None
+        if not previous.temporarily_left:
+            raise KafkaError(ErrorCode.UNRELEASED_INSTANCE_ID,
+                             f"Static member {previous.member_id} with instance id {instance_id} "
+                             f"cannot be replaced because it has not left the group.")
+        return previous
+
+    def _replace_static_member(self, group: ConsumerGroup, previous: ConsumerGroupMember,
+                               member: ConsumerGroupMember) -> None:
+        for task in (previous.session, previous.revocation):
+            if task is not None:
+                task.cancel()
+        del group.members[previous.member_id]
+        member.member_epoch, member.previous_member_epoch = (previous.member_epoch,
+                                                             previous.previous_member_epoch)
+        member.state, member.assigned, member.revoking = (previous.state, previous.assigned,
+                                                          previous.revoking)
+        group.members[member.member_id] = member
+        if previous.member_id in group.target:
+            group.target[member.member_id] = group.target.pop(previous.member_id)
+        log.info("static consumer group member replaced", group_id=group.group_id,
+                 instance_id=member.instance_id, previous=previous.member_id,
+                 member_id=member.member_id)
 
     def _assignor_of(self, group: ConsumerGroup) -> str:
         """The assignor most members ask for, else the first configured (Kafka's choice)."""
@@ -179,6 +226,9 @@ class ConsumerGroups(GroupCoordinatorBase):
             if task is not None:
                 task.cancel()
         group.target.pop(member_id, None)
+        if member.instance_id is not None and \
+                group.static_members.get(member.instance_id) == member_id:
+            del group.static_members[member.instance_id]
         group.bump()
         log.info("consumer group member removed", group_id=group.group_id, member_id=member_id,
                  reason=why, group_epoch=group.group_epoch)
