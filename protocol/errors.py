@@ -138,6 +138,7 @@ class ErrorCode(IntEnum):
     INVALID_VOTER_KEY = 125
     DUPLICATE_VOTER = 126
     VOTER_NOT_FOUND = 127
+    INVALID_REGULAR_EXPRESSION = 128  # Kafka 4.0: a KIP-848 subscription's topic regex
 
     @property
     def retriable(self) -> bool:

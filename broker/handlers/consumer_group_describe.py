@@ -56,8 +56,10 @@ async def handle(ctx: RequestContext, request) -> dict:
                 "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
                 "member_epoch": m.member_epoch, "client_id": m.client_id,
                 "client_host": m.client_host,
-                "subscribed_topic_names": sorted(m.subscribed_topics),
-                "subscribed_topic_regex": None, "assignment": assignment(m.assigned),
+                "subscribed_topic_names": sorted(m.subscribed_names),
+                "subscribed_topic_regex": (m.subscribed_regex.pattern
+                                           if m.subscribed_regex is not None else None),
+                "assignment": assignment(m.assigned),
                 "target_assignment": assignment(group.target.get(m.member_id, {}))}
                 for m in group.members.values()],
             "authorized_operations": UNKNOWN_OPERATIONS})

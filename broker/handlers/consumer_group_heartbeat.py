@@ -5,9 +5,12 @@ epoch and, when it changed, its assignment (topic ids), which the coordinator re
 Kafka 4's does (see coordinator/group/consumer_group.py).
 
 - v1 (Kafka 4.0): the consumer makes its member id; v0: the coordinator makes it on the join.
-- READ on the group (GROUP_AUTHORIZATION_FAILED), DESCRIBE on each subscribed topic
-  (TOPIC_AUTHORIZATION_FAILED), as Kafka's KafkaApis. A topic regex (v1) is not served yet:
-  INVALID_REQUEST says so.
+- v1 subscribes by topic regex too (Kafka's RE2/J syntax, read here as Python's `re`: a topic
+  matching in full is subscribed; INVALID_REGULAR_EXPRESSION for one that does not compile; ""
+  clears it, which librdkafka sends for none).
+- READ on the group (GROUP_AUTHORIZATION_FAILED), DESCRIBE on each subscribed topic name
+  (TOPIC_AUTHORIZATION_FAILED), as Kafka's KafkaApis. Topics a regex matches are not yet
+  filtered by ACLs.
 """
 
 from __future__ import annotations
@@ -32,9 +35,6 @@ async def handle(ctx: RequestContext, request) -> dict:
     if topics is not None and not all(
             authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t) for t in topics):
         return _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
-    if request.get("subscribed_topic_regex"):  # (librdkafka sends "" for none)
-        return _error(ErrorCode.INVALID_REQUEST, "SubscribedTopicRegex is not supported yet; "
-                      "subscribe to topic names")
     if request.member_epoch == 0:  # Kafka's checks of a join
         if ctx.api_version >= 1 and not request.member_id:
             return _error(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
@@ -60,7 +60,8 @@ async def handle(ctx: RequestContext, request) -> dict:
             server_assignor=request.server_assignor, owned=owned,
             client_id=ctx.header.client_id or "", client_host=f"/{ctx.client_host}",
             partitions={name: t.num_partitions for name, t in cache.topics.items()
-                        if not t.internal})
+                        if not t.internal},
+            subscribed_regex=request.get("subscribed_topic_regex"))
     except KafkaError as exc:
         return _error(exc.code, exc.message)
     assignment = None

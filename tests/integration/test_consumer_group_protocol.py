@@ -349,3 +349,37 @@ def test_consumers_rejoin_when_their_coordinator_stops(broker_factory):
             seen.append(message.value())
     consumer.close()
     assert sorted(seen, key=int) == [b"%d" % i for i in range(30)]  # nothing read twice
+
+
+@pytest.mark.broker_config({"group.consumer.heartbeat.interval.ms": "300"})
+def test_a_regex_subscription_follows_the_topics_it_matches(kafka_broker):
+    """confluent-kafka's `^pattern` subscription goes to the coordinator as a regex (v1): the
+    topics it matches are assigned, and a matching topic created later joins the assignment."""
+    bootstrap = kafka_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for name in ("rx-a", "rx-b", "other"):
+        admin.create_topics([NewTopic(name, 1, 1)])[name].result(10)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kip848-regex",
+                         "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["^rx-.*"])
+
+    def assigned_topics(wanted: set[str]) -> None:
+        deadline = time.monotonic() + 30
+        while {tp.topic for tp in consumer.assignment()} != wanted:
+            assert time.monotonic() < deadline, consumer.assignment()
+            consumer.poll(0.1)
+
+    assigned_topics({"rx-a", "rx-b"})
+    admin.create_topics([NewTopic("rx-c", 1, 1)])["rx-c"].result(10)
+    assigned_topics({"rx-a", "rx-b", "rx-c"})
+    consumer.close()
+
+
+async def test_a_regex_that_does_not_compile_is_refused(async_broker):
+    (a,) = await members(async_broker.port, "re", "rt", 1, 1)
+    answer = await a.client.request(HEARTBEAT, 1, {
+        "group_id": "re", "member_id": "m", "member_epoch": 0, "instance_id": None,
+        "rack_id": None, "rebalance_timeout_ms": 300_000, "subscribed_topic_names": [],
+        "subscribed_topic_regex": "rt(", "server_assignor": None, "topic_partitions": []})
+    assert answer.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION
+    await a.client.close()

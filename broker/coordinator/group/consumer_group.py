@@ -7,6 +7,7 @@ gets the new epoch and the partitions no other member still owns."""
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,8 @@ class ConsumerGroupMember:
     client_id: str
     client_host: str
     rebalance_timeout_ms: int
-    subscribed_topics: set[str]
+    subscribed_names: set[str]
+    subscribed_regex: re.Pattern[str] | None = None  # topics it matches in full are subscribed
     instance_id: str | None = None
     rack_id: str | None = None
     server_assignor: str | None = None
@@ -43,6 +45,7 @@ class ConsumerGroupMember:
     revoking: Partitions = field(default_factory=dict)  # what it must give up first
     session: TimerTask | None = None  # its session timeout on the timing wheel
     revocation: TimerTask | None = None  # its rebalance timeout while it has partitions to revoke
+    subscribed_topics: set[str] = field(default_factory=set)  # the names and the regex's matches
     # A static member that left with epoch -2: it keeps its assignment for its session timeout,
     # for a member with its instance id to take over (a restart without a rebalance).
     temporarily_left: bool = False
@@ -87,6 +90,19 @@ class ConsumerGroup:
 
     def subscribed_topics(self) -> set[str]:
         return set().union(*(m.subscribed_topics for m in self.members.values()))
+
+    def resolve_subscriptions(self, topics: set[str]) -> bool:
+        """Each member's topics from its names and its regex over the cluster's `topics`; True
+        when one changed (a new group epoch: a topic matching a regex was created or deleted)."""
+        changed = False
+        for member in self.members.values():
+            resolved = set(member.subscribed_names)
+            if member.subscribed_regex is not None:
+                resolved |= {t for t in topics if member.subscribed_regex.fullmatch(t)}
+            if resolved != member.subscribed_topics:
+                member.subscribed_topics = resolved
+                changed = True
+        return changed
 
     def bump(self) -> None:
         """Membership or subscriptions changed: a new group epoch, a target to compute."""

@@ -9,6 +9,7 @@ store (OffsetCommit checks the member epoch first).
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 
@@ -45,11 +46,12 @@ class ConsumerGroups(GroupCoordinatorBase):
         self, group_id: str, member_id: str, member_epoch: int, *, instance_id: str | None,
         rack_id: str | None, rebalance_timeout_ms: int, subscribed_topics: list[str] | None,
         server_assignor: str | None, owned: Partitions | None, client_id: str, client_host: str,
-        partitions: dict[str, int],
+        partitions: dict[str, int], subscribed_regex: str | None = None,
     ) -> HeartbeatAnswer:
         """One heartbeat; raises KafkaError with the code Kafka answers. `partitions`: the
         cluster's topics with their partition counts; `owned`: what the member says it owns
-        (None when its request did not say)."""
+        (None when its request did not say); `subscribed_regex` "" clears a regex, None leaves
+        it as it was."""
         error = self.validate_group_status(group_id)
         if error is not None:
             raise KafkaError(error)
@@ -62,6 +64,14 @@ class ConsumerGroups(GroupCoordinatorBase):
             raise KafkaError(ErrorCode.UNSUPPORTED_ASSIGNOR,
                              f"ServerAssignor {server_assignor} is not supported. Supported "
                              f"assignors: {', '.join(assignors)}")
+        regex = None
+        if subscribed_regex:
+            try:
+                regex = re.compile(subscribed_regex)
+            except re.error as exc:
+                raise KafkaError(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                                 f"SubscribedTopicRegex `{subscribed_regex}` is not a valid "
+                                 f"regular expression: {exc}.") from None
         group = self.consumer_groups.get(group_id)
         if member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             member = group.members.get(member_id) if group is not None else None
@@ -74,9 +84,9 @@ class ConsumerGroups(GroupCoordinatorBase):
                 self._remove_member(group, member_id, "left the group")
             return HeartbeatAnswer(member_id, member_epoch, 0, None)
         if member_epoch == 0:
-            if not subscribed_topics:
-                raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                 "SubscribedTopicNames must be set in first request.")
+            if not subscribed_topics and regex is None:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames or "
+                                 "SubscribedTopicRegex must be set in first request.")
             if rebalance_timeout_ms <= 0:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  "RebalanceTimeoutMs must be provided in first request.")
@@ -86,12 +96,14 @@ class ConsumerGroups(GroupCoordinatorBase):
                 self._remove_member(group, member_id, "joined again")
             member_id = member_id or str(uuid.uuid4())  # v0: the coordinator names it
             member = ConsumerGroupMember(
-                member_id, client_id, client_host, rebalance_timeout_ms, set(subscribed_topics),
-                instance_id, rack_id, server_assignor)
+                member_id, client_id, client_host, rebalance_timeout_ms,
+                set(subscribed_topics or ()), regex, instance_id=instance_id, rack_id=rack_id,
+                server_assignor=server_assignor)
             previous = self._static_predecessor(group, instance_id)
             if previous is not None:  # it takes over, assignment and epoch: no rebalance
                 self._replace_static_member(group, previous, member)
-                if member.subscribed_topics != previous.subscribed_topics:
+                if (member.subscribed_names, member.subscribed_regex) != (
+                        previous.subscribed_names, previous.subscribed_regex):
                     group.bump()
             else:
                 group.members[member_id] = member
@@ -104,14 +116,20 @@ class ConsumerGroups(GroupCoordinatorBase):
                 raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID,
                                  f"Member {member_id} is not a member of group {group_id}")
             self._check_member_epoch(member, member_epoch, owned)
-            if subscribed_topics is not None and set(subscribed_topics) != member.subscribed_topics:
-                member.subscribed_topics = set(subscribed_topics)
+            if subscribed_topics is not None and set(subscribed_topics) != member.subscribed_names:
+                member.subscribed_names = set(subscribed_topics)
+                group.bump()
+            if subscribed_regex is not None and regex != member.subscribed_regex:
+                member.subscribed_regex = regex  # ("" clears it)
                 group.bump()
             if server_assignor is not None and server_assignor != member.server_assignor:
                 member.server_assignor = server_assignor
                 group.bump()
             if rebalance_timeout_ms > 0:
                 member.rebalance_timeout_ms = rebalance_timeout_ms
+        if group.resolve_subscriptions(partitions.keys()) \
+                and group.group_epoch == group.assignment_epoch:
+            group.bump()  # a topic matching a member's regex came or went
         subscribed = {t: partitions[t] for t in group.subscribed_topics() if t in partitions}
         if subscribed != group.subscription_metadata \
                 and group.group_epoch == group.assignment_epoch:
@@ -152,6 +170,7 @@ class ConsumerGroups(GroupCoordinatorBase):
                                                              previous.previous_member_epoch)
         member.state, member.assigned, member.revoking = (previous.state, previous.assigned,
                                                           previous.revoking)
+        member.subscribed_topics = previous.subscribed_topics  # resolved again if it differs
         group.members[member.member_id] = member
         if previous.member_id in group.target:
             group.target[member.member_id] = group.target.pop(previous.member_id)

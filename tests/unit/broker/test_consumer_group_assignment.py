@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from broker.coordinator.group.assignors import range_, uniform
 from broker.coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState
 
@@ -32,7 +34,8 @@ def test_range_gives_contiguous_ranges_per_topic() -> None:
 
 
 def member(member_id: str) -> ConsumerGroupMember:
-    return ConsumerGroupMember(member_id, "client", "/127.0.0.1", 300_000, {"t"})
+    return ConsumerGroupMember(member_id, "client", "/127.0.0.1", 300_000, {"t"},
+                               subscribed_topics={"t"})
 
 
 def test_reconciliation_revokes_first_and_waits_for_released_partitions() -> None:
@@ -52,3 +55,13 @@ def test_reconciliation_revokes_first_and_waits_for_released_partitions() -> Non
     assert not group.reconcile(b, None)
     assert group.reconcile(a, {"t": {0}}) and (a.member_epoch, a.state) == (2, MemberState.STABLE)
     assert group.reconcile(b, None) and b.assigned == {"t": {1}} and group.state == "Stable"
+
+
+def test_a_regex_subscribes_the_topics_it_matches_in_full() -> None:
+    group = ConsumerGroup("g")
+    m = group.members["m"] = ConsumerGroupMember("m", "c", "/h", 1, {"named"},
+                                                 re.compile("orders-.*"))
+    assert group.resolve_subscriptions({"named", "orders-eu", "orders", "x-orders-us"})
+    assert m.subscribed_topics == {"named", "orders-eu"}
+    assert not group.resolve_subscriptions({"named", "orders-eu"})
+    assert group.resolve_subscriptions({"named", "orders-eu", "orders-us"})  # one more matches
