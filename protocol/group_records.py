@@ -68,14 +68,59 @@ GROUP_METADATA_VALUE = (
         Field("assignment", "bytes", N, default=b""),
     )),
 )
+# KIP-848 consumer groups (Kafka 4's group coordinator): the key's version is the record type;
+# each value is version 0, flexible (compact strings, tagged fields).
+CONSUMER_GROUP_METADATA = 3  # GroupId -> Epoch
+CONSUMER_GROUP_MEMBER_METADATA = 5  # GroupId, MemberId -> the member's subscription and client
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6  # GroupId -> AssignmentEpoch
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7  # GroupId, MemberId -> its target partitions
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8  # GroupId, MemberId -> its epoch, state, partitions
+CONSUMER_GROUP_RECORDS = frozenset({3, 5, 6, 7, 8})
+TOPIC_PARTITIONS = (
+    Field("topic_id", "uuid", N, default=b"\0" * 16),
+    Field("partitions", "[]int32", N, default=()),
+)
+CONSUMER_GROUP_KEY = (Field("group_id", "string", N, default=""),)
+CONSUMER_GROUP_MEMBER_KEY = (Field("group_id", "string", N, default=""),
+                             Field("member_id", "string", N, default=""))
+CONSUMER_GROUP_VALUES = {
+    CONSUMER_GROUP_METADATA: (Field("epoch", "int32", N),),
+    CONSUMER_GROUP_MEMBER_METADATA: (
+        Field("instance_id", "string", N, nullable=N, default=None),
+        Field("rack_id", "string", N, nullable=N, default=None),
+        Field("client_id", "string", N, default=""),
+        Field("client_host", "string", N, default=""),
+        Field("subscribed_topic_names", "[]string", N, default=()),
+        Field("subscribed_topic_regex", "string", N, nullable=N, default=None),
+        Field("rebalance_timeout_ms", "int32", N, default=-1),
+        Field("server_assignor", "string", N, nullable=N, default=None),
+    ),
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: (Field("assignment_epoch", "int32", N),),
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: (
+        Field("topic_partitions", "[]TopicPartition", N, default=(), fields=TOPIC_PARTITIONS),),
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: (
+        Field("member_epoch", "int32", N),
+        Field("previous_member_epoch", "int32", N),
+        Field("state", "int8", N),
+        Field("assigned_partitions", "[]TopicPartitions", N, default=(), fields=TOPIC_PARTITIONS),
+        Field("partitions_pending_revocation", "[]TopicPartitions", N, default=(),
+              fields=TOPIC_PARTITIONS),
+    ),
+}
 _SCHEMAS = {"offset_key": OFFSET_COMMIT_KEY, "offset_value": OFFSET_COMMIT_VALUE,
-            "group_key": GROUP_METADATA_KEY, "group_value": GROUP_METADATA_VALUE}
+            "group_key": GROUP_METADATA_KEY, "group_value": GROUP_METADATA_VALUE,
+            "consumer_group_key": CONSUMER_GROUP_KEY,
+            "consumer_group_member_key": CONSUMER_GROUP_MEMBER_KEY,
+            **{f"consumer_group_value_{kind}": fields
+               for kind, fields in CONSUMER_GROUP_VALUES.items()}}
 _I16 = struct.Struct(">h")
 
 
 @functools.cache
 def _struct(schema: str, version: int):
-    return build_struct(_SCHEMAS[schema], version, version >= 4).compile()
+    flexible = version >= 4 if schema.startswith(("offset", "group")) else \
+        schema.startswith("consumer_group_value")
+    return build_struct(_SCHEMAS[schema], version, flexible).compile()
 
 
 def _encode(schema: str, version: int, body: dict) -> bytes:
@@ -124,9 +169,37 @@ def group_metadata_value(body: dict) -> bytes:
     return _encode("group_value", GROUP_VALUE_VERSION, body)
 
 
-def decode_record(key: bytes, value: bytes | None) -> OffsetCommitRecord | GroupMetadataRecord | None:
+@dataclass(slots=True)
+class ConsumerGroupRecord:
+    """A KIP-848 group's record: `kind` is the key version (CONSUMER_GROUP_*), `member_id` None
+    for the group's own records, `value` None for a tombstone."""
+    kind: int
+    group: str
+    member_id: str | None
+    value: Container | None
+
+
+def consumer_group_key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
+    if member_id is None:
+        return _encode("consumer_group_key", kind, {"group_id": group_id})
+    return _encode("consumer_group_member_key", kind,
+                   {"group_id": group_id, "member_id": member_id})
+
+
+def consumer_group_value(kind: int, body: dict) -> bytes:
+    return _encode(f"consumer_group_value_{kind}", 0, body)
+
+
+def decode_record(key: bytes, value: bytes | None
+                  ) -> OffsetCommitRecord | GroupMetadataRecord | ConsumerGroupRecord | None:
     """One `__consumer_offsets` record; None for a key version this broker does not know."""
     (key_version,) = _I16.unpack_from(key)
+    if key_version in CONSUMER_GROUP_RECORDS:
+        member = key_version != CONSUMER_GROUP_METADATA and \
+            key_version != CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA
+        k = _decode("consumer_group_member_key" if member else "consumer_group_key", key, 0)
+        v = None if value is None else _decode(f"consumer_group_value_{key_version}", value, 0)
+        return ConsumerGroupRecord(key_version, k.group_id, k.member_id if member else None, v)
     if key_version in (0, 1):
         k = _decode("offset_key", key, 0)
         v = None if value is None else _decode("offset_value", value, _I16.unpack_from(value)[0])

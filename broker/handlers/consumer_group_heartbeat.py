@@ -53,7 +53,7 @@ async def handle(ctx: RequestContext, request) -> dict:
             if name is not None:  # a deleted topic's partitions are owned by nobody
                 owned.setdefault(name, set()).update(tp.partitions)
     try:
-        answer = ctx.services.group_coordinator.handle_consumer_group_heartbeat(
+        answer = await ctx.services.group_coordinator.handle_consumer_group_heartbeat(
             request.group_id, request.member_id, request.member_epoch,
             instance_id=request.instance_id, rack_id=request.rack_id,
             rebalance_timeout_ms=request.rebalance_timeout_ms, subscribed_topics=topics,

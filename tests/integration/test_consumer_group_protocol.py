@@ -383,3 +383,55 @@ async def test_a_regex_that_does_not_compile_is_refused(async_broker):
         "subscribed_topic_regex": "rt(", "server_assignor": None, "topic_partitions": []})
     assert answer.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION
     await a.client.close()
+
+
+async def test_a_new_coordinator_reloads_the_group_from_its_records(tmp_path):
+    """The group's records (Kafka 4's ConsumerGroupMetadata, member metadata, target and current
+    assignments) are in __consumer_offsets: when its coordinator stops, the next one loads them,
+    and the members go on with their epochs and partitions, without joining again."""
+    cluster = Cluster(cluster_config(tmp_path, {"offsets.topic.replication.factor": "3"}), 3)
+    await cluster.start()
+    try:
+        for b in cluster.brokers.values():
+            await b.metadata_cache.wait_for(lambda s: len(s.brokers) == 3, 30_000)
+        port = next(iter(cluster.brokers.values())).port
+        admin = await RawClient.connect(port)
+        await admin.request(19, 7, {"topics": [{"name": "fo", "num_partitions": 2,
+                                                "replication_factor": 3}]})
+        ids = await topic_ids(admin, "fo")
+
+        async def coordinator_port() -> int:
+            for _ in range(1000):
+                found = await admin.request(FIND_COORDINATOR, 3, {"key": "fo-g", "key_type": 0})
+                if found.error_code == 0:
+                    return found.port
+                await asyncio.sleep(0.01)
+            raise AssertionError("no coordinator")
+
+        port = await coordinator_port()
+        a, b = [Member(await RawClient.connect(port), "fo-g", f"m{i}", ids) for i in range(2)]
+        await a.join(["fo"], instance_id="static-a")
+        await b.join(["fo"])
+        await a.beat(owned={"fo": [0, 1]})
+        await a.beat(owned={"fo": [0]})
+        await b.beat()
+        assert (a.epoch, b.epoch) == (2, 2)
+        coordinator = next(x for x in cluster.brokers.values() if x.port == port)
+        await cluster.stop_broker(coordinator.broker_id)
+        new_port = await coordinator_port()
+        assert new_port != port
+        for m in (a, b):
+            await m.client.close()
+            m.client = await RawClient.connect(new_port)
+        kept = await a.beat(owned={"fo": [0]})
+        assert (kept.error_code, kept.member_epoch) == (0, 2)
+        group = await describe(b.client, "fo-g")
+        assert (group.group_state, group.group_epoch, group.assignment_epoch) == ("Stable", 2, 2)
+        assert {m.member_id: ([sorted(tp.partitions) for tp in m.assignment.topic_partitions],
+                              m.instance_id) for m in group.members} == {
+            "m0": ([[0]], "static-a"), "m1": ([[1]], None)}
+        for m in (a, b):
+            await m.client.close()
+        await admin.close()
+    finally:
+        await cluster.stop()

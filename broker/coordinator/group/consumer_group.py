@@ -12,19 +12,21 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker.coordinator.group.assignors import ASSIGNORS, Assignment
+from protocol import group_records as gr
 
 if TYPE_CHECKING:
+    from construct import Container
+
     from timer.timer_task import TimerTask
 
 Partitions = dict[str, set[int]]  # topic -> partitions
 
 
 class MemberState(enum.Enum):
-    """Kafka's MemberState of a consumer group member."""
-    STABLE = "stable"  # at the assignment epoch, owning its whole target
-    UNREVOKED_PARTITIONS = "unrevoked_partitions"  # must revoke partitions before moving on
-    # at the epoch, waiting for partitions other members still own
-    UNRELEASED_PARTITIONS = "unreleased_partitions"
+    """Kafka's MemberState of a consumer group member (its value is the byte its record keeps)."""
+    STABLE = 0  # at the assignment epoch, owning its whole target
+    UNREVOKED_PARTITIONS = 1  # must revoke partitions before moving on
+    UNRELEASED_PARTITIONS = 2  # at the epoch, waiting for partitions other members still own
 
 
 @dataclass(slots=True)
@@ -158,3 +160,41 @@ class ConsumerGroup:
                 member.state = (MemberState.STABLE if _minus(target, keep) == {}
                                 else MemberState.UNRELEASED_PARTITIONS)
         return (member.member_epoch, member.assigned) != before
+
+
+@dataclass(slots=True)
+class LoadedConsumerGroup:
+    """A KIP-848 group's latest records in `__consumer_offsets`, as a load replays them (each
+    value a decoded record; a tombstone removed its entry)."""
+    epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, Container] = field(default_factory=dict)  # member metadata
+    targets: dict[str, Container] = field(default_factory=dict)  # target assignment per member
+    current: dict[str, Container] = field(default_factory=dict)  # current assignment per member
+
+
+ConsumerGroupRecords = dict[str, LoadedConsumerGroup]
+
+
+def replay_consumer_group_record(record: gr.ConsumerGroupRecord,
+                                 groups: ConsumerGroupRecords) -> None:
+    """Apply one record to what a load has gathered (a worker thread may run this)."""
+    value = record.value
+    if record.kind == gr.CONSUMER_GROUP_METADATA:
+        if value is None:  # the group was deleted
+            groups.pop(record.group, None)
+        else:
+            groups.setdefault(record.group, LoadedConsumerGroup()).epoch = value.epoch
+        return
+    loaded = groups.setdefault(record.group, LoadedConsumerGroup())
+    if record.kind == gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+        if value is not None:
+            loaded.assignment_epoch = value.assignment_epoch
+        return
+    table = {gr.CONSUMER_GROUP_MEMBER_METADATA: loaded.members,
+             gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: loaded.targets,
+             gr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: loaded.current}[record.kind]
+    if value is None:
+        table.pop(record.member_id, None)
+    else:
+        table[record.member_id] = value

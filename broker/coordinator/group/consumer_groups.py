@@ -2,9 +2,9 @@
 members taking over) for consumer groups, with each member's session and revocation deadline on
 the timing wheel.
 
-A part of GroupCoordinator (coordinator.py) on the shared state of GroupCoordinatorBase. The
-groups live in the coordinator's memory; their offsets go through the classic group's offset
-store (OffsetCommit checks the member epoch first).
+A part of GroupCoordinator (coordinator.py) on the shared state of GroupCoordinatorBase. Each
+change is written to `__consumer_offsets` as Kafka 4's records, which a new coordinator loads;
+offsets go through the classic group's offset store (OffsetCommit checks the member epoch first).
 """
 
 from __future__ import annotations
@@ -16,10 +16,13 @@ from dataclasses import dataclass
 from broker.coordinator.group.consumer_group import (
     ConsumerGroup,
     ConsumerGroupMember,
+    ConsumerGroupRecords,
+    MemberState,
     Partitions,
 )
 from broker.coordinator.group.coordinator_base import GroupCoordinatorBase
 from broker.logs import get_logger
+from protocol import group_records as gr
 from protocol.errors import ErrorCode, KafkaError
 from timer.timer_task import FunctionTimerTask
 
@@ -42,7 +45,7 @@ class ConsumerGroups(GroupCoordinatorBase):
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         return self.consumer_groups.get(group_id)
 
-    def handle_consumer_group_heartbeat(
+    async def handle_consumer_group_heartbeat(
         self, group_id: str, member_id: str, member_epoch: int, *, instance_id: str | None,
         rack_id: str | None, rebalance_timeout_ms: int, subscribed_topics: list[str] | None,
         server_assignor: str | None, owned: Partitions | None, client_id: str, client_host: str,
@@ -51,7 +54,8 @@ class ConsumerGroups(GroupCoordinatorBase):
         """One heartbeat; raises KafkaError with the code Kafka answers. `partitions`: the
         cluster's topics with their partition counts; `owned`: what the member says it owns
         (None when its request did not say); `subscribed_regex` "" clears a regex, None leaves
-        it as it was."""
+        it as it was. What changed is written to `__consumer_offsets` (acks=-1) before the
+        answer, as Kafka 4's coordinator writes its records."""
         error = self.validate_group_status(group_id)
         if error is not None:
             raise KafkaError(error)
@@ -64,6 +68,21 @@ class ConsumerGroups(GroupCoordinatorBase):
             raise KafkaError(ErrorCode.UNSUPPORTED_ASSIGNOR,
                              f"ServerAssignor {server_assignor} is not supported. Supported "
                              f"assignors: {', '.join(assignors)}")
+        before = _snapshot(self.consumer_groups.get(group_id))
+        answer = self._heartbeat(group_id, member_id, member_epoch, instance_id, rack_id,
+                                 rebalance_timeout_ms, subscribed_topics, server_assignor, owned,
+                                 client_id, client_host, partitions, subscribed_regex)
+        error = await self._write(group_id, before)
+        if error is not None:
+            raise KafkaError(error)
+        return answer
+
+    def _heartbeat(
+        self, group_id: str, member_id: str, member_epoch: int, instance_id: str | None,
+        rack_id: str | None, rebalance_timeout_ms: int, subscribed_topics: list[str] | None,
+        server_assignor: str | None, owned: Partitions | None, client_id: str, client_host: str,
+        partitions: dict[str, int], subscribed_regex: str | None,
+    ) -> HeartbeatAnswer:
         regex = None
         if subscribed_regex:
             try:
@@ -212,7 +231,9 @@ class ConsumerGroups(GroupCoordinatorBase):
         def expire() -> None:
             current = self.consumer_groups.get(group_id)
             if current is not None and current.members.get(member_id) is member:
+                before = _snapshot(current)
                 self._remove_member(current, member_id, "session timed out")
+                self.spawn(self._write(group_id, before))
 
         member.session = FunctionTimerTask(self.config["group.consumer.session.timeout.ms"],
                                            expire)
@@ -233,8 +254,10 @@ class ConsumerGroups(GroupCoordinatorBase):
         def fence() -> None:
             current = self.consumer_groups.get(group_id)
             if current is not None and current.members.get(member_id) is member and member.revoking:
+                before = _snapshot(current)
                 self._remove_member(current, member_id,
                                     "did not revoke within its rebalance timeout")
+                self.spawn(self._write(group_id, before))
 
         member.revocation = FunctionTimerTask(member.rebalance_timeout_ms, fence)
         self.timer.add(member.revocation)
@@ -252,6 +275,70 @@ class ConsumerGroups(GroupCoordinatorBase):
         log.info("consumer group member removed", group_id=group.group_id, member_id=member_id,
                  reason=why, group_epoch=group.group_epoch)
 
+    # -- the groups' records in __consumer_offsets ---------------------------------------------
+
+    async def _write(self, group_id: str, before: Snapshot | None) -> ErrorCode | None:
+        """Append the records of what changed in the group since `before` (acks=-1); the error
+        Kafka answers when that fails, else None."""
+        group = self.consumer_groups.get(group_id)
+        records = _records(group_id, before, _snapshot(group), self._topic_id)
+        if not records:
+            return None
+        error = await self.manager.append_records(group_id, records)
+        return None if error == ErrorCode.NONE else error
+
+    def _topic_id(self, topic: str) -> bytes | None:
+        info = self.manager.cache.topic(topic)
+        return info.topic_id.bytes if info is not None else None
+
+    def load_consumer_groups(self, loaded: ConsumerGroupRecords) -> None:
+        """A loaded partition's KIP-848 groups, rebuilt from their records; each member's session
+        starts again now (as Kafka's coordinator does on load)."""
+        topics = {t.name: t.num_partitions for t in self.manager.cache.topics.values()
+                  if not t.internal}
+        names = self.manager.cache.topic_name
+
+        def partitions(entries) -> Partitions:
+            out: Partitions = {}
+            for tp in entries:
+                name = names(uuid.UUID(bytes=bytes(tp.topic_id)))
+                if name is not None and tp.partitions:
+                    out.setdefault(name, set()).update(tp.partitions)
+            return out
+
+        for group_id, records in loaded.items():
+            group = ConsumerGroup(group_id)
+            group.group_epoch, group.assignment_epoch = records.epoch, records.assignment_epoch
+            for member_id, meta in records.members.items():
+                regex = meta.subscribed_topic_regex
+                member = ConsumerGroupMember(
+                    member_id, meta.client_id, meta.client_host, meta.rebalance_timeout_ms,
+                    set(meta.subscribed_topic_names), re.compile(regex) if regex else None,
+                    instance_id=meta.instance_id, rack_id=meta.rack_id,
+                    server_assignor=meta.server_assignor)
+                current = records.current.get(member_id)
+                if current is not None:
+                    member.member_epoch = current.member_epoch
+                    member.previous_member_epoch = current.previous_member_epoch
+                    member.state = MemberState(current.state)
+                    member.assigned = partitions(current.assigned_partitions)
+                    member.revoking = partitions(current.partitions_pending_revocation)
+                group.members[member_id] = member
+                if member.instance_id is not None:
+                    group.static_members[member.instance_id] = member_id
+                group.target[member_id] = partitions(
+                    records.targets[member_id].topic_partitions
+                    if member_id in records.targets else ())
+            # The subscriptions as the target saw them: no new epoch unless a topic changed since.
+            group.resolve_subscriptions(topics.keys())
+            group.subscription_metadata = {t: topics[t] for t in group.subscribed_topics()
+                                           if t in topics}
+            self.consumer_groups[group_id] = group
+            for member in group.members.values():
+                self._schedule_session(group, member)
+            log.info("consumer group loaded", group_id=group_id, group_epoch=group.group_epoch,
+                     members=len(group.members))
+
     def forget_consumer_groups(self, partition: int) -> None:
         """The coordinator resigned `partition`: its consumer groups go (members rejoin at the
         new coordinator, whose groups start afresh)."""
@@ -264,3 +351,78 @@ class ConsumerGroups(GroupCoordinatorBase):
             for task in (member.session, member.revocation):
                 if task is not None:
                     task.cancel()
+
+
+# A group as its records describe it: (group epoch, assignment epoch, member metadata, target
+# per member, current assignment per member), each part comparable between two moments.
+Snapshot = tuple[int, int, dict[str, tuple], dict[str, tuple], dict[str, tuple]]
+
+
+def _frozen(partitions: Partitions) -> tuple:
+    return tuple(sorted((t, tuple(sorted(ps))) for t, ps in partitions.items() if ps))
+
+
+def _snapshot(group: ConsumerGroup | None) -> Snapshot | None:
+    if group is None:
+        return None
+    return (group.group_epoch, group.assignment_epoch,
+            {m.member_id: (m.instance_id, m.rack_id, m.client_id, m.client_host,
+                           tuple(sorted(m.subscribed_names)),
+                           m.subscribed_regex.pattern if m.subscribed_regex else None,
+                           m.rebalance_timeout_ms, m.server_assignor)
+             for m in group.members.values()},
+            {member_id: _frozen(t) for member_id, t in group.target.items()},
+            {m.member_id: (m.member_epoch, m.previous_member_epoch, m.state.value,
+                           _frozen(m.assigned), _frozen(m.revoking))
+             for m in group.members.values()})
+
+
+def _records(group_id: str, before: Snapshot | None, after: Snapshot | None,
+             topic_id) -> list[tuple[bytes, bytes | None]]:
+    """The records that take a group from `before` to `after`, in Kafka's order: a member's
+    removal as tombstones (current assignment, target, metadata), members' metadata, the group
+    epoch, the target assignment, then members' current assignments."""
+    if after is None:
+        return []
+    empty: Snapshot = (-1, -1, {}, {}, {})
+    b_epoch, b_target_epoch, b_meta, b_target, b_current = before or empty
+    epoch, target_epoch, meta, target, current = after
+    key, value = gr.consumer_group_key, gr.consumer_group_value
+
+    def topic_partitions(frozen: tuple) -> list[dict]:
+        return [{"topic_id": tid, "partitions": list(ps)} for t, ps in frozen
+                if (tid := topic_id(t)) is not None]
+
+    records: list[tuple[bytes, bytes | None]] = []
+    for member_id in b_meta.keys() - meta.keys():
+        for kind in (gr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+                     gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                     gr.CONSUMER_GROUP_MEMBER_METADATA):
+            records.append((key(kind, group_id, member_id), None))
+    for member_id, m in meta.items():
+        if b_meta.get(member_id) != m:
+            records.append((key(gr.CONSUMER_GROUP_MEMBER_METADATA, group_id, member_id), value(
+                gr.CONSUMER_GROUP_MEMBER_METADATA, {
+                    "instance_id": m[0], "rack_id": m[1], "client_id": m[2], "client_host": m[3],
+                    "subscribed_topic_names": list(m[4]), "subscribed_topic_regex": m[5],
+                    "rebalance_timeout_ms": m[6], "server_assignor": m[7]})))
+    if epoch != b_epoch:
+        records.append((key(gr.CONSUMER_GROUP_METADATA, group_id),
+                        value(gr.CONSUMER_GROUP_METADATA, {"epoch": epoch})))
+    for member_id, t in target.items():
+        if b_target.get(member_id) != t and member_id in meta:
+            records.append((key(gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group_id, member_id),
+                            value(gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                                  {"topic_partitions": topic_partitions(t)})))
+    if target_epoch != b_target_epoch:
+        records.append((key(gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group_id),
+                        value(gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+                              {"assignment_epoch": target_epoch})))
+    for member_id, c in current.items():
+        if b_current.get(member_id) != c:
+            records.append((key(gr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group_id, member_id),
+                            value(gr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, {
+                                "member_epoch": c[0], "previous_member_epoch": c[1],
+                                "state": c[2], "assigned_partitions": topic_partitions(c[3]),
+                                "partitions_pending_revocation": topic_partitions(c[4])})))
+    return records

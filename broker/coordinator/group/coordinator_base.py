@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from broker.coordinator.group.consumer_group import ConsumerGroup
+from broker.coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupRecords
 from broker.coordinator.group.group_metadata import GroupMetadata, GroupState
 from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from broker.coordinator.group.member import MemberMetadata
@@ -38,7 +38,8 @@ class GroupCoordinatorBase(ABC):
         self.heartbeat_purgatory = DelayedOperationPurgatory("Heartbeat", timer)
         self.join_purgatory = DelayedOperationPurgatory("Rebalance", timer)
         self.manager = GroupMetadataManager(config, broker_id, replica_manager, cache, time_ms,
-                                            self.on_group_loaded, self.on_group_unloaded)
+                                            self.on_group_loaded, self.on_group_unloaded,
+                                            self.load_consumer_groups)
         self.active = True
         self.consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups (consumer_groups.py)
         self._tasks: set[asyncio.Task] = set()
@@ -152,3 +153,6 @@ class GroupCoordinatorBase(ABC):
 
     @abstractmethod
     def forget_consumer_group(self, group_id: str) -> None: ...
+
+    @abstractmethod
+    def load_consumer_groups(self, loaded: ConsumerGroupRecords) -> None: ...

@@ -17,6 +17,10 @@ import asyncio
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from broker.coordinator.group.consumer_group import (
+    ConsumerGroupRecords,
+    replay_consumer_group_record,
+)
 from broker.coordinator.group.group_metadata import GroupMetadata, GroupState, OffsetAndMetadata
 from broker.coordinator.group.member import MemberMetadata
 from broker.logs import get_logger
@@ -71,7 +75,8 @@ class GroupMetadataManager:
     def __init__(self, config: BrokerConfig, broker_id: int, replica_manager: ReplicaManager,
                  cache: MetadataCache, time_ms: Callable[[], int],
                  on_group_loaded: Callable[[GroupMetadata], None],
-                 on_group_unloaded: Callable[[GroupMetadata], None]) -> None:
+                 on_group_unloaded: Callable[[GroupMetadata], None],
+                 on_consumer_groups_loaded: Callable[[ConsumerGroupRecords], None]) -> None:
         self.config = config
         self.broker_id = broker_id
         self.replica_manager = replica_manager
@@ -86,6 +91,7 @@ class GroupMetadataManager:
         self._markers_during_load: dict[int, list[tuple[int, bool]]] = {}
         self._on_group_loaded = on_group_loaded
         self._on_group_unloaded = on_group_unloaded
+        self._on_consumer_groups_loaded = on_consumer_groups_loaded
 
     # -- partitions -------------------------------------------------------------------------
 
@@ -142,9 +148,11 @@ class GroupMetadataManager:
             groups: dict[str, gr.GroupMetadataRecord] = {}
             offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]] = {}
             pending: PendingTxnOffsets = {}
+            consumer: ConsumerGroupRecords = {}
             for data in self._chunks(partition):
-                await asyncio.to_thread(self._replay_chunk, data, groups, offsets, pending)
-            self._finish_load(partition, groups, offsets, pending)
+                await asyncio.to_thread(self._replay_chunk, data, groups, offsets, pending,
+                                        consumer)
+            self._finish_load(partition, groups, offsets, pending, consumer)
         except Exception:
             self._load_failed(partition)
 
@@ -165,9 +173,10 @@ class GroupMetadataManager:
         groups: dict[str, gr.GroupMetadataRecord] = {}
         offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]] = {}
         pending: PendingTxnOffsets = {}
+        consumer: ConsumerGroupRecords = {}
         for data in self._chunks(partition):
-            self._replay_chunk(data, groups, offsets, pending)
-        self._finish_load(partition, groups, offsets, pending)
+            self._replay_chunk(data, groups, offsets, pending, consumer)
+        self._finish_load(partition, groups, offsets, pending, consumer)
 
     def _chunks(self, partition: int) -> Iterator[bytes]:
         """The partition's batches from its log start to the log end offset of the load's start, at
@@ -178,7 +187,7 @@ class GroupMetadataManager:
 
     @classmethod
     def _replay_chunk(cls, data: bytes, groups: dict, offsets: dict,
-                      pending: PendingTxnOffsets) -> None:
+                      pending: PendingTxnOffsets, consumer: ConsumerGroupRecords) -> None:
         """Decode one chunk into `groups` and `offsets` (the load's own: safe in a worker thread).
         A transaction's offsets wait in `pending` for its producer's marker: a commit applies
         them, an abort drops them; those still waiting at the end belong to an open transaction."""
@@ -204,11 +213,12 @@ class GroupMetadataManager:
                             cls._offset(decoded.value, record.offset)
                 continue
             for record in records:
-                cls._replay(record, groups, offsets)
+                cls._replay(record, groups, offsets, consumer)
 
     def _finish_load(self, partition: int, groups: dict[str, gr.GroupMetadataRecord],
                      offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]],
-                     pending: PendingTxnOffsets | None = None) -> None:
+                     pending: PendingTxnOffsets | None = None,
+                     consumer: ConsumerGroupRecords | None = None) -> None:
         """Build the partition's groups, and only then own them: a failure on the way leaves
         nothing half-loaded."""
         by_group: dict[str, dict[int, dict[tuple[str, int], OffsetAndMetadata]]] = {}
@@ -224,16 +234,21 @@ class GroupMetadataManager:
             if group is not None:
                 self.groups[group.group_id] = group
                 self._on_group_loaded(group)
+        if consumer:
+            self._on_consumer_groups_loaded(consumer)
         for producer_id, commit in self._markers_during_load.pop(partition, []):
             self.complete_pending_txn_offsets(partition, producer_id, commit)
         log.info("loaded offsets partition", broker_id=self.broker_id, partition=partition,
                  groups=len(groups), offsets=sum(len(o) for o in offsets.values()))
 
     @staticmethod
-    def _replay(record, groups: dict, offsets: dict) -> None:
+    def _replay(record, groups: dict, offsets: dict, consumer: ConsumerGroupRecords) -> None:
         if record.key is None:
             return
         decoded = gr.decode_record(record.key, record.value)
+        if isinstance(decoded, gr.ConsumerGroupRecord):
+            replay_consumer_group_record(decoded, consumer)
+            return
         if isinstance(decoded, gr.OffsetCommitRecord):
             v = decoded.value
             offsets.setdefault(decoded.group, {})[(decoded.topic, decoded.partition)] = None if v is None \
@@ -281,6 +296,11 @@ class GroupMetadataManager:
     async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
                       producer: tuple[int, int] | None = None) -> ErrorCode:
         return (await self._append_at(group_id, records, producer))[0]
+
+    async def append_records(self, group_id: str,
+                             records: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        """A KIP-848 group's records, written with acks=-1 (the coordinator's error codes)."""
+        return await self._append(group_id, records)
 
     async def _append_at(self, group_id: str, records: list[tuple[bytes, bytes | None]],
                          producer: tuple[int, int] | None = None) -> tuple[ErrorCode, int]:

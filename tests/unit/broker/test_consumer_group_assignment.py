@@ -1,11 +1,19 @@
-"""KIP-848 server-side assignors and member reconciliation, without a broker."""
+"""KIP-848 server-side assignors, member reconciliation and the groups' records, without a
+broker."""
 
 from __future__ import annotations
 
 import re
+import uuid
 
 from broker.coordinator.group.assignors import range_, uniform
-from broker.coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState
+from broker.coordinator.group.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupMember,
+    MemberState,
+    replay_consumer_group_record,
+)
+from protocol import group_records as gr
 
 
 def flat(assignment: dict[str, dict[str, set[int]]]) -> dict[str, list[tuple[str, int]]]:
@@ -65,3 +73,47 @@ def test_a_regex_subscribes_the_topics_it_matches_in_full() -> None:
     assert m.subscribed_topics == {"named", "orders-eu"}
     assert not group.resolve_subscriptions({"named", "orders-eu"})
     assert group.resolve_subscriptions({"named", "orders-eu", "orders-us"})  # one more matches
+
+
+def test_the_records_replay_to_the_group_they_describe() -> None:
+    """Kafka 4's record types 3, 5-8 (flexible values) round-trip, and tombstones remove what
+    they name: a member's records, or the whole group."""
+    tid = uuid.uuid4().bytes
+    key, value = gr.consumer_group_key, gr.consumer_group_value
+    records = [
+        (key(gr.CONSUMER_GROUP_MEMBER_METADATA, "g", "m"), value(
+            gr.CONSUMER_GROUP_MEMBER_METADATA, {
+                "instance_id": "i", "rack_id": None, "client_id": "c", "client_host": "/h",
+                "subscribed_topic_names": ["t"], "subscribed_topic_regex": "t-.*",
+                "rebalance_timeout_ms": 300_000, "server_assignor": "range"})),
+        (key(gr.CONSUMER_GROUP_METADATA, "g"), value(gr.CONSUMER_GROUP_METADATA, {"epoch": 4})),
+        (key(gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, "g", "m"), value(
+            gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+            {"topic_partitions": [{"topic_id": tid, "partitions": [0, 2]}]})),
+        (key(gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, "g"), value(
+            gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, {"assignment_epoch": 4})),
+        (key(gr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, "g", "m"), value(
+            gr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, {
+                "member_epoch": 4, "previous_member_epoch": 3, "state": 1,
+                "assigned_partitions": [{"topic_id": tid, "partitions": [0]}],
+                "partitions_pending_revocation": [{"topic_id": tid, "partitions": [1]}]})),
+        (key(gr.CONSUMER_GROUP_METADATA, "gone"), value(gr.CONSUMER_GROUP_METADATA, {"epoch": 1})),
+        (key(gr.CONSUMER_GROUP_MEMBER_METADATA, "gone", "x"), None),
+        (key(gr.CONSUMER_GROUP_METADATA, "gone"), None),
+    ]
+    loaded: dict = {}
+    for k, v in records:
+        replay_consumer_group_record(gr.decode_record(k, v), loaded)
+    assert list(loaded) == ["g"]
+    g = loaded["g"]
+    assert (g.epoch, g.assignment_epoch) == (4, 4)
+    assert (g.members["m"].instance_id, g.members["m"].subscribed_topic_regex,
+            list(g.members["m"].subscribed_topic_names)) == ("i", "t-.*", ["t"])
+    assert [(bytes(tp.topic_id), list(tp.partitions)) for tp in g.targets["m"].topic_partitions] \
+        == [(tid, [0, 2])]
+    current = g.current["m"]
+    assert (current.member_epoch, current.previous_member_epoch, current.state) == (4, 3, 1)
+    assert [list(tp.partitions) for tp in current.partitions_pending_revocation] == [[1]]
+    replay_consumer_group_record(gr.decode_record(
+        key(gr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, "g", "m"), None), loaded)
+    assert "m" not in loaded["g"].current
