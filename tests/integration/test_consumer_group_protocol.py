@@ -22,7 +22,7 @@ from tests.integration.test_protocol_edges import create_topic
 from timer import ManualClock
 
 HEARTBEAT, DESCRIBE, JOIN_GROUP, METADATA, FIND_COORDINATOR = 68, 69, 11, 3, 10
-OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS = 8, 9, 16
+OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS, DELETE_GROUPS = 8, 9, 16, 42
 
 
 class Member:
@@ -434,3 +434,20 @@ async def test_a_new_coordinator_reloads_the_group_from_its_records(tmp_path):
         await admin.close()
     finally:
         await cluster.stop()
+
+
+async def test_an_empty_consumer_group_can_be_deleted(async_broker):
+    (a,) = await members(async_broker.port, "del-g", "dt", 1, 1)
+    await a.join(["dt"])
+
+    async def delete() -> int:
+        answer = await a.client.request(DELETE_GROUPS, 2, {"groups_names": ["del-g"]})
+        return answer.results[0].error_code
+
+    assert await delete() == ErrorCode.NON_EMPTY_GROUP
+    await a.beat(epoch=-1)
+    assert await delete() == ErrorCode.NONE
+    assert (await describe(a.client, "del-g")).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    listed = await a.client.request(LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
+    assert [g.group_id for g in listed.groups] == []
+    await a.client.close()

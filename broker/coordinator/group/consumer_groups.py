@@ -339,6 +339,20 @@ class ConsumerGroups(GroupCoordinatorBase):
             log.info("consumer group loaded", group_id=group_id, group_epoch=group.group_epoch,
                      members=len(group.members))
 
+    async def delete_consumer_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a KIP-848 group: NON_EMPTY_GROUP while it has members; else it goes,
+        with tombstones for its records (its offsets go with the classic path)."""
+        group = self.consumer_groups[group_id]
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        del self.consumer_groups[group_id]
+        error = await self.manager.append_records(group_id, [
+            (gr.consumer_group_key(gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group_id), None),
+            (gr.consumer_group_key(gr.CONSUMER_GROUP_METADATA, group_id), None)])
+        if error == ErrorCode.NONE:
+            log.info("consumer group deleted", group_id=group_id)
+        return error
+
     def forget_consumer_groups(self, partition: int) -> None:
         """The coordinator resigned `partition`: its consumer groups go (members rejoin at the
         new coordinator, whose groups start afresh)."""

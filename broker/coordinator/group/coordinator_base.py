@@ -156,3 +156,6 @@ class GroupCoordinatorBase(ABC):
 
     @abstractmethod
     def load_consumer_groups(self, loaded: ConsumerGroupRecords) -> None: ...
+
+    @abstractmethod
+    async def delete_consumer_group(self, group_id: str) -> ErrorCode: ...
