@@ -445,7 +445,18 @@ async def test_an_empty_consumer_group_can_be_deleted(async_broker):
         return answer.results[0].error_code
 
     assert await delete() == ErrorCode.NON_EMPTY_GROUP
+    # Its offsets of a topic a member subscribes to do not expire while it has members.
+    commit = await a.client.request(OFFSET_COMMIT, 9, {
+        "group_id": "del-g", "generation_id_or_member_epoch": a.epoch, "member_id": "member-0",
+        "group_instance_id": None, "topics": [{"name": "dt", "partitions": [
+            {"partition_index": 0, "committed_offset": 0, "committed_leader_epoch": -1,
+             "committed_metadata": None}]}]})
+    assert commit.topics[0].partitions[0].error_code == 0
+    coordinator = async_broker.group_coordinator
+    a_year_later = coordinator.time_ms() + 365 * 86_400_000
+    assert await coordinator.cleanup_expired_offsets(a_year_later) == 0
     await a.beat(epoch=-1)
+    assert await coordinator.cleanup_expired_offsets(a_year_later) == 1  # nobody reads them now
     assert await delete() == ErrorCode.NONE
     assert (await describe(a.client, "del-g")).error_code == ErrorCode.GROUP_ID_NOT_FOUND
     listed = await a.client.request(LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})

@@ -198,8 +198,17 @@ class GroupOffsets(GroupCoordinatorBase):
         GroupMetadata.expired_offsets); a group left empty without offsets is deleted too."""
         now = self.time_ms() if now_ms is None else now_ms
         retention_ms = self.config["offsets.retention.minutes"] * 60_000
+
+        def expired(group: GroupMetadata) -> list[TopicPartition]:
+            found = group.expired_offsets(now, retention_ms)
+            consumer = self.consumer_groups.get(group.group_id)
+            if consumer is None:
+                return found
+            subscribed = consumer.subscribed_topics()  # KIP-848: kept while a member reads them
+            return [tp for tp in found if tp[0] not in subscribed]
+
         removed = await self.manager.cleanup_group_metadata(
-            list(self.manager.groups.values()), lambda g: g.expired_offsets(now, retention_ms))
+            list(self.manager.groups.values()), expired)
         if removed:
             log.info("expired offsets removed", broker_id=self.broker_id, offsets=removed)
         return removed
