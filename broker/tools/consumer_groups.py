@@ -16,6 +16,7 @@ from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from broker.tools.command import ToolError, UsageError, connect, one_action, parser, run
+from broker.tools.consumer_group_describe import describe_consumer_groups
 
 PROG = "kafka-sim groups"
 ACTIONS = ("list", "describe", "reset_offsets", "delete")
@@ -147,8 +148,16 @@ def _members(group: dict) -> list[_Member]:
     return members
 
 
+def _described(admin, args: argparse.Namespace, group_ids: list[str]) -> dict[str, dict]:
+    """Each group as describe_groups shows it; a KIP-848 group as ConsumerGroupDescribe does."""
+    described = _retrying(args, admin.describe_groups, group_ids)
+    described.update(describe_consumer_groups(args.bootstrap_server.split(","), group_ids,
+                                              args.connect_timeout_ms / 1000, args.client_id))
+    return described
+
+
 def _describe(admin, args: argparse.Namespace) -> tuple[str, int]:
-    described = _retrying(args, admin.describe_groups, args.group)
+    described = _described(admin, args, args.group)
     out: list[str] = []
     code = 0
     for group_id in args.group:
@@ -163,7 +172,8 @@ def _describe(admin, args: argparse.Namespace) -> tuple[str, int]:
         members = _members(group)
         if not members:
             out.append(f"\nConsumer group '{group_id}' has no active members.")
-        elif group["group_state"] in ("PreparingRebalance", "CompletingRebalance"):
+        elif group["group_state"] in ("PreparingRebalance", "CompletingRebalance", "Assigning",
+                                      "Reconciling"):
             out.append(f"\nWarning: consumer group '{group_id}' is rebalancing.")
         out.append(_members_table(group_id, members) if args.members
                    else _offsets_table(admin, args, group_id, members))
@@ -236,7 +246,7 @@ def _offsets(admin, partitions: list, *, latest: bool) -> dict:
 
 def _reset(admin, args: argparse.Namespace) -> tuple[str, int]:
     (group_id,) = args.group
-    group = _retrying(args, admin.describe_groups, [group_id])[group_id]
+    group = _described(admin, args, [group_id])[group_id]
     if group["group_state"] not in INACTIVE_STATES:
         raise ToolError(f"offsets can only be reset while group '{group_id}' is inactive, but "
                         f"its state is {group['group_state']}")

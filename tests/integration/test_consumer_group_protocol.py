@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from broker.server.cluster import Cluster
 from protocol.errors import ErrorCode
 from tests.harness import cluster_config
+from tests.integration.console_tools import Tools
 from tests.integration.raw_client import RawClient
 from tests.integration.test_protocol_edges import create_topic
 from timer import ManualClock
@@ -297,6 +298,12 @@ def test_confluent_kafka_consumers_share_a_topic_with_group_protocol_consumer(ka
     poll_until(lambda: len(partitions(first)) == len(partitions(second)) == 2
                and not partitions(first) & partitions(second), [first, second], seen)
     poll_until(lambda: len(seen) == 40, [first, second], seen)
+    # kafka-sim groups shows the group's members and what each was given
+    described = Tools(bootstrap).ok("groups", "--describe", "--group", "kip848-app", "--members")
+    rows = [line.split() for line in described.strip().splitlines()[1:]]
+    assert sorted((r[3], r[4]) for r in rows) == [("first", "2"), ("second", "2")], described
+    state = Tools(bootstrap).ok("groups", "--describe", "--group", "kip848-app", "--state")
+    assert state.strip().splitlines()[-1].split()[-3:] == ["uniform", "Stable", "2"], state
     first.close()
     poll_until(lambda: partitions(second) == {0, 1, 2, 3}, [second], seen)
     second.close()

@@ -1,0 +1,75 @@
+"""ConsumerGroupDescribe for `kafka-sim groups`: kafka-python has no KIP-848 requests, so the tool
+asks the group's coordinator itself (FindCoordinator, then ConsumerGroupDescribe, over a plain
+socket) and gives the answer the shape of kafka-python's describe_groups."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from protocol import decode_response, encode_request
+from protocol.api import response_header_version
+from protocol.framing import encode_frame
+from protocol.headers import decode_response_header, encode_request_header
+
+FIND_COORDINATOR, CONSUMER_GROUP_DESCRIBE = 10, 69
+GROUP_ID_NOT_FOUND = 69
+_SIZE = struct.Struct(">i")
+
+
+def _request(address: tuple[str, int], api_key: int, version: int, body: dict,
+             timeout_s: float, client_id: str):
+    with socket.create_connection(address, timeout_s) as sock:
+        header = encode_request_header(api_key, version, 1, client_id)
+        sock.sendall(encode_frame(header + encode_request(api_key, version, body)))
+        size = _SIZE.unpack(_read(sock, 4))[0]
+        frame = _read(sock, size)
+    _, offset = decode_response_header(frame, response_header_version(api_key, version))
+    return decode_response(api_key, version, frame, offset)
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        data += chunk
+    return bytes(data)
+
+
+def describe_consumer_groups(bootstrap: list[str], group_ids: list[str], timeout_s: float,
+                             client_id: str) -> dict[str, dict]:
+    """The KIP-848 groups among `group_ids`, each as describe_groups gives a classic one
+    (group_id, group_state, protocol_data: the assignor, members with their assignment);
+    groups that are not KIP-848 groups, or whose coordinator cannot be asked, are left out."""
+    out: dict[str, dict] = {}
+    for group_id in group_ids:
+        answer = None
+        for server in bootstrap:  # the first that answers
+            host, _, port = server.strip().rpartition(":")
+            try:
+                found = _request((host.strip("[]"), int(port)), FIND_COORDINATOR, 3,
+                                 {"key": group_id, "key_type": 0}, timeout_s, client_id)
+                if found.error_code != 0:
+                    break
+                answer = _request((found.host, found.port), CONSUMER_GROUP_DESCRIBE, 0,
+                                  {"group_ids": [group_id], "include_authorized_operations": False},
+                                  timeout_s, client_id)
+                break
+            except (OSError, ValueError):
+                continue
+        if answer is None:
+            continue
+        (group,) = answer.groups
+        if group.error_code != 0:
+            continue
+        out[group_id] = {
+            "group_id": group_id, "group_state": group.group_state,
+            "protocol_data": group.assignor_name, "members": [{
+                "member_id": m.member_id, "client_host": m.client_host, "client_id": m.client_id,
+                "member_assignment": {"assigned_partitions": [
+                    {"topic": tp.topic_name, "partitions": list(tp.partitions)}
+                    for tp in m.assignment.topic_partitions]}}
+                for m in group.members]}
+    return out
