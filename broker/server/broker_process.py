@@ -272,9 +272,8 @@ class BrokerProcess:
             local = broker.replica_manager.partitions.get((topic, partition))
             return local.high_watermark if local is not None and local.is_leader else None
 
-        out = [consumer_groups.view.group_view(g, broker.broker_id, high_watermark)
-               for g in broker.group_coordinator.manager.groups.values()
-               if group is None or g.group_id == group]
+        out = consumer_groups.view.coordinator_views(broker.group_coordinator, broker.broker_id,
+                                                     high_watermark, group)
         if group is not None and not out:
             raise KeyError(f"no group {group!r} on this broker's coordinator")
         return sorted(out, key=lambda g: g["group"])

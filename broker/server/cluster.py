@@ -241,10 +241,9 @@ class Cluster:
             local = leader.replica_manager.partitions.get((topic, partition)) if leader else None
             return local.high_watermark if local is not None else None
 
-        out = [consumer_groups.view.group_view(g, b.broker_id, high_watermark)
-               for b in self.brokers.values() if b.running
-               for g in b.group_coordinator.manager.groups.values()
-               if group is None or g.group_id == group]
+        out = [view for b in self.brokers.values() if b.running
+               for view in consumer_groups.view.coordinator_views(
+                   b.group_coordinator, b.broker_id, high_watermark, group)]
         if group is not None and not out:
             raise KeyError(f"no group {group!r} on a running coordinator")
         return sorted(out, key=lambda g: g["group"])

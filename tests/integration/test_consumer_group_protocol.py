@@ -302,6 +302,9 @@ def test_confluent_kafka_consumers_share_a_topic_with_group_protocol_consumer(ka
     described = Tools(bootstrap).ok("groups", "--describe", "--group", "kip848-app", "--members")
     rows = [line.split() for line in described.strip().splitlines()[1:]]
     assert sorted((r[3], r[4]) for r in rows) == [("first", "2"), ("second", "2")], described
+    (view,) = kafka_broker.call(lambda: kafka_broker.cluster.groups("kip848-app"))  # ctl, console
+    assert (view["type"], view["state"], view["protocol"]) == ("consumer", "Stable", "uniform")
+    assert sorted(sum(len(ps) for ps in m["assignment"].values()) for m in view["members"]) == [2, 2]
     state = Tools(bootstrap).ok("groups", "--describe", "--group", "kip848-app", "--state")
     assert state.strip().splitlines()[-1].split()[-3:] == ["uniform", "Stable", "2"], state
     first.close()
