@@ -47,6 +47,29 @@ def _ip_counts(value: str) -> dict[str, int]:
     return out
 
 
+# Kafka's feature flags this broker can finalize, with the levels it supports (Kafka 4 names):
+# group.version 1 is the KIP-848 consumer group protocol; transactions v2 and share groups are
+# not served yet, so their features stay at 0.
+SUPPORTED_FEATURES = {"group.version": (0, 1), "transaction.version": (0, 0),
+                      "share.version": (0, 0)}
+
+
+def _feature_levels(value: str) -> dict[str, int]:
+    levels = dict.fromkeys(SUPPORTED_FEATURES, 0) | {"group.version": 1}
+    for entry in (e.strip() for e in value.split(",")):
+        if not entry:
+            continue
+        name, sep, level = entry.partition("=")
+        if not sep or name.strip() not in SUPPORTED_FEATURES:
+            raise ValueError(f"expected feature=level with a feature among "
+                             f"{', '.join(SUPPORTED_FEATURES)}; got {entry!r}")
+        low, high = SUPPORTED_FEATURES[name.strip()]
+        if not level.strip().isdigit() or not low <= int(level) <= high:
+            raise ValueError(f"{name.strip()} goes from {low} to {high} here; got {level!r}")
+        levels[name.strip()] = int(level)
+    return levels
+
+
 def _assignors(value: str) -> list[str]:
     names = [n.strip() for n in value.split(",") if n.strip()]
     unknown = [n for n in names if n not in ("uniform", "range")]
@@ -209,6 +232,9 @@ PROPERTIES: tuple[Property, ...] = (
              "a KIP-848 consumer group member silent this long is removed from its group"),
     Property("group.consumer.heartbeat.interval.ms", int, "5000",
              "how often KIP-848 consumer group members are told to heartbeat"),
+    Property("feature.levels", _feature_levels, "group.version=1",
+             "finalized feature levels (Kafka 4's features): group.version=0 answers as a "
+             "ZooKeeper-mode Kafka 3.9, without KIP-848 consumer groups"),
     Property("group.consumer.assignors", _assignors, "uniform,range",
              "server-side assignors of KIP-848 consumer groups (uniform, range); the first is "
              "the default"),

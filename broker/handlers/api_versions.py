@@ -1,4 +1,6 @@
-"""ApiVersions (key 18), v0-4: the broker's supported version ranges, built from the registry.
+"""ApiVersions (key 18), v0-4: the broker's supported version ranges, built from the registry,
+and (v3+) its supported and finalized features (`feature.levels`; group.version 0 advertises
+ConsumerGroupHeartbeat as a ZooKeeper-mode Kafka 3.9 does).
 
 - v3+ carries client_software_name/version; names outside Kafka's pattern get INVALID_REQUEST
   (librdkafka then retries with v0), as the Java broker does.
@@ -11,6 +13,7 @@ from __future__ import annotations
 import functools
 import re
 
+from broker.config import SUPPORTED_FEATURES
 from broker.handlers import HANDLERS, RequestContext, register
 from protocol.errors import ErrorCode
 
@@ -19,12 +22,33 @@ MIN_VERSION, MAX_VERSION = HANDLERS[API_KEY].min_version, HANDLERS[API_KEY].max_
 _SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-@functools.cache  # the table is fixed: built once, not for every client's first request
-def supported_ranges() -> list[dict]:
-    return [
-        {"api_key": h.api_key, "min_version": h.min_version, "max_version": h.max_version}
-        for h in sorted(HANDLERS.values(), key=lambda h: h.api_key)
-    ]
+# APIs a feature turns on: below this level of it, the API is advertised at the range a
+# ZooKeeper-mode Kafka 3.9 gives it (and answers UNSUPPORTED_VERSION, as that broker does).
+GATED = {68: ("group.version", 1, (0, 0))}
+
+
+@functools.cache  # built once per feature levels, not for every client's first request
+def supported_ranges(levels: tuple[tuple[str, int], ...] = ()) -> list[dict]:
+    enabled = dict(levels)
+    ranges = []
+    for h in sorted(HANDLERS.values(), key=lambda h: h.api_key):
+        low, high = h.min_version, h.max_version
+        gate = GATED.get(h.api_key)
+        if gate is not None and enabled.get(gate[0], 0) < gate[1]:
+            low, high = gate[2]
+        ranges.append({"api_key": h.api_key, "min_version": low, "max_version": high})
+    return ranges
+
+
+def features(levels: dict[str, int]) -> dict:
+    """ApiVersions v3+'s features: those this broker supports, and the finalized levels (a
+    feature at level 0 is not listed, as Kafka leaves it out)."""
+    return {
+        "supported_features": [{"name": n, "min_version": low, "max_version": high}
+                               for n, (low, high) in sorted(SUPPORTED_FEATURES.items())],
+        "finalized_features_epoch": 0,
+        "finalized_features": [{"name": n, "max_version_level": level, "min_version_level": level}
+                               for n, level in sorted(levels.items()) if level > 0]}
 
 
 def api_versions_fallback() -> dict:
@@ -37,9 +61,12 @@ def api_versions_fallback() -> dict:
 
 @register(API_KEY)
 async def handle(ctx: RequestContext, request) -> dict:
+    levels = ctx.services.config["feature.levels"]
+    ranges = supported_ranges(tuple(sorted(levels.items())))
     if ctx.api_version >= 3 and not (
         _SOFTWARE_PATTERN.fullmatch(request.client_software_name or "")
         and _SOFTWARE_PATTERN.fullmatch(request.client_software_version or "")
     ):
-        return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": supported_ranges()}
-    return {"error_code": ErrorCode.NONE, "api_keys": supported_ranges(), "throttle_time_ms": 0}
+        return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": ranges}
+    return {"error_code": ErrorCode.NONE, "api_keys": ranges, "throttle_time_ms": 0,
+            **features(levels)}

@@ -2,6 +2,8 @@
 state, group and assignment epochs, the assignor, and per member its epoch, subscription, current
 assignment and target assignment.
 
+- With `feature.levels` group.version=0, every group answers UNSUPPORTED_VERSION, as a
+  ZooKeeper-mode Kafka 3.9 broker.
 - A group this coordinator does not have, or a classic group: GROUP_ID_NOT_FOUND, as Kafka
   ("Group g is not a consumer group."); DESCRIBE on the group is needed
   (GROUP_AUTHORIZATION_FAILED); a group another broker coordinates: NOT_COORDINATOR.
@@ -34,6 +36,9 @@ async def handle(ctx: RequestContext, request) -> dict:
             for t, ps in sorted(partitions.items()) if t in topics and ps]}
 
     described = []
+    if ctx.services.config["feature.levels"]["group.version"] < 1:  # as a ZK-mode Kafka 3.9
+        return {"throttle_time_ms": 0, "groups": [
+            _group_error(g, ErrorCode.UNSUPPORTED_VERSION) for g in request.group_ids]}
     for group_id in request.group_ids:
         if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
             described.append(_group_error(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))

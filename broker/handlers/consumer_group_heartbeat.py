@@ -5,6 +5,8 @@ epoch and, when it changed, its assignment (topic ids), which the coordinator re
 Kafka 4's does (see coordinator/group/consumer_group.py).
 
 - v1 (Kafka 4.0): the consumer makes its member id; v0: the coordinator makes it on the join.
+- With `feature.levels` group.version=0, UNSUPPORTED_VERSION (no message), before any
+  authorization, as a ZooKeeper-mode Kafka 3.9 broker answers.
 - v1 subscribes by topic regex too (Kafka's RE2/J syntax, read here as Python's `re`: a topic
   matching in full is subscribed; INVALID_REGULAR_EXPRESSION for one that does not compile; ""
   clears it, which librdkafka sends for none).
@@ -29,6 +31,8 @@ def _error(code: ErrorCode, message: str | None) -> dict:
 
 @register(68)
 async def handle(ctx: RequestContext, request) -> dict:
+    if ctx.services.config["feature.levels"]["group.version"] < 1:  # as a ZK-mode Kafka 3.9
+        return _error(ErrorCode.UNSUPPORTED_VERSION, None)
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     topics = request.subscribed_topic_names

@@ -22,7 +22,7 @@ from tests.integration.raw_client import RawClient
 from tests.integration.test_protocol_edges import create_topic
 from timer import ManualClock
 
-HEARTBEAT, DESCRIBE, JOIN_GROUP, METADATA, FIND_COORDINATOR = 68, 69, 11, 3, 10
+HEARTBEAT, DESCRIBE, JOIN_GROUP, METADATA, FIND_COORDINATOR, API_VERSIONS = 68, 69, 11, 3, 10, 18
 OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS, DELETE_GROUPS = 8, 9, 16, 42
 
 
@@ -472,3 +472,36 @@ async def test_an_empty_consumer_group_can_be_deleted(async_broker):
     listed = await a.client.request(LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
     assert [g.group_id for g in listed.groups] == []
     await a.client.close()
+
+
+async def test_api_versions_reports_the_finalized_group_version(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    answer = await client.request(API_VERSIONS, 3, {"client_software_name": "t",
+                                                    "client_software_version": "1"})
+    assert [(f.name, f.min_version, f.max_version) for f in answer.supported_features] == [
+        ("group.version", 0, 1), ("share.version", 0, 0), ("transaction.version", 0, 0)]
+    assert [(f.name, f.max_version_level) for f in answer.finalized_features] == [
+        ("group.version", 1)]
+    assert {k.api_key: k.max_version for k in answer.api_keys}[HEARTBEAT] == 1
+    await client.close()
+
+
+@pytest.mark.broker_config({"feature.levels": "group.version=0"})
+async def test_group_version_0_answers_as_a_zookeeper_mode_kafka_3_9(async_broker):
+    """Pinned to group.version=0 the broker is the ZK-mode 3.9 one: ConsumerGroupHeartbeat is
+    advertised at v0 only, and it and ConsumerGroupDescribe answer UNSUPPORTED_VERSION."""
+    client = await RawClient.connect(async_broker.port)
+    answer = await client.request(API_VERSIONS, 3, {"client_software_name": "t",
+                                                    "client_software_version": "1"})
+    assert list(answer.finalized_features) == []
+    assert {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}[HEARTBEAT] == (0, 0)
+    beat = await client.request(HEARTBEAT, 0, {
+        "group_id": "g", "member_id": "", "member_epoch": 0, "instance_id": None, "rack_id": None,
+        "rebalance_timeout_ms": 300000, "subscribed_topic_names": ["t"], "server_assignor": None,
+        "topic_partitions": []})
+    assert (beat.error_code, beat.error_message) == (ErrorCode.UNSUPPORTED_VERSION, None)
+    described = await client.request(DESCRIBE, 0, {
+        "group_ids": ["g", "h"], "include_authorized_operations": False})
+    assert [(g.group_id, g.error_code) for g in described.groups] == [
+        ("g", ErrorCode.UNSUPPORTED_VERSION), ("h", ErrorCode.UNSUPPORTED_VERSION)]
+    await client.close()
