@@ -7,9 +7,9 @@ Kafka 4's does (see coordinator/group/consumer_group.py).
 - v1 (Kafka 4.0): the consumer makes its member id; v0: the coordinator makes it on the join.
 - With `feature.levels` group.version=0, UNSUPPORTED_VERSION (no message), before any
   authorization, as a ZooKeeper-mode Kafka 3.9 broker answers.
-- v1 subscribes by topic regex too (Kafka's RE2/J syntax, read here as Python's `re`: a topic
-  matching in full is subscribed; INVALID_REGULAR_EXPRESSION for one that does not compile; ""
-  clears it, which librdkafka sends for none).
+- v1 subscribes by topic regex too (RE2, as Kafka's RE2/J: a topic matching in full is
+  subscribed; INVALID_REGULAR_EXPRESSION for one that does not compile; "" clears it, which
+  librdkafka sends for none).
 - READ on the group (GROUP_AUTHORIZATION_FAILED), DESCRIBE on each subscribed topic name
   (TOPIC_AUTHORIZATION_FAILED), as Kafka's KafkaApis. Topics a regex matches are not yet
   filtered by ACLs.

@@ -7,9 +7,8 @@ gets the new epoch and the partitions no other member still owns."""
 from __future__ import annotations
 
 import enum
-import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker.coordinator.group.assignors import ASSIGNORS, Assignment
 from protocol import group_records as gr
@@ -20,6 +19,28 @@ if TYPE_CHECKING:
     from timer.timer_task import TimerTask
 
 Partitions = dict[str, set[int]]  # topic -> partitions
+
+
+class TopicRegex(Protocol):
+    pattern: str
+
+    def fullmatch(self, text: str) -> object: ...
+
+
+def topic_regex(pattern: str) -> TopicRegex:
+    """A subscription's regex, in RE2 as Kafka's RE2/J reads it: matching costs time linear in
+    the topic name whatever the pattern, so a hostile one cannot hold the loop (Python's `re`
+    backtracks). ValueError says why a pattern does not compile."""
+    import re2  # loaded with the first regex subscription
+
+    options = re2.Options()
+    options.log_errors = False  # (a client's bad pattern is its answer, not the broker's log)
+    try:
+        return re2.compile(pattern, options=options)
+    except re2.error as exc:
+        message = exc.args[0] if exc.args else exc
+        raise ValueError(message.decode() if isinstance(message, bytes) else str(message)) \
+            from None
 
 
 class MemberState(enum.Enum):
@@ -36,7 +57,7 @@ class ConsumerGroupMember:
     client_host: str
     rebalance_timeout_ms: int
     subscribed_names: set[str]
-    subscribed_regex: re.Pattern[str] | None = None  # topics it matches in full are subscribed
+    subscribed_regex: TopicRegex | None = None  # topics it matches in full are subscribed
     instance_id: str | None = None
     rack_id: str | None = None
     server_assignor: str | None = None

@@ -9,7 +9,6 @@ offsets go through the classic group's offset store (OffsetCommit checks the mem
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 
@@ -19,6 +18,7 @@ from broker.coordinator.group.consumer_group import (
     ConsumerGroupRecords,
     MemberState,
     Partitions,
+    topic_regex,
 )
 from broker.coordinator.group.coordinator_base import GroupCoordinatorBase
 from broker.logs import get_logger
@@ -86,8 +86,8 @@ class ConsumerGroups(GroupCoordinatorBase):
         regex = None
         if subscribed_regex:
             try:
-                regex = re.compile(subscribed_regex)
-            except re.error as exc:
+                regex = topic_regex(subscribed_regex)
+            except ValueError as exc:
                 raise KafkaError(ErrorCode.INVALID_REGULAR_EXPRESSION,
                                  f"SubscribedTopicRegex `{subscribed_regex}` is not a valid "
                                  f"regular expression: {exc}.") from None
@@ -313,7 +313,7 @@ class ConsumerGroups(GroupCoordinatorBase):
                 regex = meta.subscribed_topic_regex
                 member = ConsumerGroupMember(
                     member_id, meta.client_id, meta.client_host, meta.rebalance_timeout_ms,
-                    set(meta.subscribed_topic_names), re.compile(regex) if regex else None,
+                    set(meta.subscribed_topic_names), topic_regex(regex) if regex else None,
                     instance_id=meta.instance_id, rack_id=meta.rack_id,
                     server_assignor=meta.server_assignor)
                 current = records.current.get(member_id)

@@ -3,7 +3,6 @@ broker."""
 
 from __future__ import annotations
 
-import re
 import uuid
 
 from broker.coordinator.group.assignors import range_, uniform
@@ -12,6 +11,7 @@ from broker.coordinator.group.consumer_group import (
     ConsumerGroupMember,
     MemberState,
     replay_consumer_group_record,
+    topic_regex,
 )
 from protocol import group_records as gr
 
@@ -68,7 +68,7 @@ def test_reconciliation_revokes_first_and_waits_for_released_partitions() -> Non
 def test_a_regex_subscribes_the_topics_it_matches_in_full() -> None:
     group = ConsumerGroup("g")
     m = group.members["m"] = ConsumerGroupMember("m", "c", "/h", 1, {"named"},
-                                                 re.compile("orders-.*"))
+                                                 topic_regex("orders-.*"))
     assert group.resolve_subscriptions({"named", "orders-eu", "orders", "x-orders-us"})
     assert m.subscribed_topics == {"named", "orders-eu"}
     assert not group.resolve_subscriptions({"named", "orders-eu"})
