@@ -262,15 +262,22 @@ async def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fen
             await m.client.close()
 
 
+def topic_with_records(bootstrap: str, topic: str, partitions: int, replicas: int,
+                       count: int) -> Producer:
+    """A new topic holding records "0".."count-1", spread over its partitions in turn."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, replicas)])[topic].result(10)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(count):
+        producer.produce(topic, b"%d" % i, partition=i % partitions)
+    assert producer.flush(10) == 0
+    return producer
+
+
 @pytest.mark.broker_config({"group.consumer.heartbeat.interval.ms": "300"})
 def test_confluent_kafka_consumers_share_a_topic_with_group_protocol_consumer(kafka_broker):
     bootstrap = kafka_broker.bootstrap
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("kip848", 4, 1)])["kip848"].result(10)
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for i in range(40):
-        producer.produce("kip848", b"%d" % i, partition=i % 4)
-    assert producer.flush(10) == 0
+    topic_with_records(bootstrap, "kip848", 4, 1, 40)
 
     def consumer(name: str) -> Consumer:
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kip848-app",
@@ -320,12 +327,7 @@ def test_consumers_go_on_when_their_coordinator_stops(broker_factory):
     cluster = broker_factory({"group.consumer.heartbeat.interval.ms": "300",
                               "offsets.topic.replication.factor": "3"}, brokers=3)
     bootstrap = cluster.bootstrap
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("moving", 2, 3)])["moving"].result(10)
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for i in range(20):
-        producer.produce("moving", b"%d" % i, partition=i % 2)
-    assert producer.flush(10) == 0
+    producer = topic_with_records(bootstrap, "moving", 2, 3, 20)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kip848-moving",
                          "group.protocol": "consumer", "auto.offset.reset": "earliest",
                          "enable.auto.commit": False})
