@@ -1,7 +1,8 @@
 """DescribeGroups (key 15), v0-5: state, protocol and members of groups this broker coordinates.
 
 - Member metadata and assignments are shown only for a Stable group (Kafka's summary); an
-  unknown group is described as Dead with no members. v3+: authorized operations are omitted.
+  unknown group, or a KIP-848 one (ConsumerGroupDescribe's), is described as Dead with no
+  members, as Kafka's group coordinator does. v3+: authorized operations are omitted.
 """
 
 from __future__ import annotations

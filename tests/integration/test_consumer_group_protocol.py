@@ -23,7 +23,7 @@ from tests.integration.test_protocol_edges import create_topic
 from timer import ManualClock
 
 HEARTBEAT, DESCRIBE, JOIN_GROUP, METADATA, FIND_COORDINATOR, API_VERSIONS = 68, 69, 11, 3, 10, 18
-OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS, DELETE_GROUPS = 8, 9, 16, 42
+OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 8, 9, 15, 16, 42
 
 
 class Member:
@@ -160,6 +160,9 @@ async def test_range_assignor_and_errors_as_kafka_answers_them(async_broker):
     listed = await a.client.request(LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
     assert [(g.group_id, g.group_type, g.protocol_type) for g in listed.groups] == [
         ("h", "consumer", "consumer")]
+    classic_view = await a.client.request(DESCRIBE_GROUPS, 5, {
+        "groups": ["h"], "include_authorized_operations": False})
+    assert (classic_view.groups[0].error_code, classic_view.groups[0].group_state) == (0, "Dead")
     missing = await describe(a.client, "nope")
     assert (missing.error_code, missing.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND,
                                                            "Group nope not found.")

@@ -136,6 +136,8 @@ class GroupOffsets(GroupCoordinatorBase):
         error = self.validate_group_status(group_id, allow_empty=True)
         if error is not None:
             return error, None
+        if group_id in self.consumer_groups:  # not a classic group: Dead, as Kafka's coordinator
+            return ErrorCode.NONE, None
         return ErrorCode.NONE, self.group(group_id)
 
     # -- DeleteGroups / OffsetDelete --------------------------------------------------------
