@@ -32,17 +32,24 @@ def fsync_path(path: Path) -> None:
 
 
 @functools.cache
-def _syncfs() -> Callable[[int], int] | None:
+def _syncfs() -> Callable[[int], None] | None:
+    """syncfs(2) on a descriptor, raising OSError; None where the call does not exist."""
     if not sys.platform.startswith("linux"):
         return None
-    import ctypes  # only where syncfs(2) exists, on first use
+    import ctypes  # only where syncfs(2) exists, once
 
     try:
         call = ctypes.CDLL(None, use_errno=True).syncfs  # a CDLL call releases the GIL
     except (OSError, AttributeError):
         return None
     call.argtypes = [ctypes.c_int]
-    return call
+
+    def syncfs(fd: int) -> None:
+        if call(fd) != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, os.strerror(errno))
+
+    return syncfs
 
 
 def can_sync_file_system() -> bool:
@@ -52,15 +59,11 @@ def can_sync_file_system() -> bool:
 def sync_file_system(path: Path) -> None:
     """syncfs(2) on the file system holding `path`: every write to it so far (data, new files,
     renames) durable at once. Two of them replace two fsyncs per file for a group of files."""
-    call = _syncfs()
-    if call is None:
+    syncfs = _syncfs()
+    if syncfs is None:
         raise OSError(f"syncfs is not available here ({sys.platform})")
     fd = os.open(path, os.O_RDONLY)
     try:
-        if call(fd) != 0:
-            import ctypes
-
-            errno = ctypes.get_errno()
-            raise OSError(errno, os.strerror(errno), str(path))
+        syncfs(fd)
     finally:
         os.close(fd)

@@ -63,8 +63,6 @@ async def handle(ctx: RequestContext, request) -> dict:
             rebalance_timeout_ms=request.rebalance_timeout_ms, subscribed_topics=topics,
             server_assignor=request.server_assignor, owned=owned,
             client_id=ctx.header.client_id or "", client_host=f"/{ctx.client_host}",
-            partitions={name: t.num_partitions for name, t in cache.topics.items()
-                        if not t.internal},
             subscribed_regex=request.get("subscribed_topic_regex"))
     except KafkaError as exc:
         return _error(exc.code, exc.message)

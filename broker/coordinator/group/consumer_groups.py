@@ -49,10 +49,10 @@ class ConsumerGroups(GroupCoordinatorBase):
         self, group_id: str, member_id: str, member_epoch: int, *, instance_id: str | None,
         rack_id: str | None, rebalance_timeout_ms: int, subscribed_topics: list[str] | None,
         server_assignor: str | None, owned: Partitions | None, client_id: str, client_host: str,
-        partitions: dict[str, int], subscribed_regex: str | None = None,
+        subscribed_regex: str | None = None,
     ) -> HeartbeatAnswer:
-        """One heartbeat; raises KafkaError with the code Kafka answers. `partitions`: the
-        cluster's topics with their partition counts; `owned`: what the member says it owns
+        """One heartbeat; raises KafkaError with the code Kafka answers. `owned`: what the
+        member says it owns
         (None when its request did not say); `subscribed_regex` "" clears a regex, None leaves
         it as it was. What changed is written to `__consumer_offsets` (acks=-1) before the
         answer, as Kafka 4's coordinator writes its records."""
@@ -71,7 +71,7 @@ class ConsumerGroups(GroupCoordinatorBase):
         before = _snapshot(self.consumer_groups.get(group_id))
         answer = self._heartbeat(group_id, member_id, member_epoch, instance_id, rack_id,
                                  rebalance_timeout_ms, subscribed_topics, server_assignor, owned,
-                                 client_id, client_host, partitions, subscribed_regex)
+                                 client_id, client_host, subscribed_regex)
         error = await self._write(group_id, before)
         if error is not None:
             raise KafkaError(error)
@@ -81,7 +81,7 @@ class ConsumerGroups(GroupCoordinatorBase):
         self, group_id: str, member_id: str, member_epoch: int, instance_id: str | None,
         rack_id: str | None, rebalance_timeout_ms: int, subscribed_topics: list[str] | None,
         server_assignor: str | None, owned: Partitions | None, client_id: str, client_host: str,
-        partitions: dict[str, int], subscribed_regex: str | None,
+        subscribed_regex: str | None,
     ) -> HeartbeatAnswer:
         regex = None
         if subscribed_regex:
@@ -146,10 +146,11 @@ class ConsumerGroups(GroupCoordinatorBase):
                 group.bump()
             if rebalance_timeout_ms > 0:
                 member.rebalance_timeout_ms = rebalance_timeout_ms
-        if group.resolve_subscriptions(partitions.keys()) \
+        regexes = any(m.subscribed_regex is not None for m in group.members.values())
+        if group.resolve_subscriptions(self._topic_names() if regexes else ()) \
                 and group.group_epoch == group.assignment_epoch:
             group.bump()  # a topic matching a member's regex came or went
-        subscribed = {t: partitions[t] for t in group.subscribed_topics() if t in partitions}
+        subscribed = self._partition_counts(group.subscribed_topics())
         if subscribed != group.subscription_metadata \
                 and group.group_epoch == group.assignment_epoch:
             group.bump()  # a subscribed topic was created or grew
@@ -287,6 +288,16 @@ class ConsumerGroups(GroupCoordinatorBase):
         error = await self.manager.append_records(group_id, records)
         return None if error == ErrorCode.NONE else error
 
+    def _topic_names(self) -> list[str]:
+        """The topics a regex may match: all but the internal ones."""
+        return [n for n, t in self.manager.cache.topics.items() if not t.internal]
+
+    def _partition_counts(self, names: set[str]) -> dict[str, int]:
+        """The partition counts of the subscribed topics that exist (not the internal ones)."""
+        topics = self.manager.cache.topics
+        return {n: topics[n].num_partitions for n in names
+                if n in topics and not topics[n].internal}
+
     def _topic_id(self, topic: str) -> bytes | None:
         info = self.manager.cache.topic(topic)
         return info.topic_id.bytes if info is not None else None
@@ -294,8 +305,6 @@ class ConsumerGroups(GroupCoordinatorBase):
     def load_consumer_groups(self, loaded: ConsumerGroupRecords) -> None:
         """A loaded partition's KIP-848 groups, rebuilt from their records; each member's session
         starts again now (as Kafka's coordinator does on load)."""
-        topics = {t.name: t.num_partitions for t in self.manager.cache.topics.values()
-                  if not t.internal}
         names = self.manager.cache.topic_name
 
         def partitions(entries) -> Partitions:
@@ -330,9 +339,8 @@ class ConsumerGroups(GroupCoordinatorBase):
                     records.targets[member_id].topic_partitions
                     if member_id in records.targets else ())
             # The subscriptions as the target saw them: no new epoch unless a topic changed since.
-            group.resolve_subscriptions(topics.keys())
-            group.subscription_metadata = {t: topics[t] for t in group.subscribed_topics()
-                                           if t in topics}
+            group.resolve_subscriptions(self._topic_names())
+            group.subscription_metadata = self._partition_counts(group.subscribed_topics())
             self.consumer_groups[group_id] = group
             for member in group.members.values():
                 self._schedule_session(group, member)

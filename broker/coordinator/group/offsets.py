@@ -148,11 +148,10 @@ class GroupOffsets(GroupCoordinatorBase):
         for group_id in group_ids:
             error = self.validate_group_status(group_id, allow_empty=True)
             if error is None and group_id in self.consumer_groups:  # KIP-848: empty ones only
-                error = await self.delete_consumer_group(group_id)
-                if error == ErrorCode.NONE and self.group(group_id) is None:
-                    errors[group_id] = error  # no offsets to delete with it
+                deleted = await self.delete_consumer_group(group_id)
+                if deleted != ErrorCode.NONE or self.group(group_id) is None:
+                    errors[group_id] = deleted  # (else its offsets go the classic way below)
                     continue
-                error = None if error == ErrorCode.NONE else error
             group = self.group(group_id) if error is None else None
             if error is not None:
                 errors[group_id] = error
