@@ -48,14 +48,15 @@ def _ip_counts(value: str) -> dict[str, int]:
 
 
 # Kafka's feature flags this broker can finalize, with the levels it supports (Kafka 4 names):
-# group.version 1 is the KIP-848 consumer group protocol; transactions v2 and share groups are
-# not served yet, so their features stay at 0.
+# group.version 1 is the KIP-848 consumer group protocol, share.version 1 KIP-932 share groups;
+# transactions v2 are not served yet, so transaction.version stays at 0.
 SUPPORTED_FEATURES = {"group.version": (0, 1), "transaction.version": (0, 0),
-                      "share.version": (0, 0)}
+                      "share.version": (0, 1)}
+DEFAULT_FEATURE_LEVELS = {"group.version": 1, "share.version": 1}
 
 
 def _feature_levels(value: str) -> dict[str, int]:
-    levels = dict.fromkeys(SUPPORTED_FEATURES, 0) | {"group.version": 1}
+    levels = dict.fromkeys(SUPPORTED_FEATURES, 0) | DEFAULT_FEATURE_LEVELS
     for entry in (e.strip() for e in value.split(",")):
         if not entry:
             continue
@@ -232,9 +233,24 @@ PROPERTIES: tuple[Property, ...] = (
              "a KIP-848 consumer group member silent this long is removed from its group"),
     Property("group.consumer.heartbeat.interval.ms", int, "5000",
              "how often KIP-848 consumer group members are told to heartbeat"),
-    Property("feature.levels", _feature_levels, "group.version=1",
+    Property("feature.levels", _feature_levels, "group.version=1,share.version=1",
              "finalized feature levels (Kafka 4's features): group.version=0 answers as a "
-             "ZooKeeper-mode Kafka 3.9, without KIP-848 consumer groups"),
+             "ZooKeeper-mode Kafka 3.9, without KIP-848 consumer groups; share.version=0 "
+             "without KIP-932 share groups"),
+    Property("group.share.session.timeout.ms", int, "45000",
+             "a share group member silent this long is removed from its group"),
+    Property("group.share.heartbeat.interval.ms", int, "5000",
+             "how often share group members are told to heartbeat"),
+    Property("group.share.max.size", int, "200", "most members a share group may have"),
+    Property("group.share.record.lock.duration.ms", int, "30000",
+             "how long a share consumer holds the records it acquired before they are "
+             "available to others again (the acquisition lock, a timer task)"),
+    Property("group.share.delivery.count.limit", int, "5",
+             "deliveries of a record to share consumers before it is archived"),
+    Property("group.share.partition.max.record.locks", int, "2000",
+             "most records of one share partition acquired at a time"),
+    Property("group.share.max.share.sessions", int, "2000",
+             "most share sessions this broker keeps open"),
     Property("group.consumer.assignors", _assignors, "uniform,range",
              "server-side assignors of KIP-848 consumer groups (uniform, range); the first is "
              "the default"),

@@ -139,6 +139,7 @@ class ErrorCode(IntEnum):
     DUPLICATE_VOTER = 126
     VOTER_NOT_FOUND = 127
     INVALID_REGULAR_EXPRESSION = 128  # Kafka 4.0: a KIP-848 subscription's topic regex
+    SHARE_SESSION_LIMIT_REACHED = 133  # Kafka 4.1: group.share.max.share.sessions are open
 
     @property
     def retriable(self) -> bool:

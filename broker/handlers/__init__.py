@@ -164,6 +164,10 @@ _APIS: dict[int, tuple[str, str, int, int]] = {
     66: ("list_transactions", "ListTransactions", 0, 1),
     68: ("consumer_group_heartbeat", "ConsumerGroupHeartbeat", 0, 1),
     69: ("consumer_group_describe", "ConsumerGroupDescribe", 0, 0),
+    76: ("share_group_heartbeat", "ShareGroupHeartbeat", 1, 1),
+    77: ("share_group_describe", "ShareGroupDescribe", 1, 1),
+    78: ("share_fetch", "ShareFetch", 1, 1),
+    79: ("share_acknowledge", "ShareAcknowledge", 1, 1),
 }
 
 HANDLERS: dict[int, ApiHandler] = {

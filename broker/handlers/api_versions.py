@@ -1,6 +1,6 @@
 """ApiVersions (key 18), v0-4: the broker's supported version ranges, built from the registry,
 and (v3+) its supported and finalized features (`feature.levels`; group.version 0 advertises
-ConsumerGroupHeartbeat as a ZooKeeper-mode Kafka 3.9 does).
+ConsumerGroupHeartbeat as a ZooKeeper-mode Kafka 3.9 does, share.version 0 no share group API).
 
 - v3+ carries client_software_name/version; names outside Kafka's pattern get INVALID_REQUEST
   (librdkafka then retries with v0), as the Java broker does.
@@ -23,8 +23,10 @@ _SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 # APIs a feature turns on: below this level of it, the API is advertised at the range a
-# ZooKeeper-mode Kafka 3.9 gives it (and answers UNSUPPORTED_VERSION, as that broker does).
-GATED = {68: ("group.version", 1, (0, 0))}
+# ZooKeeper-mode Kafka 3.9 gives it, or not at all (None), and answers UNSUPPORTED_VERSION.
+GATED: dict[int, tuple[str, int, tuple[int, int] | None]] = {
+    68: ("group.version", 1, (0, 0)),
+    **{key: ("share.version", 1, None) for key in (76, 77, 78, 79)}}
 
 
 @functools.cache  # built once per feature levels, not for every client's first request
@@ -35,6 +37,8 @@ def supported_ranges(levels: tuple[tuple[str, int], ...] = ()) -> list[dict]:
         low, high = h.min_version, h.max_version
         gate = GATED.get(h.api_key)
         if gate is not None and enabled.get(gate[0], 0) < gate[1]:
+            if gate[2] is None:
+                continue
             low, high = gate[2]
         ranges.append({"api_key": h.api_key, "min_version": low, "max_version": high})
     return ranges

@@ -154,7 +154,7 @@ async def handle(ctx: RequestContext, request) -> dict:
         }
         if version >= 16 and error in LEADER_HINT_ERRORS:
             name = cache.topic_name(topic) if uses_topic_ids else topic
-            leader_id, leader_epoch = _current_leader(services, name, partition)
+            leader_id, leader_epoch = current_leader(services, name, partition)
             entry["current_leader"] = {"leader_id": leader_id, "leader_epoch": leader_epoch}
             if leader_id >= 0:
                 leaders.add(leader_id)
@@ -205,7 +205,7 @@ def _quota_throttle(ctx: RequestContext, params: FetchParams):
     return throttle
 
 
-def _current_leader(services: BrokerServices, topic: str | None, partition: int) -> tuple[int, int]:
+def current_leader(services: BrokerServices, topic: str | None, partition: int) -> tuple[int, int]:
     """The partition's leader and epoch as this broker knows them: its replica's view when it hosts
     one, else the metadata's (Kafka's getCurrentLeader); (-1, -1) when neither knows."""
     if not topic:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from broker.coordinator.group.coordinator import GroupCoordinator
     from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
     from broker.coordinator.transaction.transaction_marker_channel import MarkerTransport
+    from broker.share.share_partition_manager import SharePartitionManager
 
 
 class BuiltOnFirstUse(Protocol):
@@ -40,6 +41,9 @@ class BuiltOnFirstUse(Protocol):
 
     @property
     def auto_topic_creation(self) -> AutoTopicCreationManager: ...
+
+    @property
+    def share_partition_manager(self) -> SharePartitionManager: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,3 +80,7 @@ class BrokerServices:
     @property
     def auto_topic_creation(self) -> AutoTopicCreationManager:
         return self.built_on_first_use.auto_topic_creation
+
+    @property
+    def share_partition_manager(self) -> SharePartitionManager:
+        return self.built_on_first_use.share_partition_manager

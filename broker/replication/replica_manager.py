@@ -127,6 +127,9 @@ class ReplicaManager:
         self._parked: set[DelayedFetch | DelayedProduce] = set()
         self._replication_paused = False
         self.offline_partitions: set[tuple[str, int]] = set()  # Kafka's HostedPartition.Offline
+        # Called with a partition's key whenever its records or high watermark moved, as its
+        # parked fetches are checked (the share fetch purgatory, once share groups are used)
+        self.record_listeners: list[Callable[[tuple[str, int]], object]] = []
 
     @functools.cached_property
     def fetch_manager(self) -> FetchManager:
@@ -347,6 +350,8 @@ class ReplicaManager:
         purgatory.check_and_complete(key)
         for session_id in tuple(self.fetch_manager.cache.sessions_of.get(key, ())):
             purgatory.check_and_complete(replication.fetch_session.SessionWatch(session_id))
+        for listener in self.record_listeners:
+            listener(key)
 
     @property
     def isr_changes_in_flight(self) -> int:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from broker import admin, authorizer
+from broker import admin, authorizer, share
 from broker.config import BrokerConfig, Listener
 from broker.controller.controller import Controller
 from broker.coordinator import group as consumer_groups
@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from broker.replication.leader_endpoint import LeaderEndpoint
     from broker.replication.partition import Partition
     from broker.server.cluster_context import ClusterContext
+    from broker.share.share_partition_manager import SharePartitionManager
     from storage.log_config import LogConfig
 
 log = get_logger("kafka_sim.broker")
@@ -153,6 +154,7 @@ class KafkaServer:
         self._auto_topic_creation: AutoTopicCreationManager | None = None
         self._group_coordinator: GroupCoordinator | None = None
         self._transaction_coordinator: TransactionCoordinator | None = None
+        self._share_partition_manager: SharePartitionManager | None = None
         self._coordinators_started = False
         self.authorizer = authorizer_from_config(config, self.store)
         self.services = BrokerServices(
@@ -235,6 +237,13 @@ class KafkaServer:
             if self._coordinators_started:
                 self._group_coordinator.schedule_retention()
         return self._group_coordinator
+
+    @property
+    def share_partition_manager(self) -> SharePartitionManager:
+        if self._share_partition_manager is None:
+            self._share_partition_manager = share.share_partition_manager.SharePartitionManager(
+                self.config, self.replica_manager, self.context.timer, lambda group_id: "latest")
+        return self._share_partition_manager
 
     @property
     def transaction_coordinator(self) -> TransactionCoordinator:
@@ -363,6 +372,8 @@ class KafkaServer:
             self._group_coordinator.shutdown()
         if self._transaction_coordinator is not None:
             self._transaction_coordinator.shutdown()
+        if self._share_partition_manager is not None:
+            self._share_partition_manager.shutdown()
         close = getattr(self.marker_transport, "close", None)
         if close is not None:
             close()

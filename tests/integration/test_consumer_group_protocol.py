@@ -492,17 +492,18 @@ async def test_api_versions_reports_the_finalized_group_version(async_broker):
     answer = await client.request(API_VERSIONS, 3, {"client_software_name": "t",
                                                     "client_software_version": "1"})
     assert [(f.name, f.min_version, f.max_version) for f in answer.supported_features] == [
-        ("group.version", 0, 1), ("share.version", 0, 0), ("transaction.version", 0, 0)]
+        ("group.version", 0, 1), ("share.version", 0, 1), ("transaction.version", 0, 0)]
     assert [(f.name, f.max_version_level) for f in answer.finalized_features] == [
-        ("group.version", 1)]
+        ("group.version", 1), ("share.version", 1)]
     assert {k.api_key: k.max_version for k in answer.api_keys}[HEARTBEAT] == 1
     await client.close()
 
 
-@pytest.mark.broker_config({"feature.levels": "group.version=0"})
+@pytest.mark.broker_config({"feature.levels": "group.version=0,share.version=0"})
 async def test_group_version_0_answers_as_a_zookeeper_mode_kafka_3_9(async_broker):
-    """Pinned to group.version=0 the broker is the ZK-mode 3.9 one: ConsumerGroupHeartbeat is
-    advertised at v0 only, and it and ConsumerGroupDescribe answer UNSUPPORTED_VERSION."""
+    """Pinned to group.version=0 (and share.version=0) the broker is the ZK-mode 3.9 one:
+    ConsumerGroupHeartbeat is advertised at v0 only, and it and ConsumerGroupDescribe answer
+    UNSUPPORTED_VERSION."""
     client = await RawClient.connect(async_broker.port)
     answer = await client.request(API_VERSIONS, 3, {"client_software_name": "t",
                                                     "client_software_version": "1"})

@@ -34,6 +34,7 @@ from broker.coordinator.group.member import (
 )
 from broker.coordinator.group.offsets import GroupOffsets
 from broker.coordinator.group.sessions import GroupSessions
+from broker.coordinator.group.share_groups import ShareGroups
 from broker.logs import get_logger
 from protocol.errors import ErrorCode
 
@@ -53,7 +54,7 @@ async def await_callback(start: Callable[[Callable[[Any], None]], Any]) -> Any:
     return await future
 
 
-class GroupCoordinator(GroupOffsets, GroupSessions, ConsumerGroups):
+class GroupCoordinator(GroupOffsets, GroupSessions, ConsumerGroups, ShareGroups):
     """JoinGroup and SyncGroup, and the rebalance they drive; the rest comes from the mixins."""
 
     # -- JoinGroup --------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from broker.coordinator.group.consumer_group import ConsumerGroup, ConsumerGroup
 from broker.coordinator.group.group_metadata import GroupMetadata, GroupState
 from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from broker.coordinator.group.member import MemberMetadata
+from broker.coordinator.group.share_group import ShareGroup
 from broker.logs import get_logger
 from broker.replication.purgatory import DelayedOperationPurgatory
 from protocol.errors import ErrorCode
@@ -42,6 +43,7 @@ class GroupCoordinatorBase(ABC):
                                             self.load_consumer_groups)
         self.active = True
         self.consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups (consumer_groups.py)
+        self.share_groups: dict[str, ShareGroup] = {}  # KIP-932 groups (share_groups.py)
         self._tasks: set[asyncio.Task] = set()
         self.scheduler = KafkaScheduler(timer, lambda job, exc: log.error(
             "group coordinator job failed", job=job, exc_info=exc))
@@ -57,6 +59,7 @@ class GroupCoordinatorBase(ABC):
         (self.manager.on_elected if is_leader else self.manager.on_resigned)(partition)
         if not is_leader:
             self.forget_consumer_groups(partition)
+            self.forget_share_groups(partition)
 
     def shutdown(self) -> None:
         self.active = False
@@ -68,6 +71,8 @@ class GroupCoordinatorBase(ABC):
         self.join_purgatory.shutdown()
         for group_id in list(self.consumer_groups):
             self.forget_consumer_group(group_id)
+        for group_id in list(self.share_groups):
+            self.forget_share_group(group_id)
 
     def validate_group_status(self, group_id: str | None, allow_empty: bool = False) -> ErrorCode | None:
         if group_id is None or (group_id == "" and not allow_empty):
@@ -153,6 +158,12 @@ class GroupCoordinatorBase(ABC):
 
     @abstractmethod
     def forget_consumer_group(self, group_id: str) -> None: ...
+
+    @abstractmethod
+    def forget_share_groups(self, partition: int) -> None: ...
+
+    @abstractmethod
+    def forget_share_group(self, group_id: str) -> None: ...
 
     @abstractmethod
     def load_consumer_groups(self, loaded: ConsumerGroupRecords) -> None: ...

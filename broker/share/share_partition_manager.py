@@ -1,0 +1,290 @@
+"""SharePartitionManager: ShareFetch and ShareAcknowledge at a partition's leader (Kafka's
+SharePartitionManager). It keeps the share partitions of the partitions this broker leads (one
+per group reading each), the share sessions of their consumers, and the share fetch purgatory
+where a fetch that finds nothing to acquire waits for an append, a release or a lock's expiry.
+
+A share partition starts where the group's `share.auto.offset.reset` says (latest: the high
+watermark, as Kafka) the first time a member fetches it; it is kept in memory, so a new leader
+(or leader epoch) starts it afresh there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from broker.logs import get_logger
+from broker.replication.purgatory import DelayedOperationPurgatory
+from broker.share.delayed_share_fetch import DelayedShareFetch
+from broker.share.share_partition import SharePartition
+from broker.share.share_session import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
+from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+    from broker.replication.partition import Partition
+    from broker.replication.replica_manager import ReplicaManager
+    from timer import SystemTimer
+
+log = get_logger("kafka_sim.share")
+
+PartitionKey = tuple[uuid.UUID, int]  # (topic id, partition), as share requests name them
+Acknowledgements = list[tuple[int, int, list[int]]]  # (first offset, last offset, types)
+
+
+@dataclass(slots=True)
+class ShareFetchPartition:
+    """A partition named by a ShareFetch or ShareAcknowledge, with its acknowledgements."""
+    topic_id: uuid.UUID
+    topic: str  # "" when the id is not a topic this broker knows
+    partition: int
+    acknowledgements: Acknowledgements = field(default_factory=list)
+
+    @property
+    def key(self) -> PartitionKey:
+        return (self.topic_id, self.partition)
+
+
+@dataclass(slots=True)
+class SharePartitionData:
+    """What a ShareFetch or ShareAcknowledge response says about one partition."""
+    error: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    acknowledge_error: ErrorCode = ErrorCode.NONE
+    acknowledge_error_message: str | None = None
+    records: bytes = b""
+    acquired: list[tuple[int, int, int]] = field(default_factory=list)  # first, last, count
+
+
+@dataclass(slots=True)
+class ShareAnswer:
+    error: ErrorCode
+    error_message: str | None = None
+    partitions: dict[PartitionKey, SharePartitionData] = field(default_factory=dict)
+
+
+class SharePartitionManager:
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, timer: SystemTimer,
+                 auto_offset_reset: Callable[[str], str]) -> None:
+        self.config = config
+        self.replicas = replicas
+        self.timer = timer
+        self._auto_offset_reset = auto_offset_reset  # group id -> "earliest" | "latest"
+        self.share_partitions: dict[tuple[str, str, int], SharePartition] = {}
+        self._leader_epochs: dict[tuple[str, str, int], int] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.purgatory = DelayedOperationPurgatory("ShareFetch", timer)
+        self._parked: set[DelayedShareFetch] = set()
+        replicas.record_listeners.append(self.purgatory.check_and_complete)
+
+    # -- ShareFetch ----------------------------------------------------------------------------
+
+    async def share_fetch(
+        self, group_id: str, member_id: str, epoch: int, partitions: list[ShareFetchPartition],
+        forgotten: list[PartitionKey], *, max_wait_ms: int, max_bytes: int, max_records: int,
+    ) -> ShareAnswer:
+        """One ShareFetch: the session checked and moved on, the acknowledgements applied, then
+        records acquired for the member from the session's partitions (parked up to
+        `max_wait_ms` when there are none)."""
+        key = (group_id, member_id)
+        if epoch == INITIAL_EPOCH:
+            if any(p.acknowledgements for p in partitions):
+                return ShareAnswer(ErrorCode.INVALID_REQUEST, "Acknowledge data present on "
+                                   "initial share fetch request")
+            if key not in self.sessions and \
+                    len(self.sessions) >= self.config["group.share.max.share.sessions"]:
+                return ShareAnswer(ErrorCode.SHARE_SESSION_LIMIT_REACHED, None)
+            old = self.sessions.pop(key, None)
+            if old is not None:
+                self._release(old, member_id)
+            session = self.sessions[key] = ShareSession(group_id, member_id)
+        else:
+            session, error = self._session(key, epoch)
+            if session is None:
+                return error
+        answer = ShareAnswer(ErrorCode.NONE)
+        for p in partitions:
+            answer.partitions[p.key] = data = SharePartitionData()
+            if not p.topic:
+                data.error = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+            if p.acknowledgements:
+                self._acknowledge(group_id, member_id, p, data)
+            if epoch != FINAL_EPOCH:
+                session.partitions[p.key] = p.topic
+        for tp in forgotten:
+            session.partitions.pop(tp, None)
+        if epoch == FINAL_EPOCH:  # the last request of the session: no records, locks let go
+            self._release(self.sessions.pop(key), member_id)
+            return answer
+        acquired = self._acquire(session, max_bytes, max_records)
+        if not acquired and max_wait_ms > 0 and max_records > 0 and not any(
+                d.error for d in answer.partitions.values()):
+            acquired = await self._park(session, max_wait_ms, max_bytes, max_records)
+        for tp, data in acquired.items():
+            known = answer.partitions.get(tp)
+            if known is not None:
+                data.acknowledge_error = known.acknowledge_error
+                data.acknowledge_error_message = known.acknowledge_error_message
+            answer.partitions[tp] = data
+        return answer
+
+    def _session(self, key: tuple[str, str], epoch: int
+                 ) -> tuple[ShareSession | None, ShareAnswer]:
+        session = self.sessions.get(key)
+        if session is None:
+            return None, ShareAnswer(ErrorCode.SHARE_SESSION_NOT_FOUND,
+                                     f"Share session for member {key[1]} not found")
+        if epoch != FINAL_EPOCH and epoch != session.epoch:
+            return None, ShareAnswer(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+                                     f"Share session epoch {epoch} is not the expected "
+                                     f"{session.epoch}")
+        session.next_epoch()
+        return session, ShareAnswer(ErrorCode.NONE)
+
+    def _acquire(self, session: ShareSession, max_bytes: int, max_records: int
+                 ) -> dict[PartitionKey, SharePartitionData]:
+        """Records acquired for the session's member, partition by partition, within the
+        request's byte and record budgets (KIP-74: a first batch comes back whatever its size)."""
+        out: dict[PartitionKey, SharePartitionData] = {}
+        for tp, topic in list(session.partitions.items()):
+            if max_records <= 0:
+                break
+            try:
+                share, partition = self._share_partition(session.group_id, topic, tp[1])
+                end = partition.high_watermark
+                if not share.can_acquire(end):
+                    continue
+                read = partition.log.read(share.read_from(), max(1, max_bytes), max_offset=end,
+                                          min_one_message=True, as_region=False)
+                acquired = share.acquire(session.member_id, read.records, max_records)
+            except KafkaError as exc:
+                out[tp] = SharePartitionData(exc.code, exc.message)
+                continue
+            if acquired.ranges:
+                out[tp] = SharePartitionData(records=acquired.records, acquired=acquired.ranges)
+                max_records -= sum(last - first + 1 for first, last, _ in acquired.ranges)
+                max_bytes -= len(acquired.records)
+        return out
+
+    async def _park(self, session: ShareSession, max_wait_ms: int, max_bytes: int,
+                    max_records: int) -> dict[PartitionKey, SharePartitionData]:
+        """Wait in the purgatory until a partition of the session has records to acquire (its
+        key is checked on every append and high watermark move, and on every release)."""
+        keys = [(topic, tp[1]) for tp, topic in session.partitions.items()]
+        if not keys:
+            return {}
+        acquired: dict[PartitionKey, SharePartitionData] = {}
+        waiting = [True]  # False once the request is gone: nothing is acquired for it then
+
+        def ready() -> bool:
+            for tp, topic in list(session.partitions.items()):
+                try:
+                    share, partition = self._share_partition(session.group_id, topic, tp[1])
+                except KafkaError:
+                    return True  # answered with the error at once
+                if share.can_acquire(partition.high_watermark):
+                    return True
+            return False
+
+        def complete() -> None:
+            if waiting[0] and self.sessions.get((session.group_id, session.member_id)) is session:
+                acquired.update(self._acquire(session, max_bytes, max_records))
+
+        op = DelayedShareFetch(max_wait_ms, ready, complete)
+        # While the cluster's clock is frozen (`ctl clock freeze`), MaxWaitMs is the consumer's
+        # long poll in real time, as a Fetch's (ReplicaManager.fetch_messages).
+        real_deadline = asyncio.get_running_loop().call_later(max_wait_ms / 1000, op.run) \
+            if getattr(self.replicas.clock, "frozen", False) else None
+        self._parked.add(op)
+        try:
+            self.purgatory.try_complete_else_watch(op, keys)
+            await op.wait()
+        finally:
+            self._parked.discard(op)
+            if real_deadline is not None:
+                real_deadline.cancel()
+            if not op.is_completed:  # the connection went while parked
+                waiting[0] = False
+                op.force_complete()
+        return acquired
+
+    # -- ShareAcknowledge ----------------------------------------------------------------------
+
+    def share_acknowledge(self, group_id: str, member_id: str, epoch: int,
+                          partitions: list[ShareFetchPartition]) -> ShareAnswer:
+        """One ShareAcknowledge: within a session (not its first request); -1 closes it."""
+        key = (group_id, member_id)
+        if epoch == INITIAL_EPOCH:
+            return ShareAnswer(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+                               "A share session cannot start with ShareAcknowledge")
+        session, error = self._session(key, epoch)
+        if session is None:
+            return error
+        answer = ShareAnswer(ErrorCode.NONE)
+        for p in partitions:
+            answer.partitions[p.key] = data = SharePartitionData()
+            if not p.topic:
+                data.error = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+            self._acknowledge(group_id, member_id, p, data)
+            data.error, data.error_message = data.acknowledge_error, data.acknowledge_error_message
+        if epoch == FINAL_EPOCH:
+            self._release(self.sessions.pop(key), member_id)
+        return answer
+
+    def _acknowledge(self, group_id: str, member_id: str, p: ShareFetchPartition,
+                     data: SharePartitionData) -> None:
+        try:
+            share, _ = self._share_partition(group_id, p.topic, p.partition)
+            share.acknowledge(member_id, p.acknowledgements)
+        except KafkaError as exc:
+            data.acknowledge_error, data.acknowledge_error_message = exc.code, exc.message
+
+    # -- share partitions ----------------------------------------------------------------------
+
+    def _share_partition(self, group_id: str, topic: str, index: int
+                         ) -> tuple[SharePartition, Partition]:
+        """The group's share partition of a partition this broker leads (made on first use; a
+        new leader epoch starts it afresh); NOT_LEADER_OR_FOLLOWER and the like otherwise."""
+        partition = self.replicas.leader_partition(topic, index)
+        key = (group_id, topic, index)
+        share = self.share_partitions.get(key)
+        if share is not None and self._leader_epochs[key] != partition.leader_epoch:
+            share.close()
+            share = None
+        if share is None:
+            reset = self._auto_offset_reset(group_id)
+            start = (partition.log_start_offset if reset == "earliest"
+                     else partition.high_watermark)
+            config = self.config
+            share = self.share_partitions[key] = SharePartition(
+                group_id, topic, index, start, add_timer=self.timer.add,
+                lock_duration_ms=config["group.share.record.lock.duration.ms"],
+                delivery_count_limit=config["group.share.delivery.count.limit"],
+                max_in_flight=config["group.share.partition.max.record.locks"],
+                on_available=lambda: self.purgatory.check_and_complete((topic, index)))
+            self._leader_epochs[key] = partition.leader_epoch
+            log.info("share partition initialized", group_id=group_id, topic=topic,
+                     partition=index, start_offset=start, auto_offset_reset=reset)
+        share.move_start(partition.log_start_offset)
+        return share, partition
+
+    def _release(self, session: ShareSession, member_id: str) -> None:
+        """A closed or replaced session: what its member acquired is Available again."""
+        for tp, topic in session.partitions.items():
+            share = self.share_partitions.get((session.group_id, topic, tp[1]))
+            if share is not None:
+                share.release_member(member_id)
+
+    def shutdown(self) -> None:
+        for op in list(self._parked):  # answered with what is there now
+            op.force_complete()
+        self.purgatory.shutdown()
+        for share in self.share_partitions.values():
+            share.close()
+        self.share_partitions.clear()
+        self.sessions.clear()
