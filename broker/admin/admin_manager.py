@@ -12,8 +12,14 @@ import functools
 import uuid
 import zlib
 
-from broker.admin.config_describer import ConfigEntry, broker_entries, topic_entries
+from broker.admin.config_describer import (
+    ConfigEntry,
+    broker_entries,
+    group_entries,
+    topic_entries,
+)
 from broker.config import BrokerConfig
+from broker.metadata import group_configs
 from broker.metadata import zk_paths as paths
 from broker.metadata.metadata_cache import MetadataCache, TopicInfo
 from broker.metadata.store import (
@@ -31,6 +37,7 @@ from protocol.errors import ErrorCode, KafkaError
 # DescribeConfigs resource types.
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32  # Kafka 4's group configs (KIP-848, KIP-932)
 
 
 # Kafka's controller refuses a CreateTopics or CreatePartitions that would write more than
@@ -394,6 +401,34 @@ class AdminManager:
         await self.store.create_json(f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}",
                                notification_body(name), sequence=True, makepath=True)
 
+    @_store_reached
+    async def group_config_overrides(self, group_id: str) -> dict[str, str]:
+        """A group's config overrides as the store has them."""
+        try:
+            data, _ = await self.store.get_json(group_configs.group_config_path(group_id))
+        except NoNodeError:
+            return {}
+        return dict((data or {}).get("config", {}))
+
+    @_store_reached
+    async def alter_group_configs(self, group_id: str, overrides: dict[str, str], *,
+                                  validate_only: bool) -> None:
+        """Replace a group's overrides (validated as a whole); every broker reads them again
+        after the change notification."""
+        if not group_id:
+            raise KafkaError(ErrorCode.INVALID_GROUP_ID, "Group id must not be empty")
+        group_configs.validate(group_id, overrides)
+        if validate_only:
+            return
+        path, body = group_configs.group_config_path(group_id), {"version": 1, "config": overrides}
+        try:
+            await self.store.set_json(path, body)
+        except NoNodeError:
+            await self.store.create_json(path, body, makepath=True)
+        await self.store.create_json(f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}",
+                                     group_configs.notification_body(group_id), sequence=True,
+                                     makepath=True)
+
     def alter_broker_configs(self, name: str, config_names: list[str]) -> None:
         """Broker configs are static here (all read-only in DescribeConfigs): a change is refused as
         Kafka refuses a non-dynamic one (DynamicBrokerConfig.validateConfigs), with INVALID_REQUEST."""
@@ -414,3 +449,6 @@ class AdminManager:
 
     def broker_configs(self) -> list[ConfigEntry]:
         return broker_entries(self.config)
+
+    async def group_configs(self, group_id: str) -> list[ConfigEntry]:
+        return group_entries(self.config, await self.group_config_overrides(group_id))

@@ -7,12 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from broker.config import PROPERTIES, PROPERTY_BY_NAME, BrokerConfig, Property
+from broker.metadata import group_configs
 from storage.log_config import TOPIC_CONFIG_DEFAULTS
 
 # Config sources (Kafka's DescribeConfigsResponse.ConfigSource ids).
 SOURCE_TOPIC = 1
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
+SOURCE_GROUP = 8  # Kafka 4's GROUP_CONFIG
 
 # Config types (Kafka's DescribeConfigsResponse.ConfigType ids).
 TYPE_UNKNOWN, TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT = 0, 1, 2, 3, 4
@@ -212,4 +214,21 @@ def topic_entries(config: BrokerConfig, overrides: Mapping[str, str]) -> list[Co
             name, value, synonyms[0][2] if synonyms else SOURCE_DEFAULT,
             config_type=_TOPIC_KINDS[TOPIC_CONFIG_DEFAULTS[name].kind], synonyms=synonyms,
         ))
+    return entries
+
+
+def group_entries(config: BrokerConfig, overrides: Mapping[str, str]) -> list[ConfigEntry]:
+    """Every group config: its override (GROUP_CONFIG), else its default (the broker's
+    group.* setting it comes from)."""
+    entries = []
+    for spec in group_configs.SPECS.values():
+        kind = TYPE_STRING if spec.broker_default is None else TYPE_INT
+        value = overrides.get(spec.name)
+        if value is not None:
+            entries.append(ConfigEntry(spec.name, value, SOURCE_GROUP, config_type=kind,
+                                       documentation=spec.doc,
+                                       synonyms=[(spec.name, value, SOURCE_GROUP)]))
+        else:
+            entries.append(ConfigEntry(spec.name, group_configs.default_value(config, spec),
+                                       SOURCE_DEFAULT, config_type=kind, documentation=spec.doc))
     return entries

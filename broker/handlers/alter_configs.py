@@ -6,6 +6,9 @@
   on that node propagates it (UpdateMetadata), and DescribeConfigs shows DYNAMIC_TOPIC_CONFIG.
 - Broker resources (type 4): broker configs are static here, so any change gets INVALID_REQUEST
   "Cannot update these configs dynamically: Set(...)", what Kafka answers for a read-only one.
+- Group resources (type 32, Kafka 4's group configs): written to `/config/groups/<group>`, read by
+  every broker again after the change notification (broker/metadata/group_configs.py); a key that
+  is no group config, or a value it does not take: INVALID_CONFIG.
 - Other resource types, an unknown topic: INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION.
 """
 
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.admin.admin_manager import RESOURCE_BROKER, RESOURCE_TOPIC
+from broker.admin.admin_manager import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, ResourceType, authorize, require_cluster
 from protocol.errors import ErrorCode, KafkaError
@@ -35,6 +38,11 @@ async def alter_resource(
         elif resource.resource_type == RESOURCE_BROKER:
             require_cluster(ctx, AclOperation.ALTER_CONFIGS)
             admin.alter_broker_configs(name, [c.name for c in resource.configs])
+        elif resource.resource_type == RESOURCE_GROUP:
+            if not authorize(ctx, AclOperation.ALTER_CONFIGS, ResourceType.GROUP, name):
+                raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            overrides = await admin.group_config_overrides(name)
+            await admin.alter_group_configs(name, change(overrides), validate_only=validate_only)
         else:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"unsupported resource type {resource.resource_type}")

@@ -1,4 +1,4 @@
-"""DescribeConfigs (key 32), v0-4: topic (resource type 2) and broker (4) configs.
+"""DescribeConfigs (key 32), v0-4: topic (resource type 2), broker (4) and group (32) configs.
 
 - v0 reports is_default; v1+ config_source and (when asked) synonyms; v3+ type and docs.
 - As a ZooKeeper-mode Kafka 3.9 broker (broker/admin/config_describer.py): Kafka's type per config,
@@ -8,13 +8,15 @@
 - An invalid topic name gets INVALID_TOPIC_EXCEPTION, an unknown topic UNKNOWN_TOPIC_OR_PARTITION,
   another broker id or an unsupported resource type INVALID_REQUEST, in that resource's result
   only; the broker resource "" (cluster-wide dynamic defaults) has no configs here.
+- A group's configs (Kafka 4): each group config, GROUP_CONFIG when the group overrides it, else
+  DEFAULT_CONFIG with the broker's group.* setting it comes from.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.admin.admin_manager import RESOURCE_BROKER, RESOURCE_TOPIC
+from broker.admin.admin_manager import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, ResourceType, authorize, require_cluster
 from protocol.errors import ErrorCode, KafkaError
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
     from broker.admin.config_describer import ConfigEntry
 
 
-def _entries(ctx: RequestContext, resource) -> list[ConfigEntry]:
+async def _entries(ctx: RequestContext, resource) -> list[ConfigEntry]:
     admin = ctx.services.admin_manager
     if resource.resource_type == RESOURCE_TOPIC:
         if not authorize(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
@@ -42,6 +44,11 @@ def _entries(ctx: RequestContext, resource) -> list[ConfigEntry]:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected "
                              f"{ctx.services.broker_id} or empty string, but received {name}")
         return admin.broker_configs()
+    if resource.resource_type == RESOURCE_GROUP:
+        if not authorize(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.GROUP,
+                         resource.resource_name):
+            raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        return await admin.group_configs(resource.resource_name)
     raise KafkaError(ErrorCode.INVALID_REQUEST,
                      f"unsupported resource type {resource.resource_type}")
 
@@ -52,7 +59,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     for resource in request.resources:
         base = {"resource_type": resource.resource_type, "resource_name": resource.resource_name}
         try:
-            entries = _entries(ctx, resource)
+            entries = await _entries(ctx, resource)
         except KafkaError as exc:
             # An unknown topic's result carries no message in Kafka's answer.
             message = None if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION \

@@ -14,6 +14,6 @@ async def handle(ctx: RequestContext, request) -> dict:
     if refusal is not None:
         return refusal
     allowed, refused = share_partitions_of(ctx, request.topics)
-    answer = ctx.services.share_partition_manager.share_acknowledge(
+    answer = await ctx.services.share_partition_manager.share_acknowledge(
         request.group_id, request.member_id, request.share_session_epoch, allowed)
     return share_response(ctx, answer, refused, records=False)

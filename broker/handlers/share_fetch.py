@@ -73,8 +73,7 @@ def share_response(ctx: RequestContext, answer, refused: list, *, records: bool)
                 {"node_id": b, "host": endpoints[b][0], "port": endpoints[b][1], "rack": None}
                 for b in sorted(leaders) if b in endpoints]}
     if records:
-        body["acquisition_lock_timeout_ms"] = \
-            ctx.services.config["group.share.record.lock.duration.ms"]
+        body["acquisition_lock_timeout_ms"] = answer.acquisition_lock_timeout_ms
     return body
 
 

@@ -38,7 +38,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     if request.member_epoch < -1:
         return _error(ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid.")
     try:
-        answer = ctx.services.group_coordinator.handle_share_group_heartbeat(
+        answer = await ctx.services.group_coordinator.handle_share_group_heartbeat(
             request.group_id, request.member_id, request.member_epoch, rack_id=request.rack_id,
             subscribed_topics=topics, client_id=ctx.client_id,
             client_host=f"/{ctx.client_host}")

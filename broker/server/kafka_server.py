@@ -27,6 +27,7 @@ from broker.logs import get_logger
 from broker.metadata import zk_paths as paths
 from broker.metadata.broker_registration import registration
 from broker.metadata.client_quota_configs import ClientQuotaConfigs
+from broker.metadata.group_configs import GroupConfigCache
 from broker.metadata.metadata_cache import MetadataCache, MetadataSnapshot
 from broker.metadata.partition_state import LeaderAndIsr
 from broker.metadata.producer_id_manager import ProducerIdManager
@@ -129,9 +130,11 @@ class KafkaServer:
         # Client quotas: the stored ones at start, then each change the notifications name
         self.client_quota_configs = ClientQuotaConfigs(self.store)
         self.quotas = QuotaManagers(config, context.timer, context.clock.now_ms)
+        self.group_configs = GroupConfigCache(config, self.store)
         self.topic_configs = TopicConfigCache(
             self.store, self._on_topic_config_change,
-            lambda path: self.quotas.on_notification(self.client_quota_configs, path))
+            lambda path: None if self.group_configs.on_notification(path)
+            else self.quotas.on_notification(self.client_quota_configs, path))
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, context.timer, context.clock,
             alter_isr=self._alter_isr,
@@ -233,7 +236,7 @@ class KafkaServer:
         if self._group_coordinator is None:
             self._group_coordinator = consumer_groups.coordinator.GroupCoordinator(
                 self.config, self.broker_id, self.context.timer, self.replica_manager,
-                self.metadata_cache, self.wall_ms)
+                self.metadata_cache, self.wall_ms, self.group_configs)
             if self._coordinators_started:
                 self._group_coordinator.schedule_retention()
         return self._group_coordinator
@@ -242,7 +245,7 @@ class KafkaServer:
     def share_partition_manager(self) -> SharePartitionManager:
         if self._share_partition_manager is None:
             self._share_partition_manager = share.share_partition_manager.SharePartitionManager(
-                self.config, self.replica_manager, self.context.timer, lambda group_id: "latest")
+                self.config, self.replica_manager, self.context.timer, self.group_configs)
         return self._share_partition_manager
 
     @property

@@ -157,24 +157,31 @@ class SharePartition:
                     batches: list[tuple[int, int, list[int]]]) -> None:
         """Apply a member's acknowledgement batches ((first, last, types): one type for the
         whole range, or one per offset). All or nothing: INVALID_RECORD_STATE when any offset
-        is not acquired by this member, INVALID_REQUEST when a batch is malformed."""
-        changes: list[tuple[int, InFlightRecord, int]] = []
+        is not acquired by this member, INVALID_REQUEST when a batch is malformed or names an
+        offset twice. The work is bounded by the records in flight, whatever the batches say."""
+        changes: dict[int, tuple[InFlightRecord, int]] = {}
         for first, last, types in batches:
             span = last - first + 1
             if first < 0 or span <= 0 or len(types) not in (1, span) or any(
                     t not in AcknowledgeType._value2member_map_ for t in types):
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  f"Invalid acknowledgement batch {first}-{last}")
+            if len(changes) + span > len(self.in_flight):  # cannot all be acquired records
+                raise KafkaError(ErrorCode.INVALID_RECORD_STATE, f"The records {first}-{last} "
+                                 f"are not all acquired by member {member_id}")
             for i, offset in enumerate(range(first, last + 1)):
+                if offset in changes:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                     f"Offset {offset} is acknowledged twice")
                 record = self.in_flight.get(offset)
                 if (record is None or record.state != RecordState.ACQUIRED
                         or record.lock is None or record.lock.member_id != member_id):
                     raise KafkaError(ErrorCode.INVALID_RECORD_STATE,
                                      f"The record at offset {offset} is not acquired by "
                                      f"member {member_id}")
-                changes.append((offset, record, types[0] if len(types) == 1 else types[i]))
+                changes[offset] = (record, types[0] if len(types) == 1 else types[i])
         released = False
-        for _offset, record, kind in changes:
+        for record, kind in changes.values():
             if kind == AcknowledgeType.RELEASE:
                 released |= self._release(record)
             else:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -25,6 +24,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
+    from broker.metadata.group_configs import GroupConfigCache
     from broker.replication.partition import Partition
     from broker.replication.replica_manager import ReplicaManager
     from timer import SystemTimer
@@ -64,15 +64,16 @@ class ShareAnswer:
     error: ErrorCode
     error_message: str | None = None
     partitions: dict[PartitionKey, SharePartitionData] = field(default_factory=dict)
+    acquisition_lock_timeout_ms: int = 0  # the group's share.record.lock.duration.ms
 
 
 class SharePartitionManager:
     def __init__(self, config: BrokerConfig, replicas: ReplicaManager, timer: SystemTimer,
-                 auto_offset_reset: Callable[[str], str]) -> None:
+                 group_configs: GroupConfigCache) -> None:
         self.config = config
         self.replicas = replicas
         self.timer = timer
-        self._auto_offset_reset = auto_offset_reset  # group id -> "earliest" | "latest"
+        self.group_configs = group_configs  # share.auto.offset.reset, share.record.lock...
         self.share_partitions: dict[tuple[str, str, int], SharePartition] = {}
         self._leader_epochs: dict[tuple[str, str, int], int] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
@@ -90,6 +91,7 @@ class SharePartitionManager:
         records acquired for the member from the session's partitions (parked up to
         `max_wait_ms` when there are none)."""
         key = (group_id, member_id)
+        await self.group_configs.overrides(group_id)
         if epoch == INITIAL_EPOCH:
             if any(p.acknowledgements for p in partitions):
                 return ShareAnswer(ErrorCode.INVALID_REQUEST, "Acknowledge data present on "
@@ -105,7 +107,8 @@ class SharePartitionManager:
             session, error = self._session(key, epoch)
             if session is None:
                 return error
-        answer = ShareAnswer(ErrorCode.NONE)
+        answer = ShareAnswer(ErrorCode.NONE, acquisition_lock_timeout_ms=int(
+            self.group_configs.value(group_id, "share.record.lock.duration.ms")))
         for p in partitions:
             answer.partitions[p.key] = data = SharePartitionData()
             if not p.topic:
@@ -214,10 +217,11 @@ class SharePartitionManager:
 
     # -- ShareAcknowledge ----------------------------------------------------------------------
 
-    def share_acknowledge(self, group_id: str, member_id: str, epoch: int,
-                          partitions: list[ShareFetchPartition]) -> ShareAnswer:
+    async def share_acknowledge(self, group_id: str, member_id: str, epoch: int,
+                                partitions: list[ShareFetchPartition]) -> ShareAnswer:
         """One ShareAcknowledge: within a session (not its first request); -1 closes it."""
         key = (group_id, member_id)
+        await self.group_configs.overrides(group_id)
         if epoch == INITIAL_EPOCH:
             return ShareAnswer(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
                                "A share session cannot start with ShareAcknowledge")
@@ -257,7 +261,7 @@ class SharePartitionManager:
             share.close()
             share = None
         if share is None:
-            reset = self._auto_offset_reset(group_id)
+            reset = self.group_configs.value(group_id, "share.auto.offset.reset")
             start = (partition.log_start_offset if reset == "earliest"
                      else partition.high_watermark)
             config = self.config
@@ -271,6 +275,8 @@ class SharePartitionManager:
             log.info("share partition initialized", group_id=group_id, topic=topic,
                      partition=index, start_offset=start, auto_offset_reset=reset)
         share.move_start(partition.log_start_offset)
+        share.lock_duration_ms = int(
+            self.group_configs.value(group_id, "share.record.lock.duration.ms"))
         return share, partition
 
     def _release(self, session: ShareSession, member_id: str) -> None:

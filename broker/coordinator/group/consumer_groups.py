@@ -60,7 +60,7 @@ class ConsumerGroups(GroupCoordinatorBase):
         if error is not None:
             raise KafkaError(error)
         classic = self.group(group_id)
-        if classic is not None and classic.members:
+        if (classic is not None and classic.members) or group_id in self.share_groups:
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND,
                              f"Group {group_id} is not a consumer group")
         assignors = self.config["group.consumer.assignors"]
@@ -68,6 +68,7 @@ class ConsumerGroups(GroupCoordinatorBase):
             raise KafkaError(ErrorCode.UNSUPPORTED_ASSIGNOR,
                              f"ServerAssignor {server_assignor} is not supported. Supported "
                              f"assignors: {', '.join(assignors)}")
+        await self.read_group_configs(group_id)
         before = _snapshot(self.consumer_groups.get(group_id))
         answer = self._heartbeat(group_id, member_id, member_epoch, instance_id, rack_id,
                                  rebalance_timeout_ms, subscribed_topics, server_assignor, owned,
@@ -161,7 +162,7 @@ class ConsumerGroups(GroupCoordinatorBase):
         self._watch_revocation(group, member)
         full = member_epoch == 0 or owned is not None
         return HeartbeatAnswer(member.member_id, member.member_epoch,
-                               self.config["group.consumer.heartbeat.interval.ms"],
+                               self.group_setting(group_id, "consumer.heartbeat.interval.ms"),
                                member.assigned if changed or full else None)
 
     @staticmethod
@@ -224,7 +225,7 @@ class ConsumerGroups(GroupCoordinatorBase):
                                  f"group coordinator ({member.member_epoch}).")
 
     def _schedule_session(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
-        """Restart the member's session timeout (`group.consumer.session.timeout.ms`)."""
+        """Restart the member's session timeout (the group's `consumer.session.timeout.ms`)."""
         if member.session is not None:
             member.session.cancel()
         group_id, member_id = group.group_id, member.member_id
@@ -236,8 +237,8 @@ class ConsumerGroups(GroupCoordinatorBase):
                 self._remove_member(current, member_id, "session timed out")
                 self.spawn(self._write(group_id, before))
 
-        member.session = FunctionTimerTask(self.config["group.consumer.session.timeout.ms"],
-                                           expire)
+        member.session = FunctionTimerTask(
+            self.group_setting(group_id, "consumer.session.timeout.ms"), expire)
         self.timer.add(member.session)
 
     def _watch_revocation(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:

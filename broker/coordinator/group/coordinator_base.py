@@ -15,6 +15,7 @@ from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from broker.coordinator.group.member import MemberMetadata
 from broker.coordinator.group.share_group import ShareGroup
 from broker.logs import get_logger
+from broker.metadata.group_configs import SPECS, GroupConfigCache, default_value
 from broker.replication.purgatory import DelayedOperationPurgatory
 from protocol.errors import ErrorCode
 from timer.scheduler import KafkaScheduler
@@ -31,8 +32,12 @@ if TYPE_CHECKING:
 class GroupCoordinatorBase(ABC):
     def __init__(self, config: BrokerConfig, broker_id: int, timer: SystemTimer,
                  replica_manager: ReplicaManager, cache: MetadataCache,
-                 time_ms: Callable[[], int]) -> None:
+                 time_ms: Callable[[], int], group_configs: GroupConfigCache | None = None
+                 ) -> None:
         self.config = config
+        # Kafka 4's per-group settings (IncrementalAlterConfigs on a GROUP resource): their
+        # handler reads the group's overrides before calling in, so a lookup here never waits.
+        self.group_configs = group_configs
         self.broker_id = broker_id
         self.timer = timer
         self.time_ms = time_ms  # wall time: persisted timestamps and offset retention
@@ -49,6 +54,17 @@ class GroupCoordinatorBase(ABC):
             "group coordinator job failed", job=job, exc_info=exc))
 
     # -- plumbing ---------------------------------------------------------------------------
+
+    async def read_group_configs(self, group_id: str) -> None:
+        """Have the group's config overrides at hand (a store read the first time)."""
+        if self.group_configs is not None:
+            await self.group_configs.overrides(group_id)
+
+    def group_setting(self, group_id: str, name: str) -> int:
+        """A group config's value for the group (its override, else the broker's default)."""
+        if self.group_configs is not None:
+            return int(self.group_configs.value(group_id, name))
+        return int(default_value(self.config, SPECS[name]))
 
     def spawn(self, coro: Awaitable) -> None:
         task = asyncio.ensure_future(coro)

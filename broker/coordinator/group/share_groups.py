@@ -23,7 +23,7 @@ LEAVE_GROUP_MEMBER_EPOCH = -1
 
 class ShareGroups(GroupCoordinatorBase):
 
-    def handle_share_group_heartbeat(
+    async def handle_share_group_heartbeat(
         self, group_id: str, member_id: str, member_epoch: int, *, rack_id: str | None,
         subscribed_topics: list[str] | None, client_id: str, client_host: str,
     ) -> HeartbeatAnswer:
@@ -35,6 +35,7 @@ class ShareGroups(GroupCoordinatorBase):
                 (classic := self.group(group_id)) is not None and classic.members):
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND,
                              f"Group {group_id} is not a share group.")
+        await self.read_group_configs(group_id)
         group = self.share_groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         if member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
@@ -81,7 +82,7 @@ class ShareGroups(GroupCoordinatorBase):
         changed = group.reconcile(member) or member_epoch == 0
         self._schedule_share_session(group, member)
         return HeartbeatAnswer(member_id, member.member_epoch,
-                               self.config["group.share.heartbeat.interval.ms"],
+                               self.group_setting(group_id, "share.heartbeat.interval.ms"),
                                member.assigned if changed else None)
 
     def share_group(self, group_id: str) -> ShareGroup:
@@ -104,7 +105,7 @@ class ShareGroups(GroupCoordinatorBase):
                 if n in topics and not topics[n].internal}
 
     def _schedule_share_session(self, group: ShareGroup, member: ShareGroupMember) -> None:
-        """Restart the member's session timeout (`group.share.session.timeout.ms`)."""
+        """Restart the member's session timeout (the group's `share.session.timeout.ms`)."""
         if member.session is not None:
             member.session.cancel()
         group_id, member_id = group.group_id, member.member_id
@@ -114,7 +115,8 @@ class ShareGroups(GroupCoordinatorBase):
             if current is not None and current.members.get(member_id) is member:
                 self._remove_share_member(current, member_id, "session timed out")
 
-        member.session = FunctionTimerTask(self.config["group.share.session.timeout.ms"], expire)
+        member.session = FunctionTimerTask(
+            self.group_setting(group_id, "share.session.timeout.ms"), expire)
         self.timer.add(member.session)
 
     def _remove_share_member(self, group: ShareGroup, member_id: str, why: str) -> None:
