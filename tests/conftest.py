@@ -51,8 +51,11 @@ def broker_factory(tmp_path: Path) -> Iterator:
 
 
 @pytest.fixture
-def kafka_broker(broker_factory) -> BrokerThread:
-    return broker_factory()
+def kafka_broker(broker_factory, request: pytest.FixtureRequest) -> BrokerThread:
+    """A one-broker cluster on a thread of its own (for synchronous clients), with the broker
+    properties of a `@pytest.mark.broker_config({...})` marker, if the test has one."""
+    marker = request.node.get_closest_marker("broker_config")
+    return broker_factory(marker.args[0] if marker else None)
 
 
 @pytest.fixture

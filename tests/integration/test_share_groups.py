@@ -1,0 +1,365 @@
+"""KIP-932 share groups over a real listener. confluent-kafka's ShareConsumer joins a share group
+(ShareGroupHeartbeat), acquires records (ShareFetch) under acquisition locks on the timing
+wheel, and acknowledges them: two consumers share one partition, a record whose lock expires is
+delivered again with a higher delivery count, rejected records are archived. The protocol's
+refusals are checked with raw requests."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+
+from protocol.errors import ErrorCode
+from protocol.records import encode_batch
+from tests.integration.raw_client import RawClient
+from tests.integration.test_consumer_group_protocol import topic_ids
+from tests.integration.test_protocol_edges import create_topic, produce_body
+
+PRODUCE, FIND_COORDINATOR, API_VERSIONS = 0, 10, 18
+SHARE_HEARTBEAT, SHARE_DESCRIBE, SHARE_FETCH, SHARE_ACK = 76, 77, 78, 79
+ACCEPT, RELEASE, REJECT = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT
+
+
+# -- with confluent-kafka's ShareConsumer ---------------------------------------------------------
+
+def topic_of_single_batches(bootstrap: str, topic: str, count: int) -> Producer:
+    """A one-partition topic holding records "0".."count-1", each in a batch of its own (so a
+    consumer asking for a few records gets a few)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(count):
+        producer.produce(topic, b"%d" % i)
+        assert producer.flush(10) == 0
+    return producer
+
+
+def read_from_earliest(bootstrap: str, group: str) -> None:
+    """The group's share.auto.offset.reset (a group config, Kafka 4), set before it reads."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[ConfigEntry(
+        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(10)
+
+
+def share_consumer(bootstrap: str, group: str, topic: str, **config) -> ShareConsumer:
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                              "share.acknowledgement.mode": "explicit", **config})
+    consumer.subscribe([topic])
+    return consumer
+
+
+def poll_some(consumer: ShareConsumer, timeout_s: float = 30) -> list:
+    """Poll until the consumer is given records (the first polls join the group)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        messages = list(consumer.poll(0.2))
+        for m in messages:
+            assert m.error() is None, m.error()
+        if messages:
+            return messages
+    raise AssertionError("no records within the time")
+
+
+def test_two_share_consumers_on_one_partition_share_its_records(kafka_broker):
+    bootstrap = kafka_broker.bootstrap
+    topic_of_single_batches(bootstrap, "queue", 20)
+    read_from_earliest(bootstrap, "workers")
+    first = share_consumer(bootstrap, "workers", "queue", **{"max.poll.records": 3})
+    second = share_consumer(bootstrap, "workers", "queue", **{"max.poll.records": 3})
+    # The first holds its records (acquired, not acknowledged): the second is given others.
+    held = poll_some(first)
+    given = poll_some(second)
+    assert {m.offset() for m in held}.isdisjoint({m.offset() for m in given})
+    delivered = {}
+    for consumer, messages in ((first, held), (second, given)):
+        for m in messages:
+            delivered.setdefault(m.value(), []).append(consumer)
+            consumer.acknowledge(m, ACCEPT)
+        consumer.commit_sync()
+    deadline = time.monotonic() + 30
+    while len(delivered) < 20:
+        assert time.monotonic() < deadline, sorted(delivered)
+        for consumer in (first, second):
+            for m in consumer.poll(0.1):
+                delivered.setdefault(m.value(), []).append(consumer)
+                consumer.acknowledge(m, ACCEPT)
+            consumer.commit_sync()
+    assert sorted(delivered) == sorted(b"%d" % i for i in range(20))
+    assert all(len(by) == 1 for by in delivered.values())  # each record to one consumer, once
+    first.close()
+    second.close()
+
+
+def test_a_record_whose_lock_expires_is_delivered_again_with_a_higher_delivery_count(
+        kafka_broker):
+    bootstrap = kafka_broker.bootstrap
+    topic_of_single_batches(bootstrap, "locks", 3)
+    read_from_earliest(bootstrap, "slow")
+    kafka_broker.call(kafka_broker.cluster.freeze_clock)
+    first = share_consumer(bootstrap, "slow", "locks")
+    taken = poll_some(first)
+    assert [m.delivery_count() for m in taken] == [1] * len(taken)
+    # The lock (group.share.record.lock.duration.ms, 30 s) runs out on the broker's clock
+    kafka_broker.call(lambda: kafka_broker.cluster.advance_clock(30_000))
+    second = share_consumer(bootstrap, "slow", "locks")
+    again = poll_some(second)
+    assert [(m.offset(), m.delivery_count()) for m in again] == [
+        (m.offset(), 2) for m in taken]
+    for m in again:
+        second.acknowledge(m, ACCEPT)
+    second.commit_sync()
+    second.close()
+    first.close()
+
+
+@pytest.mark.broker_config({"group.share.delivery.count.limit": "2"})
+def test_rejected_records_are_archived_and_released_ones_come_back_until_the_limit(
+        kafka_broker):
+    bootstrap = kafka_broker.bootstrap
+    producer = topic_of_single_batches(bootstrap, "jobs", 4)
+    read_from_earliest(bootstrap, "judges")
+    consumer = share_consumer(bootstrap, "judges", "jobs")
+    verdicts = {b"0": ACCEPT, b"1": REJECT, b"2": RELEASE, b"3": RELEASE}
+    seen: list[tuple[bytes, int]] = []
+    deadline = time.monotonic() + 30
+    while len(seen) < 6:  # 0-3 once, then 2 and 3 a second time
+        assert time.monotonic() < deadline, seen
+        for m in consumer.poll(0.2):
+            seen.append((m.value(), m.delivery_count()))
+            consumer.acknowledge(m, verdicts[m.value()])
+        consumer.commit_sync()
+    assert sorted(seen) == [(b"0", 1), (b"1", 1), (b"2", 1), (b"2", 2), (b"3", 1), (b"3", 2)]
+    # Released at their delivery count limit, 2 and 3 are archived: the next record is next.
+    producer.produce("jobs", b"4")
+    assert producer.flush(10) == 0
+    (last,) = poll_some(consumer)
+    assert (last.value(), last.delivery_count()) == (b"4", 1)
+    consumer.acknowledge(last, ACCEPT)
+    consumer.commit_sync()
+    consumer.close()
+
+
+# -- the protocol, with raw requests ---------------------------------------------------------------
+
+class ShareMember:
+    """One share group member's requests over its own connection."""
+
+    def __init__(self, client: RawClient, group: str, member_id: str) -> None:
+        self.client, self.group, self.member_id = client, group, member_id
+        self.epoch = 0
+        self.session_epoch = 0
+
+    async def beat(self, topics: list[str] | None = None, epoch: int | None = None):
+        answer = await self.client.request(SHARE_HEARTBEAT, 1, {
+            "group_id": self.group, "member_id": self.member_id,
+            "member_epoch": self.epoch if epoch is None else epoch, "rack_id": None,
+            "subscribed_topic_names": topics})
+        if answer.error_code == 0:
+            self.epoch = answer.member_epoch
+        return answer
+
+    async def fetch(self, partitions: dict[bytes, list[int]], *, epoch: int | None = None,
+                    acks: dict[tuple[bytes, int], list[tuple[int, int, list[int]]]] | None = None,
+                    max_records: int = 100, max_wait_ms: int = 0):
+        acks = acks or {}
+        answer = await self.client.request(SHARE_FETCH, 1, {
+            "group_id": self.group, "member_id": self.member_id,
+            "share_session_epoch": self.session_epoch if epoch is None else epoch,
+            "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
+            "max_records": max_records, "batch_size": max_records,
+            "topics": [{"topic_id": t, "partitions": [
+                {"partition_index": p, "acknowledgement_batches": [
+                    {"first_offset": f, "last_offset": la, "acknowledge_types": types}
+                    for f, la, types in acks.get((t, p), [])]} for p in ps]}
+                for t, ps in partitions.items()],
+            "forgotten_topics_data": []})
+        if answer.error_code == 0 and epoch is None:
+            self.session_epoch += 1
+        return answer
+
+
+def acquired(answer) -> dict[int, list[tuple[int, int, int]]]:
+    return {p.partition_index: [(r.first_offset, r.last_offset, r.delivery_count)
+                                for r in p.acquired_records]
+            for t in answer.responses for p in t.partitions if p.acquired_records}
+
+
+async def share_setup(port: int, group: str, topic: str, records: int):
+    """A one-partition topic of `records` records, the group's coordinator loaded, and the group
+    reading from the earliest offset."""
+    client = await RawClient.connect(port)
+    await create_topic(client, topic, 1)
+    if records:
+        batch = encode_batch([(None, b"%d" % i, (), None) for i in range(records)])
+        answer = await client.request(PRODUCE, 9, produce_body({(topic, 0): batch}))
+        assert answer.responses[0].partition_responses[0].error_code == 0
+    ids = await topic_ids(client, topic)
+    altered = await client.request(44, 1, {"resources": [{
+        "resource_type": 32, "resource_name": group, "configs": [
+            {"name": "share.auto.offset.reset", "config_operation": 0,
+             "value": "earliest"}]}], "validate_only": False})
+    assert altered.responses[0].error_code == 0, altered
+    for _ in range(500):  # the first FindCoordinator makes __consumer_offsets; then it loads
+        found = await client.request(FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+        described = await client.request(SHARE_DESCRIBE, 1, {
+            "group_ids": [group], "include_authorized_operations": False})
+        if found.error_code == 0 and described.groups[0].error_code not in (
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR,
+                ErrorCode.COORDINATOR_NOT_AVAILABLE):
+            break
+        await asyncio.sleep(0.01)
+    return client, ids[topic]
+
+
+async def test_share_group_heartbeat_assigns_and_describe_shows_the_group(async_broker):
+    client, topic_id = await share_setup(async_broker.port, "sg", "st", 0)
+    a = ShareMember(await RawClient.connect(async_broker.port), "sg", "member-a")
+    b = ShareMember(await RawClient.connect(async_broker.port), "sg", "member-b")
+    joined = await a.beat(["st"])
+    assert (joined.error_code, joined.member_epoch) == (0, 1)
+    assert [(bytes(tp.topic_id), list(tp.partitions))
+            for tp in joined.assignment.topic_partitions] == [(topic_id, [0])]
+    assert (await b.beat(["st"])).member_epoch == 2
+    # More members than partitions: both are given partition 0 (they share it)
+    answer = await a.beat()
+    assert answer.member_epoch == 2
+    assert [list(tp.partitions) for tp in answer.assignment.topic_partitions] == [[0]]
+    assert (await a.beat()).assignment is None  # unchanged: not sent again
+    described = await client.request(SHARE_DESCRIBE, 1, {
+        "group_ids": ["sg", "nobody"], "include_authorized_operations": False})
+    group, unknown = described.groups
+    assert (group.error_code, group.group_state, group.group_epoch, group.assignment_epoch,
+            group.assignor_name) == (0, "Stable", 2, 2, "simple")
+    assert sorted((m.member_id, m.member_epoch, list(m.subscribed_topic_names),
+                   [(tp.topic_name, list(tp.partitions)) for tp in m.assignment.topic_partitions])
+                  for m in group.members) == [("member-a", 2, ["st"], [("st", [0])]),
+                                              ("member-b", 2, ["st"], [("st", [0])])]
+    assert (unknown.error_code, unknown.error_message) == (
+        ErrorCode.GROUP_ID_NOT_FOUND, "Group nobody not found.")
+    left = await b.beat(epoch=-1)
+    assert (left.error_code, left.member_epoch) == (0, -1)
+    for client_ in (client, a.client, b.client):
+        await client_.close()
+
+
+async def test_share_group_heartbeat_refusals(async_broker):
+    client, _ = await share_setup(async_broker.port, "sr", "srt", 0)
+    member = ShareMember(client, "sr", "m")
+    cases = [
+        ({"member_id": ""}, ErrorCode.INVALID_REQUEST, "MemberId can't be empty."),
+        ({"member_epoch": -2}, ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid."),
+        ({"subscribed_topic_names": None}, ErrorCode.INVALID_REQUEST,
+         "SubscribedTopicNames must be set in first request."),
+        ({"member_epoch": 3, "member_id": "ghost"}, ErrorCode.UNKNOWN_MEMBER_ID, None),
+    ]
+    for change, code, message in cases:
+        body = {"group_id": "sr", "member_id": "m", "member_epoch": 0, "rack_id": None,
+                "subscribed_topic_names": ["srt"], **change}
+        answer = await client.request(SHARE_HEARTBEAT, 1, body)
+        assert answer.error_code == code, change
+        if message is not None:
+            assert answer.error_message == message
+    assert (await member.beat(["srt"])).error_code == 0
+    fenced = await member.beat(epoch=member.epoch + 5)
+    assert fenced.error_code == ErrorCode.FENCED_MEMBER_EPOCH
+    await client.close()
+
+
+async def test_share_fetch_acquires_acknowledges_and_keeps_its_session(async_broker):
+    client, tid = await share_setup(async_broker.port, "sf", "sft", 5)
+    member = ShareMember(client, "sf", "m1")
+    assert (await member.beat(["sft"])).error_code == 0
+    # Acknowledgements on a session's first request are refused; so is a session never opened.
+    refused = await member.fetch({tid: [0]}, acks={(tid, 0): [(0, 0, [1])]})
+    assert refused.error_code == ErrorCode.INVALID_REQUEST
+    assert (await member.fetch({tid: [0]}, epoch=4)).error_code == \
+        ErrorCode.SHARE_SESSION_NOT_FOUND
+    first = await member.fetch({tid: [0]}, max_records=2)
+    assert (first.error_code, first.acquisition_lock_timeout_ms) == (0, 30_000)
+    assert acquired(first) == {0: [(0, 4, 1)]}  # one batch of 5: whole batches are given
+    assert bytes(first.responses[0].partitions[0].records)  # the batch itself
+    # An epoch out of turn; then offsets not acquired: the partition's acknowledge error, and
+    # the fetch goes on.
+    assert (await member.fetch({tid: [0]}, epoch=7)).error_code == \
+        ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    bad = await member.fetch({tid: [0]}, acks={(tid, 0): [(3, 9, [1])]})
+    (p,) = bad.responses[0].partitions
+    assert (p.error_code, p.acknowledge_error_code) == (0, ErrorCode.INVALID_RECORD_STATE)
+    # Accept 0-2, release 3, reject 4: 3 comes back with delivery count 2
+    again = await member.fetch({tid: [0]}, acks={(tid, 0): [(0, 2, [1]), (3, 4, [2, 3])]})
+    assert again.responses[0].partitions[0].acknowledge_error_code == 0
+    assert acquired(again) == {0: [(3, 3, 2)]}
+    acked = await client.request(SHARE_ACK, 1, {
+        "group_id": "sf", "member_id": "m1", "share_session_epoch": -1,
+        "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0,
+                                                      "acknowledgement_batches": [
+                                                          {"first_offset": 3, "last_offset": 3,
+                                                           "acknowledge_types": [1]}]}]}]})
+    assert (acked.error_code, acked.responses[0].partitions[0].error_code) == (0, 0)
+    # -1 closed the session
+    assert (await member.fetch({tid: [0]})).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+    manager = async_broker.share_partition_manager
+    share = manager.share_partitions[("sf", "sft", 0)]
+    assert (share.start_offset, dict(share.records())) == (5, {})
+    await client.close()
+
+
+async def test_a_parked_share_fetch_is_answered_by_an_append(async_broker):
+    client, tid = await share_setup(async_broker.port, "sp", "spt", 0)
+    member = ShareMember(await RawClient.connect(async_broker.port), "sp", "m1")
+    assert (await member.beat(["spt"])).error_code == 0
+    assert acquired(await member.fetch({tid: [0]})) == {}  # opens the session: nothing yet
+    parked = asyncio.ensure_future(member.fetch({}, max_wait_ms=60_000))
+    manager = async_broker.share_partition_manager
+    while manager.purgatory.delayed == 0:
+        await asyncio.sleep(0.005)
+    batch = encode_batch([(None, b"late", (), None)])
+    await client.request(PRODUCE, 9, produce_body({("spt", 0): batch}))
+    answer = await asyncio.wait_for(parked, 10)
+    assert acquired(answer) == {0: [(0, 0, 1)]}
+    await member.client.close()
+    await client.close()
+
+
+async def test_share_requests_name_unknown_topics_and_refuse_empty_ids(async_broker):
+    client, tid = await share_setup(async_broker.port, "su", "sut", 1)
+    member = ShareMember(client, "su", "m1")
+    ghost = uuid.uuid4().bytes
+    answer = await member.fetch({ghost: [0], tid: [0]})
+    errors = {bytes(t.topic_id): [p.error_code for p in t.partitions] for t in answer.responses}
+    assert errors == {ghost: [ErrorCode.UNKNOWN_TOPIC_ID], tid: [0]}
+    empty = await client.request(SHARE_FETCH, 1, {
+        "group_id": "su", "member_id": "", "share_session_epoch": 0, "max_wait_ms": 0,
+        "min_bytes": 1, "max_bytes": 1024, "max_records": 1, "batch_size": 1, "topics": [],
+        "forgotten_topics_data": []})
+    assert (empty.error_code, empty.error_message) == (ErrorCode.INVALID_REQUEST,
+                                                       "MemberId can't be empty.")
+    await client.close()
+
+
+@pytest.mark.broker_config({"feature.levels": "share.version=0"})
+async def test_share_version_0_hides_the_share_group_apis(async_broker):
+    client = await RawClient.connect(async_broker.port)
+    versions = await client.request(API_VERSIONS, 3, {"client_software_name": "t",
+                                                      "client_software_version": "1"})
+    keys = {k.api_key for k in versions.api_keys}
+    assert keys.isdisjoint({SHARE_HEARTBEAT, SHARE_DESCRIBE, SHARE_FETCH, SHARE_ACK})
+    assert "share.version" not in {f.name for f in versions.finalized_features}
+    beat = await client.request(SHARE_HEARTBEAT, 1, {
+        "group_id": "g", "member_id": "m", "member_epoch": 0, "rack_id": None,
+        "subscribed_topic_names": ["t"]})
+    assert beat.error_code == ErrorCode.UNSUPPORTED_VERSION
+    await client.close()
