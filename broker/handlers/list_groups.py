@@ -1,7 +1,7 @@
 """ListGroups (key 16), v0-5: the groups this broker coordinates (clients ask every broker).
 
-- v4+: filter by state (case-insensitive); v5+: by type, "classic" or "consumer" (KIP-848 groups,
-  whose protocol type is "consumer" too).
+- v4+: filter by state (case-insensitive); v5+: by type, "classic", "consumer" (KIP-848 groups,
+  whose protocol type is "consumer" too) or "share" (KIP-932 share groups, protocol type "share").
 - COORDINATOR_LOAD_IN_PROGRESS while an offsets partition is still loading, with what is known.
 """
 
@@ -23,6 +23,10 @@ async def handle(ctx: RequestContext, request) -> dict:
     if not types or "consumer" in types:
         listed += [(g.group_id, "consumer", g.state, "consumer")
                    for g in coordinator.consumer_groups.values()
+                   if not states or g.state.lower() in states]
+    if not types or "share" in types:
+        listed += [(g.group_id, "share", g.state, "share")
+                   for g in coordinator.share_groups.values()
                    if not states or g.state.lower() in states]
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):  # else only the groups it may describe
         listed = [g for g in listed

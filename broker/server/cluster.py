@@ -233,7 +233,8 @@ class Cluster:
         return self.context.event_loop()
 
     def groups(self, group: str | None = None) -> list[dict]:
-        """Consumer groups as their coordinators hold them (KeyError for an unknown group)."""
+        """Groups as their coordinators hold them, share groups with their partitions' records in
+        flight (KeyError for an unknown group)."""
         def high_watermark(topic: str, partition: int) -> int | None:
             controller = self.active_controller()
             state = controller.states.get((topic, partition)) if controller else None
@@ -241,9 +242,15 @@ class Cluster:
             local = leader.replica_manager.partitions.get((topic, partition)) if leader else None
             return local.high_watermark if local is not None else None
 
-        out = [view for b in self.brokers.values() if b.running
+        running = [b for b in self.brokers.values() if b.running]
+        out = [view for b in running
                for view in consumer_groups.view.coordinator_views(
                    b.group_coordinator, b.broker_id, high_watermark, group)]
+        for view in out:
+            if view["type"] == "share":  # its records in flight, at the partitions' leaders
+                view["share_partitions"] = sorted(
+                    (p for b in running for p in b.share_partition_views(view["group"])),
+                    key=lambda p: (p["topic"], p["partition"]))
         if group is not None and not out:
             raise KeyError(f"no group {group!r} on a running coordinator")
         return sorted(out, key=lambda g: g["group"])

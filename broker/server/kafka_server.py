@@ -248,6 +248,14 @@ class KafkaServer:
                 self.config, self.replica_manager, self.context.timer, self.group_configs)
         return self._share_partition_manager
 
+    def share_partition_views(self, group_id: str | None = None) -> list[dict]:
+        """The share partitions this broker leads, as the views show them (none until a share
+        consumer fetched here)."""
+        if self._share_partition_manager is None:
+            return []
+        return share.view.share_partition_views(self._share_partition_manager, self.broker_id,
+                                                self.context.timer.clock.now_ms(), group_id)
+
     @property
     def transaction_coordinator(self) -> TransactionCoordinator:
         if self._transaction_coordinator is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-LAZY = frozenset({"share_partition_manager"})
+LAZY = frozenset({"share_partition_manager", "view"})
 
 
 def __getattr__(name: str) -> ModuleType:

@@ -1,6 +1,7 @@
-"""ConsumerGroupDescribe for `kafka-sim groups`: kafka-python has no KIP-848 requests, so the tool
-asks the group's coordinator itself (FindCoordinator, then ConsumerGroupDescribe, over a plain
-socket) and gives the answer the shape of kafka-python's describe_groups."""
+"""ConsumerGroupDescribe and ShareGroupDescribe for `kafka-sim groups`: kafka-python has no
+KIP-848 or KIP-932 requests, so the tool asks the group's coordinator itself (FindCoordinator,
+then ConsumerGroupDescribe, else ShareGroupDescribe, over a plain socket) and gives the answer
+the shape of kafka-python's describe_groups."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from protocol.api import response_header_version
 from protocol.framing import encode_frame
 from protocol.headers import decode_response_header, encode_request_header
 
-FIND_COORDINATOR, CONSUMER_GROUP_DESCRIBE = 10, 69
+FIND_COORDINATOR, CONSUMER_GROUP_DESCRIBE, SHARE_GROUP_DESCRIBE = 10, 69, 77
 GROUP_ID_NOT_FOUND = 69
 _SIZE = struct.Struct(">i")
 
@@ -40,9 +41,9 @@ def _read(sock: socket.socket, n: int) -> bytes:
 
 def describe_consumer_groups(bootstrap: list[str], group_ids: list[str], timeout_s: float,
                              client_id: str) -> dict[str, dict]:
-    """The KIP-848 groups among `group_ids`, each as describe_groups gives a classic one
-    (group_id, group_state, protocol_data: the assignor, members with their assignment);
-    groups that are not KIP-848 groups, or whose coordinator cannot be asked, are left out."""
+    """The KIP-848 and share groups among `group_ids`, each as describe_groups gives a classic
+    one (group_id, group_state, protocol_data: the assignor, members with their assignment,
+    and `type`); other groups, or those whose coordinator cannot be asked, are left out."""
     out: dict[str, dict] = {}
     for group_id in group_ids:
         answer = None
@@ -53,9 +54,14 @@ def describe_consumer_groups(bootstrap: list[str], group_ids: list[str], timeout
                                  {"key": group_id, "key_type": 0}, timeout_s, client_id)
                 if found.error_code != 0:
                     break
-                answer = _request((found.host, found.port), CONSUMER_GROUP_DESCRIBE, 0,
-                                  {"group_ids": [group_id], "include_authorized_operations": False},
+                body = {"group_ids": [group_id], "include_authorized_operations": False}
+                answer = _request((found.host, found.port), CONSUMER_GROUP_DESCRIBE, 0, body,
                                   timeout_s, client_id)
+                kind = "consumer"
+                if answer.groups[0].error_code == GROUP_ID_NOT_FOUND:
+                    answer = _request((found.host, found.port), SHARE_GROUP_DESCRIBE, 1, body,
+                                      timeout_s, client_id)
+                    kind = "share"
                 break
             except (OSError, ValueError):
                 continue
@@ -65,7 +71,7 @@ def describe_consumer_groups(bootstrap: list[str], group_ids: list[str], timeout
         if group.error_code != 0:
             continue
         out[group_id] = {
-            "group_id": group_id, "group_state": group.group_state,
+            "group_id": group_id, "group_state": group.group_state, "type": kind,
             "protocol_data": group.assignor_name, "members": [{
                 "member_id": m.member_id, "client_host": m.client_host, "client_id": m.client_id,
                 "member_assignment": {"assigned_partitions": [

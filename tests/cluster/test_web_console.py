@@ -1,5 +1,6 @@
 """The web console in a real headless chromium, driven over the DevTools protocol, on a 3-broker
-cluster with a topic, a consumer group and a transaction: every page draws the cluster's data, a
+cluster with a topic, a consumer group, a share group and a transaction: every page draws the
+cluster's data (a share consumer's records in flight among them), a
 partition's log end offset moves on screen while a producer runs, and the stop button stops the
 leader (leadership moves). Each page's screenshot is kept under build/screenshots/."""
 
@@ -17,6 +18,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from broker.control.control_client import ControlClient
 from tests.browser import Browser
 from tests.cluster.client_producers import create_replicated_topic
+from tests.integration.test_share_groups import poll_some, read_from_earliest, share_consumer
 
 OVERRIDES = {"transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3",
              "group.initial.rebalance.delay.ms": "0"}
@@ -83,6 +85,9 @@ async def test_console_pages_live_updates_and_stop_button(broker_factory, tmp_pa
     producer.close()
     commit_a_transaction(cluster.bootstrap)
     consumer = join_a_group(cluster.bootstrap)
+    read_from_earliest(cluster.bootstrap, "sharers")
+    sharer = share_consumer(cluster.bootstrap, "sharers", "shown")
+    held = poll_some(sharer)  # acquired, not acknowledged: in flight under its lock
     console = cluster.control.console_url
     shots = tmp_path / "screenshots"
     shots.mkdir()
@@ -144,6 +149,11 @@ async def test_console_pages_live_updates_and_stop_button(broker_factory, tmp_pa
                 "document.querySelector('[data-group=watchers] .pill.on').textContent") == "Stable"
             assert "shown [0]" in await browser.evaluate(
                 "document.querySelector('[data-group=watchers]').textContent")
+            # The share group's partition at its leader: the records its member holds
+            row = "document.querySelector('[data-group=sharers] [data-share-partition=shown-0]')"
+            await show("groups", f"{row}?.dataset.acquired > 0")
+            assert int(await browser.evaluate(f"{row}.dataset.acquired")) == len(held)
+            assert "acquired ×1 by" in await browser.evaluate(f"{row}.textContent")
 
             await show("transactions", "document.querySelector('[data-txn=console-txn]')"
                                        "?.dataset.state === 'CompleteCommit'")
@@ -194,6 +204,7 @@ async def test_console_pages_live_updates_and_stop_button(broker_factory, tmp_pa
             await browser.screenshot(shots / "partitions-after-stop.png")
     finally:
         consumer.close()
+        sharer.close()
         KEPT_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         for shot in shots.glob("*.png"):
             shutil.copy(shot, KEPT_SCREENSHOTS / shot.name)

@@ -23,6 +23,7 @@ from confluent_kafka.admin import (
 
 from protocol.errors import ErrorCode
 from protocol.records import encode_batch
+from tests.integration.console_tools import Tools
 from tests.integration.raw_client import RawClient
 from tests.integration.test_consumer_group_protocol import topic_ids
 from tests.integration.test_protocol_edges import create_topic, produce_body
@@ -83,6 +84,23 @@ def test_two_share_consumers_on_one_partition_share_its_records(kafka_broker):
     held = poll_some(first)
     given = poll_some(second)
     assert {m.offset() for m in held}.isdisjoint({m.offset() for m in given})
+    # ctl and the console: the group, and at the partition's leader the records each holds
+    (view,) = kafka_broker.call(lambda: kafka_broker.cluster.groups("workers"))
+    assert (view["type"], view["state"], view["protocol"]) == ("share", "Stable", "simple")
+    assert [m["assignment"] for m in view["members"]] == [{"queue": [0]}] * 2
+    (partition,) = view["share_partitions"]
+    holders = {r["member_id"]: r["last_offset"] - r["first_offset"] + 1
+               for r in partition["in_flight"] if r["state"] == "ACQUIRED"}
+    assert sorted(holders.values()) == sorted([len(held), len(given)])
+    assert all(0 < r["lock_expires_in_ms"] <= 30_000 for r in partition["in_flight"])
+    # kafka-sim groups lists and describes it
+    tools = Tools(bootstrap)
+    assert tools.ok("groups", "--list").split() == ["workers"]
+    described = tools.ok("groups", "--describe", "--group", "workers", "--members")
+    rows = [line.split() for line in described.strip().splitlines()[1:]]
+    assert [(r[0], r[4]) for r in rows] == [("workers", "1"), ("workers", "1")], described
+    state = tools.ok("groups", "--describe", "--group", "workers", "--state")
+    assert state.strip().splitlines()[-1].split()[-3:] == ["simple", "Stable", "2"], state
     delivered = {}
     for consumer, messages in ((first, held), (second, given)):
         for m in messages:

@@ -334,6 +334,7 @@
   }
 
   const GROUP_STATES = ["Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"];
+  const SHARE_GROUP_STATES = ["Empty", "Stable", "Dead"];
   function assignmentText(assignment) {
     if (typeof assignment === "string") return assignment || "–";
     const parts = Object.entries(assignment || {}).map(([topic, ps]) => `${topic} [${ps.join(", ")}]`);
@@ -343,22 +344,38 @@
   function groupsPage(snap) {
     const groups = snap.groups;
     if (failed(groups)) return sectionError(groups);
-    if (groups.length === 0) return h("p", { class: "muted" }, "No consumer groups yet.");
+    if (groups.length === 0) return h("p", { class: "muted" }, "No groups yet.");
     return groups.map((g) => h("div", { class: "panel", data: { group: g.group, state: g.state } },
       h("h2", {}, g.group),
       h("p", {}, `coordinator: broker ${g.coordinator} · generation ${g.generation} · `
         + `protocol ${g.protocol_type || "–"}/${g.protocol || "–"}`),
-      pills(GROUP_STATES, g.state),
+      pills(g.type === "share" ? SHARE_GROUP_STATES : GROUP_STATES, g.state),
       h("h3", {}, `Members (${g.members.length})`),
       g.members.length === 0 ? h("p", { class: "muted" }, "none") : table(["member", "client", "host", "session ms", "assignment"],
         g.members.map((m) => h("tr", {},
           h("td", { class: "mono" }, m.member_id, m.member_id === g.leader ? [" ", badge("leader", "info")] : null),
           h("td", {}, m.client_id), h("td", {}, m.client_host), num(m.session_timeout_ms),
           h("td", {}, assignmentText(m.assignment))))),
-      h("h3", {}, "Committed offsets"),
-      g.offsets.length === 0 ? h("p", { class: "muted" }, "none") : table(["topic", "partition", "committed offset", "high watermark", "lag"],
-        g.offsets.map((o) => h("tr", {}, h("td", {}, o.topic), num(o.partition), num(o.committed_offset),
-          num(o.high_watermark), num(o.lag, { lag: o.lag ?? "" }))))));
+      g.type === "share" ? sharePartitions(g.share_partitions || []) : [
+        h("h3", {}, "Committed offsets"),
+        g.offsets.length === 0 ? h("p", { class: "muted" }, "none") : table(["topic", "partition", "committed offset", "high watermark", "lag"],
+          g.offsets.map((o) => h("tr", {}, h("td", {}, o.topic), num(o.partition), num(o.committed_offset),
+            num(o.high_watermark), num(o.lag, { lag: o.lag ?? "" }))))]));
+  }
+
+  // A share group's partitions at their leaders: the start offset, and the records in flight
+  // with their state, delivery count, holder and how long their acquisition lock has left.
+  function sharePartitions(partitions) {
+    const inFlight = (r) => `${r.first_offset === r.last_offset ? r.first_offset : `${r.first_offset}–${r.last_offset}`} `
+      + `${r.state.toLowerCase()} ×${r.delivery_count}`
+      + (r.member_id ? ` by ${r.member_id} (lock ${duration(r.lock_expires_in_ms)})` : "");
+    return [
+      h("h3", {}, "Share partitions"),
+      partitions.length === 0 ? h("p", { class: "muted" }, "none fetched yet") : table(["topic", "partition", "leader", "start offset", "next offset", "records in flight"],
+        partitions.map((p) => h("tr", { data: { sharePartition: `${p.topic}-${p.partition}`, acquired: p.in_flight.filter((r) => r.state === "ACQUIRED").reduce((n, r) => n + r.last_offset - r.first_offset + 1, 0) } },
+          h("td", {}, p.topic), num(p.partition), num(p.leader), num(p.start_offset), num(p.next_offset),
+          h("td", { class: "mono" }, p.in_flight.length ? p.in_flight.map(inFlight).join("; ") : "–")))),
+    ];
   }
 
   const TXN_STATES = ["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "PrepareEpochFence", "Dead"];

@@ -182,6 +182,9 @@ class GroupCoordinatorBase(ABC):
     def forget_share_group(self, group_id: str) -> None: ...
 
     @abstractmethod
+    def delete_share_group(self, group_id: str) -> ErrorCode: ...
+
+    @abstractmethod
     def load_consumer_groups(self, loaded: ConsumerGroupRecords) -> None: ...
 
     @abstractmethod

@@ -136,8 +136,8 @@ class GroupOffsets(GroupCoordinatorBase):
         error = self.validate_group_status(group_id, allow_empty=True)
         if error is not None:
             return error, None
-        if group_id in self.consumer_groups:  # not a classic group: Dead, as Kafka's coordinator
-            return ErrorCode.NONE, None
+        if group_id in self.consumer_groups or group_id in self.share_groups:
+            return ErrorCode.NONE, None  # not a classic group: Dead, as Kafka's coordinator
         return ErrorCode.NONE, self.group(group_id)
 
     # -- DeleteGroups / OffsetDelete --------------------------------------------------------
@@ -147,6 +147,9 @@ class GroupOffsets(GroupCoordinatorBase):
         eligible: list[GroupMetadata] = []
         for group_id in group_ids:
             error = self.validate_group_status(group_id, allow_empty=True)
+            if error is None and group_id in self.share_groups:  # empty ones only
+                errors[group_id] = self.delete_share_group(group_id)
+                continue
             if error is None and group_id in self.consumer_groups:  # KIP-848: empty ones only
                 deleted = await self.delete_consumer_group(group_id)
                 if deleted != ErrorCode.NONE or self.group(group_id) is None:

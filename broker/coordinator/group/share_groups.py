@@ -128,6 +128,14 @@ class ShareGroups(GroupCoordinatorBase):
         log.info("share group member removed", group_id=group.group_id, member_id=member_id,
                  reason=why, group_epoch=group.group_epoch)
 
+    def delete_share_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members."""
+        if self.share_groups[group_id].members:
+            return ErrorCode.NON_EMPTY_GROUP
+        del self.share_groups[group_id]
+        log.info("share group deleted", group_id=group_id)
+        return ErrorCode.NONE
+
     def forget_share_groups(self, partition: int) -> None:
         """The coordinator resigned `partition`: its share groups go (their members join the
         new coordinator)."""

@@ -1,6 +1,7 @@
-"""What `kafka-sim ctl groups` and the console show of a group: state, generation (a KIP-848
-group's epoch), protocol, members with their assignments (decoded for the consumer protocol),
-committed offsets and lag per partition."""
+"""What `kafka-sim ctl groups` and the console show of a group: state, generation (a KIP-848 or
+share group's epoch), protocol, members with their assignments (decoded for the consumer
+protocol), committed offsets and lag per partition. A share group's records in flight are kept by
+the partitions' leaders (broker/share/view.py); the cluster adds them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from broker.coordinator.group.consumer_group import ConsumerGroup
 from broker.coordinator.group.group_metadata import CONSUMER_PROTOCOL_TYPE, GroupMetadata
+from broker.coordinator.group.share_group import SIMPLE_ASSIGNOR, ShareGroup
 from protocol.group_records import decode_assignment
 
 if TYPE_CHECKING:
@@ -26,7 +28,7 @@ def _assignment(group: GroupMetadata, raw: bytes) -> dict[str, list[int]] | str:
 
 def coordinator_views(coordinator: GroupCoordinator, broker_id: int,
                       high_watermark: HighWatermark, group_id: str | None = None) -> list[dict]:
-    """The groups a coordinator holds, classic and KIP-848 (or only `group_id`)."""
+    """The groups a coordinator holds, classic, KIP-848 and share groups (or only `group_id`)."""
     consumer = coordinator.consumer_groups
     views = [group_view(g, broker_id, high_watermark)
              for g in coordinator.manager.groups.values()
@@ -35,7 +37,28 @@ def coordinator_views(coordinator: GroupCoordinator, broker_id: int,
                                   high_watermark,
                                   coordinator.config["group.consumer.session.timeout.ms"])
               for g in consumer.values() if group_id in (None, g.group_id)]
+    views += [share_group_view(g, broker_id,
+                               coordinator.group_setting(g.group_id, "share.session.timeout.ms"))
+              for g in coordinator.share_groups.values() if group_id in (None, g.group_id)]
     return views
+
+
+def share_group_view(group: ShareGroup, coordinator: int, session_timeout_ms: int) -> dict:
+    """A share group in the classic view's shape; its `share_partitions` (the records in flight,
+    at each partition's leader) are the cluster's to add."""
+    return {
+        "group": group.group_id, "coordinator": coordinator, "type": "share",
+        "state": group.state, "generation": group.group_epoch,
+        "assignment_epoch": group.assignment_epoch, "protocol_type": "share",
+        "protocol": SIMPLE_ASSIGNOR, "leader": "",
+        "members": [{
+            "member_id": m.member_id, "group_instance_id": None, "client_id": m.client_id,
+            "client_host": m.client_host, "session_timeout_ms": session_timeout_ms,
+            "member_epoch": m.member_epoch,
+            "assignment": {t: sorted(ps) for t, ps in sorted(m.assigned.items())},
+        } for m in group.members.values()],
+        "offsets": [], "share_partitions": [],
+    }
 
 
 def _offsets(group: GroupMetadata | None, high_watermark: HighWatermark) -> list[dict]:
