@@ -9,7 +9,7 @@ from broker.admin.admin_manager import AdminManager
 from broker.config import BrokerConfig
 from broker.logs import get_logger
 from broker.metadata.metadata_cache import MetadataCache
-from broker.metadata.topic_names import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from broker.metadata.topic_names import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from protocol.errors import KafkaError
 
 log = get_logger("kafka_sim.auto_topic_creation")
@@ -50,6 +50,24 @@ class AutoTopicCreationManager:
         await self.admin.create_topic_in_store(OFFSETS_TOPIC, partitions, rf,
                                                OFFSETS_TOPIC_CONFIGS, internal=True)
         log.info("created the offsets topic", partitions=partitions, replication_factor=rf)
+
+    async def ensure_share_state_topic(self) -> None:
+        """Create `__share_group_state` (internal, compacted, its own min.insync.replicas) if it
+        does not exist yet; capped at the live brokers as the offsets topic is."""
+        if self.cache.topic(SHARE_STATE_TOPIC) is not None:
+            return
+        live = len(await self.admin.live_brokers())
+        rf = max(1, min(self.config["share.coordinator.state.topic.replication.factor"], live))
+        partitions = self.config["share.coordinator.state.topic.num.partitions"]
+        configs = {"cleanup.policy": "compact", "min.insync.replicas": str(max(1, min(
+            self.config["share.coordinator.state.topic.min.isr"], rf)))}
+        try:
+            await self.admin.create_topic_in_store(SHARE_STATE_TOPIC, partitions, rf, configs,
+                                                   internal=True)
+        except KafkaError as exc:  # TOPIC_ALREADY_EXISTS: someone else was first
+            log.debug("share state topic not created", reason=str(exc))
+            return
+        log.info("created the share state topic", partitions=partitions, replication_factor=rf)
 
     async def ensure_transaction_state_topic(self) -> None:
         """Create `__transaction_state` (internal, compacted, its own min.insync.replicas) if it

@@ -168,6 +168,8 @@ _APIS: dict[int, tuple[str, str, int, int]] = {
     77: ("share_group_describe", "ShareGroupDescribe", 1, 1),
     78: ("share_fetch", "ShareFetch", 1, 1),
     79: ("share_acknowledge", "ShareAcknowledge", 1, 1),
+    84: ("read_share_group_state", "ReadShareGroupState", 0, 0),
+    85: ("write_share_group_state", "WriteShareGroupState", 0, 0),
 }
 
 HANDLERS: dict[int, ApiHandler] = {

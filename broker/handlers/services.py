@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from broker.admin.auto_topic_creation import AutoTopicCreationManager
     from broker.authorizer.acl_authorizer import AclAuthorizer
     from broker.coordinator.group.coordinator import GroupCoordinator
+    from broker.coordinator.share.share_coordinator import ShareCoordinator
     from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
     from broker.coordinator.transaction.transaction_marker_channel import MarkerTransport
     from broker.share.share_partition_manager import SharePartitionManager
@@ -44,6 +45,9 @@ class BuiltOnFirstUse(Protocol):
 
     @property
     def share_partition_manager(self) -> SharePartitionManager: ...
+
+    @property
+    def share_coordinator(self) -> ShareCoordinator: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,3 +88,7 @@ class BrokerServices:
     @property
     def share_partition_manager(self) -> SharePartitionManager:
         return self.built_on_first_use.share_partition_manager
+
+    @property
+    def share_coordinator(self) -> ShareCoordinator:
+        return self.built_on_first_use.share_coordinator

@@ -1,7 +1,8 @@
 """TcpTxnMarkerTransport: a transaction coordinator's WriteTxnMarkers to a partition leader in the
 multi-process cluster, one connection per leader (Kafka's TransactionMarkerChannelManager keeps a
 network client per broker too); and a leader's transaction verification (KIP-890: AddPartitionsToTxn
-verify_only) to a coordinator, over the same connections."""
+verify_only) to a coordinator, and a share partition leader's state reads and writes to its share
+coordinator, over the same connections."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION = 27, 1
 REQUEST_TIMEOUT_S = 40.0  # beyond the leader's own wait for its ISR (30 s)
 ADD_PARTITIONS_TO_TXN_KEY, ADD_PARTITIONS_TO_TXN_VERSION = 24, 4
 VERIFY_TIMEOUT_S = 10.0  # a coordinator answers from memory
+SHARE_STATE_TIMEOUT_S = 10.0  # a write waits for the state topic's ISR (5 s)
 
 
 class TcpTxnMarkerTransport:
@@ -65,6 +67,11 @@ class TcpTxnMarkerTransport:
         return {(t.name, p.partition_index): ErrorCode(p.partition_error_code)
                 for txn in response.results_by_transaction for t in txn.topic_results
                 for p in t.results_by_partition}
+
+    async def share_state(self, broker_id: int, api_key: int, body: dict):
+        """ReadShareGroupState / WriteShareGroupState (v0) to the share coordinator."""
+        return await self._client(broker_id).request(api_key, 0, body,
+                                                     timeout_s=SHARE_STATE_TIMEOUT_S)
 
     def close(self) -> None:
         for client in self._clients.values():

@@ -9,7 +9,8 @@ from protocol.errors import ErrorCode, KafkaError
 MAX_TOPIC_NAME_LENGTH = 249
 OFFSETS_TOPIC = "__consumer_offsets"  # the group coordinator's internal, compacted topic
 TRANSACTION_STATE_TOPIC = "__transaction_state"  # the transaction coordinator's, compacted
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+SHARE_STATE_TOPIC = "__share_group_state"  # the share coordinator's (Kafka 4), compacted
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC})
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 

@@ -184,6 +184,7 @@ class ClusterContext:
 
 
 WRITE_TXN_MARKERS = 27
+READ_SHARE_GROUP_STATE = 84
 
 
 class InProcessMarkerTransport:
@@ -228,6 +229,17 @@ class InProcessMarkerTransport:
             raise ConnectionError(f"broker {broker_id} is not running")
         return coordinator.services.transaction_coordinator.verify_partitions(
             transactional_id, producer_id, producer_epoch, partitions)
+
+    async def share_state(self, broker_id: int, api_key: int, body: dict) -> dict:
+        """ReadShareGroupState / WriteShareGroupState as a direct call on the share
+        coordinator's broker."""
+        target = self._context.running(broker_id)
+        if target is None or not target.running or not self._coordinator.running:
+            raise ConnectionError(f"broker {broker_id} is not running")
+        module = HANDLERS[api_key].handler_module()
+        answer = module.read_states if api_key == READ_SHARE_GROUP_STATE else module.write_states
+        result = answer(target.services, body)
+        return await result if asyncio.iscoroutine(result) else result
 
 
 class InProcessControllerChannel:

@@ -21,6 +21,7 @@ from broker import admin, authorizer, share
 from broker.config import BrokerConfig, Listener
 from broker.controller.controller import Controller
 from broker.coordinator import group as consumer_groups
+from broker.coordinator import share as share_states
 from broker.coordinator import transaction as transactions
 from broker.handlers.services import BrokerServices
 from broker.logs import get_logger
@@ -42,7 +43,7 @@ from broker.metadata.store import (
     WatchedEvent,
 )
 from broker.metadata.topic_config_cache import TopicConfigCache
-from broker.metadata.topic_names import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from broker.metadata.topic_names import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from broker.network.connection import Connection
 from broker.network.connection_quotas import ConnectionQuotas
 from broker.network.idle_sweeper import IdleSweeper
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from broker.admin.auto_topic_creation import AutoTopicCreationManager
     from broker.authorizer.acl_authorizer import AclAuthorizer
     from broker.coordinator.group.coordinator import GroupCoordinator
+    from broker.coordinator.share.share_coordinator import ShareCoordinator
     from broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
     from broker.replication.leader_endpoint import LeaderEndpoint
     from broker.replication.partition import Partition
@@ -158,6 +160,7 @@ class KafkaServer:
         self._group_coordinator: GroupCoordinator | None = None
         self._transaction_coordinator: TransactionCoordinator | None = None
         self._share_partition_manager: SharePartitionManager | None = None
+        self._share_coordinator: ShareCoordinator | None = None
         self._coordinators_started = False
         self.authorizer = authorizer_from_config(config, self.store)
         self.services = BrokerServices(
@@ -244,9 +247,21 @@ class KafkaServer:
     @property
     def share_partition_manager(self) -> SharePartitionManager:
         if self._share_partition_manager is None:
+            persister = share.share_state_persister.SharePersister(
+                self.metadata_cache, self.marker_transport,
+                lambda: self.auto_topic_creation.ensure_share_state_topic())
             self._share_partition_manager = share.share_partition_manager.SharePartitionManager(
-                self.config, self.replica_manager, self.context.timer, self.group_configs)
+                self.config, self.replica_manager, self.context.timer, self.group_configs,
+                persister)
         return self._share_partition_manager
+
+    @property
+    def share_coordinator(self) -> ShareCoordinator:
+        if self._share_coordinator is None:
+            self._share_coordinator = share_states.share_coordinator.ShareCoordinator(
+                self.config, self.broker_id, self.replica_manager, self.metadata_cache,
+                self.wall_ms)
+        return self._share_coordinator
 
     def share_partition_views(self, group_id: str | None = None) -> list[dict]:
         """The share partitions this broker leads, as the views show them (none until a share
@@ -385,6 +400,8 @@ class KafkaServer:
             self._transaction_coordinator.shutdown()
         if self._share_partition_manager is not None:
             self._share_partition_manager.shutdown()
+        if self._share_coordinator is not None:
+            self._share_coordinator.shutdown()
         close = getattr(self.marker_transport, "close", None)
         if close is not None:
             close()
@@ -416,10 +433,7 @@ class KafkaServer:
         self.replica_manager.offline_partitions |= set(
             self.log_manager.handle_log_dir_failure(offline.path))
         for topic, partition in partitions:  # the coordinators stop serving what went offline
-            if topic == OFFSETS_TOPIC:
-                self.group_coordinator.on_leadership(partition, False)
-            elif topic == TRANSACTION_STATE_TOPIC:
-                self.transaction_coordinator.on_leadership(partition, False, -1)
+            self._coordinator_follows(topic, partition, False)
         if self.log_manager.online_dirs():
             log.error("log dir offline", broker_id=self.broker_id, log_dir=offline.path,
                       reason=offline.reason, partitions=len(partitions))
@@ -667,15 +681,20 @@ class KafkaServer:
         self._check_controller_epoch(controller_epoch)
         errors = self.replica_manager.become_leader_or_follower(states, configs)
         for state in states:  # the coordinators follow the partitions of their topics it leads
-            if errors.get((state.topic, state.partition)) != 0:
-                continue
-            if state.topic == OFFSETS_TOPIC:
-                self.group_coordinator.on_leadership(state.partition,
-                                                     state.leader == self.broker_id)
-            elif state.topic == TRANSACTION_STATE_TOPIC:
-                self.transaction_coordinator.on_leadership(
-                    state.partition, state.leader == self.broker_id, state.leader_epoch)
+            if errors.get((state.topic, state.partition)) == 0:
+                self._coordinator_follows(state.topic, state.partition,
+                                          state.leader == self.broker_id, state.leader_epoch)
         return errors
+
+    def _coordinator_follows(self, topic: str, partition: int, is_leader: bool,
+                             leader_epoch: int = -1) -> None:
+        """A coordinator's topic partition that this broker now leads or no longer leads."""
+        if topic == OFFSETS_TOPIC:
+            self.group_coordinator.on_leadership(partition, is_leader)
+        elif topic == TRANSACTION_STATE_TOPIC:
+            self.transaction_coordinator.on_leadership(partition, is_leader, leader_epoch)
+        elif topic == SHARE_STATE_TOPIC:
+            self.share_coordinator.on_leadership(partition, is_leader)
 
     def apply_update_metadata(self, snapshot: MetadataSnapshot) -> None:
         self._check_controller_epoch(snapshot.controller_epoch)
@@ -694,10 +713,7 @@ class KafkaServer:
         self._check_controller_epoch(controller_epoch)
         self.replica_manager.stop_replicas(keys, delete=delete)
         for topic, partition in keys:
-            if topic == OFFSETS_TOPIC:
-                self.group_coordinator.on_leadership(partition, False)
-            elif topic == TRANSACTION_STATE_TOPIC:
-                self.transaction_coordinator.on_leadership(partition, False, -1)
+            self._coordinator_follows(topic, partition, False)
 
     def _active_controller(self) -> Controller:
         if self.controller is None:

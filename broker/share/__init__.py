@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-LAZY = frozenset({"share_partition_manager", "view"})
+LAZY = frozenset({"share_partition_manager", "share_state_persister", "view"})
 
 
 def __getattr__(name: str) -> ModuleType:

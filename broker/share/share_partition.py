@@ -6,11 +6,15 @@ its delivery count; the start offset moves over the records that are done.
 An acquisition lock is a timer task on the broker's timing wheel: when it fires before the
 member acknowledged, its records are Available again, or Archived once they were delivered
 `group.share.delivery.count.limit` times.
+
+`snapshot()` is what the share coordinator keeps of it (acquired records as Available with their
+delivery count: a new leader hands them out again), `restore` the way back.
 """
 
 from __future__ import annotations
 
 import enum
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -76,15 +80,22 @@ class SharePartition:
     def __init__(self, group_id: str, topic: str, partition: int, start_offset: int, *,
                  add_timer: Callable[[TimerTask], None], lock_duration_ms: int,
                  delivery_count_limit: int, max_in_flight: int,
-                 on_available: Callable[[], None]) -> None:
+                 on_available: Callable[[], None],
+                 on_change: Callable[[SharePartition], None] = lambda share: None,
+                 leader_epoch: int = -1, topic_id: uuid.UUID | None = None) -> None:
         self.group_id, self.topic, self.partition = group_id, topic, partition
+        self.topic_id = topic_id
+        self.leader_epoch = leader_epoch  # of the partition when this was started
+        self._on_change = on_change  # a change the share coordinator should keep
+        self.version = 0  # counts those changes; `persisted` is the last one written
+        self.persisted = 0
         self.start_offset = start_offset  # the share-partition start offset (SPSO)
         self.next_offset = start_offset  # the first offset never acquired
+        self.max_in_flight = max_in_flight
         self.in_flight: dict[int, InFlightRecord] = {}  # offsets in [start, next) not yet done
         self._add_timer = add_timer
         self.lock_duration_ms = lock_duration_ms
         self.delivery_count_limit = delivery_count_limit
-        self.max_in_flight = max_in_flight
         self._on_available = on_available  # records became Available: parked fetches may go
 
     # -- what a fetch can take ------------------------------------------------------------------
@@ -115,6 +126,39 @@ class SharePartition:
                 record.lock.release_one()
         self.start_offset = log_start_offset
         self.next_offset = max(self.next_offset, log_start_offset)
+        self._changed()
+
+    def _changed(self) -> None:
+        self.version += 1
+        self._on_change(self)
+
+    # -- what the share coordinator keeps -----------------------------------------------------
+
+    def snapshot(self) -> tuple[int, list[tuple[int, int, int, int]]]:
+        """(start offset, state batches): (first, last, delivery state, delivery count) ranges
+        of the records in flight, an acquired one as Available."""
+        batches: list[tuple[int, int, int, int]] = []
+        for offset, record in self.records():
+            state = RecordState.AVAILABLE if record.state == RecordState.ACQUIRED \
+                else record.state
+            last = batches[-1] if batches else None
+            if last is not None and last[1] == offset - 1 and last[2:] == (
+                    state, record.delivery_count):
+                batches[-1] = (last[0], offset, state, record.delivery_count)
+            else:
+                batches.append((offset, offset, int(state), record.delivery_count))
+        return self.start_offset, batches
+
+    def restore(self, batches: list[tuple[int, int, int, int]] | tuple) -> None:
+        """Take the in-flight records a share coordinator kept (at most `max_in_flight` of
+        them: the rest are read from the log again)."""
+        for first, last, state, count in batches:
+            for offset in range(max(first, self.start_offset), last + 1):
+                if len(self.in_flight) >= self.max_in_flight:
+                    break
+                self.in_flight[offset] = InFlightRecord(RecordState(state), count)
+                self.next_offset = max(self.next_offset, offset + 1)
+        self._advance_start()
 
     def acquire(self, member_id: str, read: bytes | memoryview, max_records: int) -> Acquired:
         """Acquire for `member_id` the records of the batches `read` from the log (starting at or
@@ -188,26 +232,34 @@ class SharePartition:
                 self._settle(record, RecordState.ACKNOWLEDGED if kind == AcknowledgeType.ACCEPT
                              else RecordState.ARCHIVED)
         self._advance_start()
+        if changes:
+            self._changed()
         if released:
             self._on_available()
 
     def release_member(self, member_id: str) -> None:
         """The member's share session closed: what it still holds is Available again."""
-        released = False
+        released, changed = False, False
         for record in self.in_flight.values():
             if (record.state == RecordState.ACQUIRED and record.lock is not None
                     and record.lock.member_id == member_id):
                 released |= self._release(record)
+                changed = True
         self._advance_start()
+        if changed:
+            self._changed()
         if released:
             self._on_available()
 
     def _expire(self, lock: AcquisitionLock) -> None:
-        released = False
+        released, changed = False, False
         for record in self.in_flight.values():
             if record.lock is lock and record.state == RecordState.ACQUIRED:
                 released |= self._release(record)
+                changed = True
         self._advance_start()
+        if changed:
+            self._changed()
         if released:
             self._on_available()
 

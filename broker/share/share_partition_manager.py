@@ -3,9 +3,11 @@ SharePartitionManager). It keeps the share partitions of the partitions this bro
 per group reading each), the share sessions of their consumers, and the share fetch purgatory
 where a fetch that finds nothing to acquire waits for an append, a release or a lock's expiry.
 
-A share partition starts where the group's `share.auto.offset.reset` says (latest: the high
-watermark, as Kafka) the first time a member fetches it; it is kept in memory, so a new leader
-(or leader epoch) starts it afresh there.
+A share partition starts from the state its share coordinator kept (SharePersister), else
+where the group's `share.auto.offset.reset` says (latest: the high watermark, as Kafka), the
+first time a member fetches it at this leader (and leader epoch). Acknowledgements, releases and
+expired locks are written back (an acknowledgement is answered once it is kept); acquisitions
+are not (after a failover, records acquired since the last write are delivered again).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from broker.replication.purgatory import DelayedOperationPurgatory
 from broker.share.delayed_share_fetch import DelayedShareFetch
 from broker.share.share_partition import SharePartition
 from broker.share.share_session import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
+from broker.share.share_state_persister import UNAVAILABLE, SharePersister
 from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -69,13 +72,16 @@ class ShareAnswer:
 
 class SharePartitionManager:
     def __init__(self, config: BrokerConfig, replicas: ReplicaManager, timer: SystemTimer,
-                 group_configs: GroupConfigCache) -> None:
+                 group_configs: GroupConfigCache, persister: SharePersister) -> None:
         self.config = config
         self.replicas = replicas
         self.timer = timer
         self.group_configs = group_configs  # share.auto.offset.reset, share.record.lock...
+        self.persister = persister
         self.share_partitions: dict[tuple[str, str, int], SharePartition] = {}
-        self._leader_epochs: dict[tuple[str, str, int], int] = {}
+        self._starting: dict[tuple[str, str, int], asyncio.Future] = {}
+        self._writing: dict[tuple[str, str, int], asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task] = set()
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self.purgatory = DelayedOperationPurgatory("ShareFetch", timer)
         self._parked: set[DelayedShareFetch] = set()
@@ -110,18 +116,20 @@ class SharePartitionManager:
         answer = ShareAnswer(ErrorCode.NONE, acquisition_lock_timeout_ms=int(
             self.group_configs.value(group_id, "share.record.lock.duration.ms")))
         for p in partitions:
-            answer.partitions[p.key] = data = SharePartitionData()
-            if not p.topic:
-                data.error = ErrorCode.UNKNOWN_TOPIC_ID
-                continue
-            if p.acknowledgements:
-                self._acknowledge(group_id, member_id, p, data)
-            if epoch != FINAL_EPOCH:
+            if p.topic and epoch != FINAL_EPOCH:
                 session.partitions[p.key] = p.topic
         for tp in forgotten:
             session.partitions.pop(tp, None)
+        for tp, topic in list(session.partitions.items()):
+            await self._start(group_id, tp[0], topic, tp[1])
+        for p in partitions:
+            answer.partitions[p.key] = data = SharePartitionData()
+            if not p.topic:
+                data.error = ErrorCode.UNKNOWN_TOPIC_ID
+            elif p.acknowledgements:
+                await self._acknowledge(group_id, member_id, p, data)
         if epoch == FINAL_EPOCH:  # the last request of the session: no records, locks let go
-            self._release(self.sessions.pop(key), member_id)
+            self._close(session)
             return answer
         acquired = self._acquire(session, max_bytes, max_records)
         if not acquired and max_wait_ms > 0 and max_records > 0 and not any(
@@ -159,7 +167,7 @@ class SharePartitionManager:
             try:
                 share, partition = self._share_partition(session.group_id, topic, tp[1])
                 end = partition.high_watermark
-                if not share.can_acquire(end):
+                if share is None or not share.can_acquire(end):
                     continue
                 read = partition.log.read(share.read_from(), max(1, max_bytes), max_offset=end,
                                           min_one_message=True, as_region=False)
@@ -189,7 +197,7 @@ class SharePartitionManager:
                     share, partition = self._share_partition(session.group_id, topic, tp[1])
                 except KafkaError:
                     return True  # answered with the error at once
-                if share.can_acquire(partition.high_watermark):
+                if share is not None and share.can_acquire(partition.high_watermark):
                     return True
             return False
 
@@ -234,50 +242,130 @@ class SharePartitionManager:
             if not p.topic:
                 data.error = ErrorCode.UNKNOWN_TOPIC_ID
                 continue
-            self._acknowledge(group_id, member_id, p, data)
+            await self._acknowledge(group_id, member_id, p, data)
             data.error, data.error_message = data.acknowledge_error, data.acknowledge_error_message
         if epoch == FINAL_EPOCH:
-            self._release(self.sessions.pop(key), member_id)
+            self._close(session)
         return answer
 
-    def _acknowledge(self, group_id: str, member_id: str, p: ShareFetchPartition,
-                     data: SharePartitionData) -> None:
+    async def _acknowledge(self, group_id: str, member_id: str, p: ShareFetchPartition,
+                           data: SharePartitionData) -> None:
+        """Apply the acknowledgements, answered once the share coordinator keeps them."""
         try:
             share, _ = self._share_partition(group_id, p.topic, p.partition)
+            if share is None:  # not started here: nothing of it was acquired from this leader
+                raise KafkaError(ErrorCode.INVALID_RECORD_STATE,
+                                 f"No records of {p.topic}-{p.partition} were acquired here")
             share.acknowledge(member_id, p.acknowledgements)
+            error = await self.persist(share)
+            if error != ErrorCode.NONE:
+                raise KafkaError(error, "the acknowledgement could not be kept")
         except KafkaError as exc:
             data.acknowledge_error, data.acknowledge_error_message = exc.code, exc.message
 
     # -- share partitions ----------------------------------------------------------------------
 
     def _share_partition(self, group_id: str, topic: str, index: int
-                         ) -> tuple[SharePartition, Partition]:
-        """The group's share partition of a partition this broker leads (made on first use; a
-        new leader epoch starts it afresh); NOT_LEADER_OR_FOLLOWER and the like otherwise."""
+                         ) -> tuple[SharePartition | None, Partition]:
+        """The group's started share partition of a partition this broker leads (None: not
+        started at this leader epoch); NOT_LEADER_OR_FOLLOWER and the like otherwise."""
         partition = self.replicas.leader_partition(topic, index)
+        share = self.share_partitions.get((group_id, topic, index))
+        if share is None or share.leader_epoch != partition.leader_epoch:
+            return None, partition
+        share.move_start(partition.log_start_offset)
+        share.lock_duration_ms = int(
+            self.group_configs.value(group_id, "share.record.lock.duration.ms"))
+        return share, partition
+
+    async def _start(self, group_id: str, topic_id: uuid.UUID, topic: str, index: int) -> None:
+        """Start the share partition at this leader epoch, from the state its share coordinator
+        kept (else at share.auto.offset.reset); left unstarted when that state cannot be read
+        now, or when leadership moved meanwhile."""
         key = (group_id, topic, index)
+        try:
+            partition = self.replicas.leader_partition(topic, index)
+        except KafkaError:
+            return  # the fetch answers the error
         share = self.share_partitions.get(key)
-        if share is not None and self._leader_epochs[key] != partition.leader_epoch:
+        if share is not None and share.leader_epoch == partition.leader_epoch:
+            return
+        starting = self._starting.get(key)
+        if starting is not None:  # another request is reading its state
+            await asyncio.shield(starting)
+            return
+        if share is not None:
             share.close()
-            share = None
-        if share is None:
-            reset = self.group_configs.value(group_id, "share.auto.offset.reset")
-            start = (partition.log_start_offset if reset == "earliest"
-                     else partition.high_watermark)
+            del self.share_partitions[key]
+        done = self._starting[key] = asyncio.get_running_loop().create_future()
+        epoch = partition.leader_epoch
+        try:
+            state = await self.persister.read(group_id, topic_id, index, epoch)
+            if state is UNAVAILABLE or not partition.is_leader or partition.leader_epoch != epoch:
+                return
+            if state is None:
+                reset = self.group_configs.value(group_id, "share.auto.offset.reset")
+                start = (partition.log_start_offset if reset == "earliest"
+                         else partition.high_watermark)
+            else:
+                start = max(state.start_offset, partition.log_start_offset)
             config = self.config
             share = self.share_partitions[key] = SharePartition(
                 group_id, topic, index, start, add_timer=self.timer.add,
                 lock_duration_ms=config["group.share.record.lock.duration.ms"],
                 delivery_count_limit=config["group.share.delivery.count.limit"],
                 max_in_flight=config["group.share.partition.max.record.locks"],
-                on_available=lambda: self.purgatory.check_and_complete((topic, index)))
-            self._leader_epochs[key] = partition.leader_epoch
-            log.info("share partition initialized", group_id=group_id, topic=topic,
-                     partition=index, start_offset=start, auto_offset_reset=reset)
-        share.move_start(partition.log_start_offset)
-        share.lock_duration_ms = int(
-            self.group_configs.value(group_id, "share.record.lock.duration.ms"))
-        return share, partition
+                on_available=lambda: self.purgatory.check_and_complete((topic, index)),
+                on_change=self._on_change, leader_epoch=epoch, topic_id=topic_id)
+            if state is not None:
+                share.restore(state.batches)
+            else:  # its start, kept (Kafka's InitializeShareGroupState)
+                share.version += 1
+                self._spawn(self.persist(share))
+            log.info("share partition started", group_id=group_id, topic=topic,
+                     partition=index, leader_epoch=epoch, start_offset=share.start_offset,
+                     restored=state is not None)
+        finally:
+            del self._starting[key]
+            done.set_result(None)
+
+    # -- keeping the state -----------------------------------------------------------------------
+
+    def _on_change(self, share: SharePartition) -> None:
+        self._spawn(self.persist(share))
+
+    async def persist(self, share: SharePartition) -> ErrorCode:
+        """Write the share partition's state to its share coordinator unless a write since its
+        last change did; writes of one share partition go one at a time, the last state each."""
+        wanted = share.version
+        key = (share.group_id, share.topic, share.partition)
+        lock = self._writing.setdefault(key, asyncio.Lock())
+        async with lock:
+            if share.persisted >= wanted:
+                return ErrorCode.NONE
+            version = share.version
+            start, batches = share.snapshot()
+            error = await self.persister.write(share.group_id, share.topic_id, share.partition,
+                                               share.leader_epoch, start, batches)
+            if error == ErrorCode.NONE:
+                share.persisted = max(share.persisted, version)
+            else:
+                log.warning("share partition state not kept", group_id=share.group_id,
+                            topic=share.topic, partition=share.partition, error=error.name)
+            return error
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _close(self, session: ShareSession) -> None:
+        """The session's last request: it goes (unless a new one replaced it meanwhile), and
+        what its member acquired is Available again."""
+        key = (session.group_id, session.member_id)
+        if self.sessions.get(key) is session:
+            del self.sessions[key]
+        self._release(session, session.member_id)
 
     def _release(self, session: ShareSession, member_id: str) -> None:
         """A closed or replaced session: what its member acquired is Available again."""
@@ -289,6 +377,8 @@ class SharePartitionManager:
     def shutdown(self) -> None:
         for op in list(self._parked):  # answered with what is there now
             op.force_complete()
+        for task in self._tasks:
+            task.cancel()
         self.purgatory.shutdown()
         for share in self.share_partitions.values():
             share.close()

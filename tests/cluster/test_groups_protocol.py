@@ -9,8 +9,8 @@ import asyncio
 import pytest
 
 from broker.coordinator.group.group_metadata import GroupMetadata, GroupState
-from broker.coordinator.group.group_metadata_manager import java_string_hash, kafka_abs
 from broker.coordinator.group.member import MemberMetadata
+from broker.metadata.coordinator_keys import java_string_hash, kafka_abs
 from protocol.errors import ErrorCode as E
 from tests.cluster.group_helpers import (
     FIND_COORDINATOR,

@@ -38,6 +38,9 @@ DIFFERENCES: dict[int, tuple[tuple[int, int] | None, str]] = {
                      "4.1 (a ZK-mode 3.9 broker has no share group API)")
        for key, name in ((76, "ShareGroupHeartbeat"), (77, "ShareGroupDescribe"),
                          (78, "ShareFetch"), (79, "ShareAcknowledge"))},
+    **{key: ((0, 0), f"{name}: inter-broker, a share partition's leader and its share "
+                     "coordinator (__share_group_state), as Kafka 4 serves it")
+       for key, name in ((84, "ReadShareGroupState"), (85, "WriteShareGroupState"))},
 }
 # Definitions kept from a later Kafka than 3.9 (the version that needs them), with 3.9's range
 LATER_DEFINITIONS = {68: (0, 0)}

@@ -374,10 +374,81 @@ async def test_share_version_0_hides_the_share_group_apis(async_broker):
     versions = await client.request(API_VERSIONS, 3, {"client_software_name": "t",
                                                       "client_software_version": "1"})
     keys = {k.api_key for k in versions.api_keys}
-    assert keys.isdisjoint({SHARE_HEARTBEAT, SHARE_DESCRIBE, SHARE_FETCH, SHARE_ACK})
+    assert keys.isdisjoint({SHARE_HEARTBEAT, SHARE_DESCRIBE, SHARE_FETCH, SHARE_ACK, 84, 85})
     assert "share.version" not in {f.name for f in versions.finalized_features}
     beat = await client.request(SHARE_HEARTBEAT, 1, {
         "group_id": "g", "member_id": "m", "member_epoch": 0, "rack_id": None,
         "subscribed_topic_names": ["t"]})
     assert beat.error_code == ErrorCode.UNSUPPORTED_VERSION
     await client.close()
+
+
+def test_a_share_partition_goes_on_from_its_kept_state_when_its_leader_stops(broker_factory):
+    """Acknowledgements and releases are written to the share coordinator (__share_group_state):
+    when the partition's leader stops, the new leader starts the share partition from that
+    state, so accepted records are not delivered again and released ones come back with their
+    delivery count."""
+    cluster = broker_factory({"offsets.topic.replication.factor": "3",
+                              "offsets.topic.num.partitions": "3",
+                              "share.coordinator.state.topic.num.partitions": "3"}, brokers=3)
+    bootstrap = cluster.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("durable", 1, 3)])["durable"].result(10)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
+    for i in range(10):
+        producer.produce("durable", b"%d" % i)
+        assert producer.flush(10) == 0
+    read_from_earliest(bootstrap, "durables")
+    first = share_consumer(bootstrap, "durables", "durable")
+    seen: set[bytes] = set()
+    deadline = time.monotonic() + 30
+    while len(seen) < 10:
+        assert time.monotonic() < deadline, seen
+        for m in first.poll(0.2):
+            seen.add(m.value())
+            first.acknowledge(m, ACCEPT if int(m.value()) < 5 else RELEASE)
+        first.commit_sync()
+    first.close()
+    (partition,) = cluster.call(lambda: cluster.cluster.partitions("durable"))
+    cluster.call(lambda: cluster.cluster.stop_broker(partition["leader"]))
+    second = share_consumer(bootstrap, "durables", "durable")
+    again: dict[bytes, int] = {}
+    deadline = time.monotonic() + 60
+    while len(again) < 5:
+        assert time.monotonic() < deadline, again
+        for m in second.poll(0.2):
+            again[m.value()] = m.delivery_count()
+            second.acknowledge(m, ACCEPT)
+        second.commit_sync()
+    assert again == {b"%d" % i: 2 for i in range(5, 10)}
+    second.close()
+
+
+def test_a_restarted_broker_loads_the_share_state_it_kept(kafka_broker):
+    """The share coordinator loads __share_group_state on start-up: after a restart the group
+    goes on where its acknowledgements left it."""
+    bootstrap = kafka_broker.bootstrap
+    topic_of_single_batches(bootstrap, "kept", 5)
+    read_from_earliest(bootstrap, "keepers")
+    consumer = share_consumer(bootstrap, "keepers", "kept")
+    seen: set[bytes] = set()
+    deadline = time.monotonic() + 30
+    while len(seen) < 5:
+        assert time.monotonic() < deadline, seen
+        for m in consumer.poll(0.2):
+            seen.add(m.value())
+            consumer.acknowledge(m, ACCEPT if int(m.value()) < 3 else RELEASE)
+        consumer.commit_sync()
+    consumer.close()
+    kafka_broker.restart()
+    consumer = share_consumer(kafka_broker.bootstrap, "keepers", "kept")
+    again: dict[bytes, int] = {}
+    deadline = time.monotonic() + 60
+    while len(again) < 2:
+        assert time.monotonic() < deadline, again
+        for m in consumer.poll(0.2):
+            again[m.value()] = m.delivery_count()
+            consumer.acknowledge(m, ACCEPT)
+        consumer.commit_sync()
+    assert again == {b"3": 2, b"4": 2}
+    consumer.close()

@@ -24,6 +24,7 @@ from broker.coordinator.group.consumer_group import (
 from broker.coordinator.group.group_metadata import GroupMetadata, GroupState, OffsetAndMetadata
 from broker.coordinator.group.member import MemberMetadata
 from broker.logs import get_logger
+from broker.metadata.coordinator_keys import java_string_hash, kafka_abs
 from broker.metadata.topic_names import OFFSETS_TOPIC
 from protocol import group_records as gr
 from protocol.errors import ErrorCode
@@ -55,20 +56,6 @@ APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
 
 # producer id -> (group, partition) -> offset, for transactions whose marker has not been read yet
 PendingTxnOffsets = dict[int, dict[tuple[str, tuple[str, int]], OffsetAndMetadata]]
-
-
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def kafka_abs(n: int) -> int:
-    """Kafka's Utils.abs: Integer.MIN_VALUE maps to 0."""
-    return 0 if n == -(1 << 31) else abs(n)
 
 
 class GroupMetadataManager:

@@ -13,7 +13,6 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from broker.coordinator.group.group_metadata_manager import java_string_hash, kafka_abs
 from broker.coordinator.transaction.transaction_marker_channel import (
     TransactionMarkerChannel,
     TxnMarker,
@@ -25,6 +24,7 @@ from broker.coordinator.transaction.transaction_metadata import (
 )
 from broker.coordinator.transaction.transaction_state_manager import TransactionStateManager
 from broker.logs import get_logger
+from broker.metadata.coordinator_keys import java_string_hash, kafka_abs
 from broker.metadata.store import MetadataStoreError
 from broker.metadata.topic_names import OFFSETS_TOPIC
 from protocol.errors import ErrorCode, KafkaError

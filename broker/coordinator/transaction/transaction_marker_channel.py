@@ -71,6 +71,12 @@ class MarkerTransport(Protocol):
         cannot be reached."""
         ...
 
+    async def share_state(self, broker_id: int, api_key: int, body: dict) -> dict:
+        """A share partition's leader reads (ReadShareGroupState) or writes
+        (WriteShareGroupState) its state at share coordinator `broker_id`: the response body;
+        raises ConnectionError when it cannot be reached."""
+        ...
+
 
 def marker_results(markers) -> list[Answers]:
     """A WriteTxnMarkers response's per-partition errors, per marker in the request's order

@@ -15,12 +15,12 @@ import asyncio
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from broker.coordinator.group.group_metadata_manager import java_string_hash, kafka_abs
 from broker.coordinator.transaction.transaction_metadata import (
     TransactionMetadata,
     TxnTransitMetadata,
 )
 from broker.logs import get_logger
+from broker.metadata.coordinator_keys import java_string_hash, kafka_abs
 from broker.metadata.topic_names import TRANSACTION_STATE_TOPIC
 from protocol import transaction_records as tr
 from protocol.errors import ErrorCode

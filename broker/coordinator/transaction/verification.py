@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.coordinator.group.group_metadata_manager import java_string_hash, kafka_abs
+from broker.metadata.coordinator_keys import java_string_hash, kafka_abs
 from broker.metadata.topic_names import TRANSACTION_STATE_TOPIC
 from protocol.errors import ErrorCode
 from protocol.records import first_batch_header
