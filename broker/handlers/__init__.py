@@ -170,6 +170,7 @@ _APIS: dict[int, tuple[str, str, int, int]] = {
     79: ("share_acknowledge", "ShareAcknowledge", 1, 1),
     84: ("read_share_group_state", "ReadShareGroupState", 0, 0),
     85: ("write_share_group_state", "WriteShareGroupState", 0, 0),
+    90: ("describe_share_group_offsets", "DescribeShareGroupOffsets", 0, 0),
 }
 
 HANDLERS: dict[int, ApiHandler] = {

@@ -14,6 +14,7 @@ from protocol.framing import encode_frame
 from protocol.headers import decode_response_header, encode_request_header
 
 FIND_COORDINATOR, CONSUMER_GROUP_DESCRIBE, SHARE_GROUP_DESCRIBE = 10, 69, 77
+DESCRIBE_SHARE_GROUP_OFFSETS = 90
 GROUP_ID_NOT_FOUND = 69
 _SIZE = struct.Struct(">i")
 
@@ -39,6 +40,23 @@ def _read(sock: socket.socket, n: int) -> bytes:
     return bytes(data)
 
 
+def _ask_coordinator(bootstrap: list[str], group_id: str, timeout_s: float, client_id: str,
+                     ask) -> object | None:
+    """`ask(address)` at the group's coordinator (found through the first server that
+    answers); None when none could be asked."""
+    for server in bootstrap:
+        host, _, port = server.strip().rpartition(":")
+        try:
+            found = _request((host.strip("[]"), int(port)), FIND_COORDINATOR, 3,
+                             {"key": group_id, "key_type": 0}, timeout_s, client_id)
+            if found.error_code != 0:
+                return None
+            return ask((found.host, found.port))
+        except (OSError, ValueError):
+            continue
+    return None
+
+
 def describe_consumer_groups(bootstrap: list[str], group_ids: list[str], timeout_s: float,
                              client_id: str) -> dict[str, dict]:
     """The KIP-848 and share groups among `group_ids`, each as describe_groups gives a classic
@@ -46,27 +64,19 @@ def describe_consumer_groups(bootstrap: list[str], group_ids: list[str], timeout
     and `type`); other groups, or those whose coordinator cannot be asked, are left out."""
     out: dict[str, dict] = {}
     for group_id in group_ids:
-        answer = None
-        for server in bootstrap:  # the first that answers
-            host, _, port = server.strip().rpartition(":")
-            try:
-                found = _request((host.strip("[]"), int(port)), FIND_COORDINATOR, 3,
-                                 {"key": group_id, "key_type": 0}, timeout_s, client_id)
-                if found.error_code != 0:
-                    break
-                body = {"group_ids": [group_id], "include_authorized_operations": False}
-                answer = _request((found.host, found.port), CONSUMER_GROUP_DESCRIBE, 0, body,
-                                  timeout_s, client_id)
-                kind = "consumer"
-                if answer.groups[0].error_code == GROUP_ID_NOT_FOUND:
-                    answer = _request((found.host, found.port), SHARE_GROUP_DESCRIBE, 1, body,
-                                      timeout_s, client_id)
-                    kind = "share"
-                break
-            except (OSError, ValueError):
-                continue
-        if answer is None:
+        body = {"group_ids": [group_id], "include_authorized_operations": False}
+
+        def ask(address: tuple[str, int], body: dict = body) -> tuple[str, object]:
+            answer = _request(address, CONSUMER_GROUP_DESCRIBE, 0, body, timeout_s, client_id)
+            if answer.groups[0].error_code != GROUP_ID_NOT_FOUND:
+                return "consumer", answer
+            return "share", _request(address, SHARE_GROUP_DESCRIBE, 1, body, timeout_s,
+                                     client_id)
+
+        asked = _ask_coordinator(bootstrap, group_id, timeout_s, client_id, ask)
+        if asked is None:
             continue
+        kind, answer = asked
         (group,) = answer.groups
         if group.error_code != 0:
             continue
@@ -79,3 +89,16 @@ def describe_consumer_groups(bootstrap: list[str], group_ids: list[str], timeout
                     for tp in m.assignment.topic_partitions]}}
                 for m in group.members]}
     return out
+
+
+def share_group_start_offsets(bootstrap: list[str], group_id: str, timeout_s: float,
+                              client_id: str) -> dict[tuple[str, int], int]:
+    """A share group's start offset per partition (DescribeShareGroupOffsets; -1: not read
+    yet); empty when the coordinator cannot be asked."""
+    answer = _ask_coordinator(bootstrap, group_id, timeout_s, client_id, lambda address: _request(
+        address, DESCRIBE_SHARE_GROUP_OFFSETS, 0,
+        {"groups": [{"group_id": group_id, "topics": None}]}, timeout_s, client_id))
+    if answer is None or answer.groups[0].error_code != 0:
+        return {}
+    return {(t.topic_name, p.partition_index): p.start_offset
+            for t in answer.groups[0].topics for p in t.partitions if p.error_code == 0}

@@ -16,7 +16,10 @@ from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from broker.tools.command import ToolError, UsageError, connect, one_action, parser, run
-from broker.tools.consumer_group_describe import describe_consumer_groups
+from broker.tools.consumer_group_describe import (
+    describe_consumer_groups,
+    share_group_start_offsets,
+)
 
 PROG = "kafka-sim groups"
 ACTIONS = ("list", "describe", "reset_offsets", "delete")
@@ -175,8 +178,12 @@ def _describe(admin, args: argparse.Namespace) -> tuple[str, int]:
         elif group["group_state"] in ("PreparingRebalance", "CompletingRebalance", "Assigning",
                                       "Reconciling"):
             out.append(f"\nWarning: consumer group '{group_id}' is rebalancing.")
-        out.append(_members_table(group_id, members) if args.members
-                   else _offsets_table(admin, args, group_id, members))
+        if args.members:
+            out.append(_members_table(group_id, members))
+        elif group.get("type") == "share":
+            out.append(_share_offsets_table(args, group_id, members))
+        else:
+            out.append(_offsets_table(admin, args, group_id, members))
     return "\n".join(out).lstrip("\n") if out else "", code
 
 
@@ -223,6 +230,18 @@ def _offsets_table(admin, args: argparse.Namespace, group_id: str,
                 for m in members if not m.partitions)
     return table(rows, ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
                         "CONSUMER-ID", "HOST", "CLIENT-ID"])
+
+
+def _share_offsets_table(args: argparse.Namespace, group_id: str,
+                         members: list[_Member]) -> str:
+    """A share group's partitions with their start offset, as kafka-share-groups shows them
+    (the members share partitions: no owner column)."""
+    starts = share_group_start_offsets(args.bootstrap_server.split(","), group_id,
+                                       args.connect_timeout_ms / 1000, args.client_id)
+    partitions = sorted(set(starts) | {tp for m in members for tp in m.partitions})
+    rows = [[group_id, t, p, starts.get((t, p), -1) if starts.get((t, p), -1) >= 0 else "-"]
+            for t, p in partitions]
+    return table(rows, ["GROUP", "TOPIC", "PARTITION", "START-OFFSET"])
 
 
 def _offsets(admin, partitions: list, *, latest: bool) -> dict:

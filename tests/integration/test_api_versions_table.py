@@ -41,6 +41,7 @@ DIFFERENCES: dict[int, tuple[tuple[int, int] | None, str]] = {
     **{key: ((0, 0), f"{name}: inter-broker, a share partition's leader and its share "
                      "coordinator (__share_group_state), as Kafka 4 serves it")
        for key, name in ((84, "ReadShareGroupState"), (85, "WriteShareGroupState"))},
+    90: ((0, 0), "DescribeShareGroupOffsets: a share group's start offsets (Kafka 4.1's v0)"),
 }
 # Definitions kept from a later Kafka than 3.9 (the version that needs them), with 3.9's range
 LATER_DEFINITIONS = {68: (0, 0)}

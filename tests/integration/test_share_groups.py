@@ -29,7 +29,7 @@ from tests.integration.test_consumer_group_protocol import topic_ids
 from tests.integration.test_protocol_edges import create_topic, produce_body
 
 PRODUCE, FIND_COORDINATOR, API_VERSIONS = 0, 10, 18
-SHARE_HEARTBEAT, SHARE_DESCRIBE, SHARE_FETCH, SHARE_ACK = 76, 77, 78, 79
+SHARE_HEARTBEAT, SHARE_DESCRIBE, SHARE_FETCH, SHARE_ACK, DESCRIBE_OFFSETS = 76, 77, 78, 79, 90
 ACCEPT, RELEASE, REJECT = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT
 
 
@@ -167,6 +167,9 @@ def test_rejected_records_are_archived_and_released_ones_come_back_until_the_lim
     assert (last.value(), last.delivery_count()) == (b"4", 1)
     consumer.acknowledge(last, ACCEPT)
     consumer.commit_sync()
+    # kafka-sim groups: the share partition's start offset, past everything done with
+    described = Tools(bootstrap).ok("groups", "--describe", "--group", "judges")
+    assert described.strip().splitlines()[-1].split() == ["judges", "jobs", "0", "5"], described
     consumer.close()
 
 
@@ -332,6 +335,17 @@ async def test_share_fetch_acquires_acknowledges_and_keeps_its_session(async_bro
     manager = async_broker.share_partition_manager
     share = manager.share_partitions[("sf", "sft", 0)]
     assert (share.start_offset, dict(share.records())) == (5, {})
+    # DescribeShareGroupOffsets: the start offset its share coordinator keeps
+    offsets = await client.request(DESCRIBE_OFFSETS, 0, {"groups": [
+        {"group_id": "sf", "topics": None},
+        {"group_id": "sf", "topics": [{"topic_name": "nope", "partitions": [0]}]},
+        {"group_id": "nobody", "topics": None}]})
+    kept, unknown, missing = offsets.groups
+    assert [(t.topic_name, p.partition_index, p.start_offset, p.error_code)
+            for t in kept.topics for p in t.partitions] == [("sft", 0, 5, 0)]
+    assert [p.error_code for t in unknown.topics for p in t.partitions] == [
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    assert missing.error_code == ErrorCode.GROUP_ID_NOT_FOUND
     await client.close()
 
 
@@ -374,7 +388,7 @@ async def test_share_version_0_hides_the_share_group_apis(async_broker):
     versions = await client.request(API_VERSIONS, 3, {"client_software_name": "t",
                                                       "client_software_version": "1"})
     keys = {k.api_key for k in versions.api_keys}
-    assert keys.isdisjoint({SHARE_HEARTBEAT, SHARE_DESCRIBE, SHARE_FETCH, SHARE_ACK, 84, 85})
+    assert keys.isdisjoint({SHARE_HEARTBEAT, SHARE_DESCRIBE, SHARE_FETCH, SHARE_ACK, 84, 85, 90})
     assert "share.version" not in {f.name for f in versions.finalized_features}
     beat = await client.request(SHARE_HEARTBEAT, 1, {
         "group_id": "g", "member_id": "m", "member_epoch": 0, "rack_id": None,
