@@ -47,6 +47,12 @@ SPECS = {spec.name: spec for spec in (
                     _positive_int, "how long a share consumer holds the records it acquired"),
     GroupConfigSpec("share.auto.offset.reset", None, "latest", _one_of("earliest", "latest"),
                     "where a share group starts reading a partition it never read"),
+    GroupConfigSpec("share.isolation.level", None, "read_uncommitted",
+                    _one_of("read_uncommitted", "read_committed"),
+                    "read_committed: a share group is given records below the last stable "
+                    "offset only, and never those of aborted transactions"),
+    GroupConfigSpec("share.delivery.count.limit", "group.share.delivery.count.limit", "",
+                    _positive_int, "deliveries of a record before it is archived"),
 )}
 
 

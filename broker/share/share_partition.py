@@ -17,6 +17,7 @@ import enum
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import iter_batches
@@ -37,6 +38,13 @@ class AcknowledgeType(enum.IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+
+
+class AbortedTxn(Protocol):
+    """An aborted transaction as the log's transaction index gives it."""
+    producer_id: int
+    first_offset: int
+    last_offset: int  # its abort marker's offset
 
 
 class AcquisitionLock(TimerTask):
@@ -160,10 +168,13 @@ class SharePartition:
                 self.next_offset = max(self.next_offset, offset + 1)
         self._advance_start()
 
-    def acquire(self, member_id: str, read: bytes | memoryview, max_records: int) -> Acquired:
+    def acquire(self, member_id: str, read: bytes | memoryview, max_records: int,
+                aborted: list[AbortedTxn] | None = None) -> Acquired:
         """Acquire for `member_id` the records of the batches `read` from the log (starting at or
         below `read_from()`): Available in-flight ones and new ones, at most `max_records`
-        (whole batches of new records, as Kafka aligns to batch boundaries), under one lock."""
+        (whole batches of new records, as Kafka aligns to batch boundaries), under one lock.
+        `aborted` (read_committed): the aborted transactions of the read; their records are
+        Archived, never delivered."""
         lock = AcquisitionLock(self.lock_duration_ms, member_id, self._expire)
         taken: list[tuple[int, int]] = []  # (offset, delivery count)
         chunks: list[bytes | memoryview] = []
@@ -172,8 +183,14 @@ class SharePartition:
             if len(taken) >= max_records or len(self.in_flight) >= self.max_in_flight:
                 break
             before = len(taken)
+            dropped = aborted and header.is_transactional and not header.is_control and any(
+                t.producer_id == header.producer_id
+                and t.first_offset <= header.base_offset <= t.last_offset for t in aborted)
             for offset in range(max(header.base_offset, self.start_offset),
                                 header.last_offset + 1):
+                if dropped and offset >= self.next_offset:  # an aborted transaction's
+                    self.in_flight[offset] = InFlightRecord(RecordState.ARCHIVED)
+                    continue
                 if offset < self.next_offset:
                     record = self.in_flight.get(offset)
                     if (record is None or record.state != RecordState.AVAILABLE

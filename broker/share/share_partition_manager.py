@@ -166,12 +166,16 @@ class SharePartitionManager:
                 break
             try:
                 share, partition = self._share_partition(session.group_id, topic, tp[1])
-                end = partition.high_watermark
+                committed = self._read_committed(session.group_id)
+                end = partition.log.last_stable_offset if committed else partition.high_watermark
                 if share is None or not share.can_acquire(end):
                     continue
-                read = partition.log.read(share.read_from(), max(1, max_bytes), max_offset=end,
+                start = share.read_from()
+                read = partition.log.read(start, max(1, max_bytes), max_offset=end,
                                           min_one_message=True, as_region=False)
-                acquired = share.acquire(session.member_id, read.records, max_records)
+                aborted = partition.log.aborted_transactions_in(start, read.records) \
+                    if committed else None
+                acquired = share.acquire(session.member_id, read.records, max_records, aborted)
             except KafkaError as exc:
                 out[tp] = SharePartitionData(exc.code, exc.message)
                 continue
@@ -197,7 +201,9 @@ class SharePartitionManager:
                     share, partition = self._share_partition(session.group_id, topic, tp[1])
                 except KafkaError:
                     return True  # answered with the error at once
-                if share is not None and share.can_acquire(partition.high_watermark):
+                end = partition.log.last_stable_offset if self._read_committed(
+                    session.group_id) else partition.high_watermark
+                if share is not None and share.can_acquire(end):
                     return True
             return False
 
@@ -265,18 +271,38 @@ class SharePartitionManager:
 
     # -- share partitions ----------------------------------------------------------------------
 
+    def _read_committed(self, group_id: str) -> bool:
+        return self.group_configs.value(group_id, "share.isolation.level") == "read_committed"
+
     def _share_partition(self, group_id: str, topic: str, index: int
                          ) -> tuple[SharePartition | None, Partition]:
         """The group's started share partition of a partition this broker leads (None: not
         started at this leader epoch); NOT_LEADER_OR_FOLLOWER and the like otherwise."""
-        partition = self.replicas.leader_partition(topic, index)
-        share = self.share_partitions.get((group_id, topic, index))
-        if share is None or share.leader_epoch != partition.leader_epoch:
+        key = (group_id, topic, index)
+        try:
+            partition = self.replicas.leader_partition(topic, index)
+        except KafkaError:
+            self._drop(key)  # no longer led here (or gone): its locks go
+            raise
+        share = self.share_partitions.get(key)
+        if share is None or not self._current(share, partition):
             return None, partition
         share.move_start(partition.log_start_offset)
         share.lock_duration_ms = int(
             self.group_configs.value(group_id, "share.record.lock.duration.ms"))
+        share.delivery_count_limit = int(
+            self.group_configs.value(group_id, "share.delivery.count.limit"))
         return share, partition
+
+    def _current(self, share: SharePartition, partition: Partition) -> bool:
+        """Started at this leader epoch, for this topic (not one deleted and made again)."""
+        return share.leader_epoch == partition.leader_epoch and \
+            share.topic_id == self.replicas.topic_id_of(share.topic)
+
+    def _drop(self, key: tuple[str, str, int]) -> None:
+        share = self.share_partitions.pop(key, None)
+        if share is not None:
+            share.close()
 
     async def _start(self, group_id: str, topic_id: uuid.UUID, topic: str, index: int) -> None:
         """Start the share partition at this leader epoch, from the state its share coordinator
@@ -288,15 +314,13 @@ class SharePartitionManager:
         except KafkaError:
             return  # the fetch answers the error
         share = self.share_partitions.get(key)
-        if share is not None and share.leader_epoch == partition.leader_epoch:
+        if share is not None and self._current(share, partition):
             return
         starting = self._starting.get(key)
         if starting is not None:  # another request is reading its state
             await asyncio.shield(starting)
             return
-        if share is not None:
-            share.close()
-            del self.share_partitions[key]
+        self._drop(key)
         done = self._starting[key] = asyncio.get_running_loop().create_future()
         epoch = partition.leader_epoch
         try:
@@ -312,8 +336,10 @@ class SharePartitionManager:
             config = self.config
             share = self.share_partitions[key] = SharePartition(
                 group_id, topic, index, start, add_timer=self.timer.add,
-                lock_duration_ms=config["group.share.record.lock.duration.ms"],
-                delivery_count_limit=config["group.share.delivery.count.limit"],
+                lock_duration_ms=int(
+                    self.group_configs.value(group_id, "share.record.lock.duration.ms")),
+                delivery_count_limit=int(
+                    self.group_configs.value(group_id, "share.delivery.count.limit")),
                 max_in_flight=config["group.share.partition.max.record.locks"],
                 on_available=lambda: self.purgatory.check_and_complete((topic, index)),
                 on_change=self._on_change, leader_epoch=epoch, topic_id=topic_id)

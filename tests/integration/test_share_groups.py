@@ -466,3 +466,92 @@ def test_a_restarted_broker_loads_the_share_state_it_kept(kafka_broker):
         consumer.commit_sync()
     assert again == {b"3": 2, b"4": 2}
     consumer.close()
+
+
+def set_group_config(bootstrap: str, group: str, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(name.replace("_", "."), value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in configs.items()])
+    admin.incremental_alter_configs([resource])[resource].result(10)
+
+
+def test_share_isolation_level_read_committed_leaves_aborted_records_out(kafka_broker):
+    """share.isolation.level (a group config) read_committed: records below the last stable
+    offset only, aborted transactions' records archived, never delivered; read_uncommitted
+    groups are given them all."""
+    bootstrap = kafka_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("txns", 1, 1)])["txns"].result(10)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "share-txn"})
+    producer.init_transactions(30)
+    for values, commit in (([b"c0", b"c1"], True), ([b"a0", b"a1"], False), ([b"c2"], True)):
+        producer.begin_transaction()
+        for v in values:
+            producer.produce("txns", v)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.flush(30)
+            producer.abort_transaction(30)
+    read: dict[str, list[bytes]] = {}
+    for group, level, count in (("committed", "read_committed", 3),
+                                ("everything", "read_uncommitted", 5)):
+        set_group_config(bootstrap, group, share_auto_offset_reset="earliest",
+                         share_isolation_level=level)
+        consumer = share_consumer(bootstrap, group, "txns")
+        got = read[group] = []
+        deadline = time.monotonic() + 30
+        while len(got) < count:
+            assert time.monotonic() < deadline, got
+            for m in consumer.poll(0.2):
+                got.append(m.value())
+                consumer.acknowledge(m, ACCEPT)
+            consumer.commit_sync()
+        assert not list(consumer.poll(0.5))  # nothing more: the markers are not records
+        consumer.close()
+    assert read == {"committed": [b"c0", b"c1", b"c2"],
+                    "everything": [b"c0", b"c1", b"a0", b"a1", b"c2"]}
+
+
+def test_a_topic_deleted_and_made_again_is_read_afresh(kafka_broker):
+    """The share partition of a deleted topic is not the new topic's (they differ by topic id):
+    the group reads the new one from its start."""
+    bootstrap = kafka_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic_of_single_batches(bootstrap, "again", 3)
+    read_from_earliest(bootstrap, "afresh")
+    consumer = share_consumer(bootstrap, "afresh", "again")
+    first: list[int] = []
+    deadline = time.monotonic() + 30
+    while len(first) < 3:
+        assert time.monotonic() < deadline, first
+        for m in consumer.poll(0.2):
+            first.append(m.offset())
+            consumer.acknowledge(m, ACCEPT)
+        consumer.commit_sync()
+    consumer.close()
+    admin.delete_topics(["again"])["again"].result(10)
+    deadline = time.monotonic() + 30
+    while True:  # the name is free once every replica deleted its log
+        try:
+            admin.create_topics([NewTopic("again", 1, 1)])["again"].result(10)
+            break
+        except Exception:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for value in (b"new-0", b"new-1"):
+        producer.produce("again", value)
+    assert producer.flush(10) == 0
+    consumer = share_consumer(bootstrap, "afresh", "again")
+    second: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + 30
+    while len(second) < 2:
+        assert time.monotonic() < deadline, second
+        for m in consumer.poll(0.2):
+            second.append((m.offset(), m.value()))
+            consumer.acknowledge(m, ACCEPT)
+        consumer.commit_sync()
+    consumer.close()
+    assert (first, second) == ([0, 1, 2], [(0, b"new-0"), (1, b"new-1")])
