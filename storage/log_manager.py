@@ -489,6 +489,14 @@ class LogManager:
             self._topic_configs.pop(topic, None)
         return True
 
+    def update_configs(self, configs: dict[str, LogConfig]) -> None:
+        """New configs for many topics, every log visited once."""
+        self._topic_configs.update(configs)
+        for logs in (self._logs, self._future_logs):
+            for (t, _), log in logs.items():
+                if t in configs:
+                    log.update_config(configs[t])
+
     def update_config(self, topic: str, config: LogConfig) -> None:
         self._topic_configs[topic] = config
         for logs in (self._logs, self._future_logs):

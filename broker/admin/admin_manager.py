@@ -19,8 +19,10 @@ from broker.admin.config_describer import (
     topic_entries,
 )
 from broker.config import BrokerConfig
+from broker.metadata import dynamic_broker_configs as dynamic
 from broker.metadata import group_configs
 from broker.metadata import zk_paths as paths
+from broker.metadata.dynamic_broker_configs import DynamicBrokerConfigs
 from broker.metadata.metadata_cache import MetadataCache, TopicInfo
 from broker.metadata.store import (
     ConnectionLossError,
@@ -429,26 +431,65 @@ class AdminManager:
                                      group_configs.notification_body(group_id), sequence=True,
                                      makepath=True)
 
-    def alter_broker_configs(self, name: str, config_names: list[str]) -> None:
-        """Broker configs are static here (all read-only in DescribeConfigs): a change is refused as
-        Kafka refuses a non-dynamic one (DynamicBrokerConfig.validateConfigs), with INVALID_REQUEST."""
-        if name and not (name.isdigit() and int(name) in self.cache.snapshot.brokers):
+    def _broker_entity(self, name: str) -> int | None:
+        """The broker a BROKER resource names ("" : the cluster default, None)."""
+        if not name:
+            return None
+        if not (name.isdigit() and int(name) in self.cache.snapshot.brokers):
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown broker '{name}'")
-        if config_names:
+        return int(name)
+
+    @_store_reached
+    async def broker_config_overrides(self, name: str) -> dict[str, str]:
+        """A broker's (or, for "", the cluster default's) dynamic configs, as the store has them."""
+        return await dynamic.read_entity(self.store, self._broker_entity(name))
+
+    @_store_reached
+    async def alter_broker_configs(self, name: str, configs: dict[str, str], *,
+                                   validate_only: bool) -> None:
+        """Replace a broker's (or the cluster default's) dynamic configs, validated as Kafka's
+        DynamicBrokerConfig.validateConfigs: INVALID_REQUEST for a setting that cannot change
+        live, or one only a single broker may be given; INVALID_CONFIG for a value a log setting
+        does not take. Every broker reads them again after the change notification."""
+        broker = self._broker_entity(name)
+        fixed = sorted(k for k in configs if k not in dynamic.DYNAMIC)
+        if fixed:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: "
-                             f"Set({', '.join(sorted(config_names))})")
+                             f"Set({', '.join(fixed)})")
+        per_broker = sorted(k for k in configs if k in dynamic.PER_BROKER_ONLY)
+        if broker is None and per_broker:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default "
+                             "cluster level, broker id must be specified: "
+                             f"Set({', '.join(per_broker)})")
+        try:
+            self.config.log_config(dynamic.topic_defaults(configs))
+        except (KafkaError, ValueError) as exc:
+            message = exc.message if isinstance(exc, KafkaError) else str(exc)
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid config value for resource "
+                             f"ConfigResource(type=BROKER, name='{name}'): {message}") from None
+        if validate_only:
+            return
+        path, body = dynamic.config_path(broker), {"version": 1, "config": configs}
+        try:
+            await self.store.set_json(path, body)
+        except NoNodeError:
+            await self.store.create_json(path, body, makepath=True)
+        await self.store.create_json(f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}",
+                                     dynamic.notification_body(broker), sequence=True,
+                                     makepath=True)
 
     # -- DescribeConfigs --------------------------------------------------------------------
 
-    def topic_configs(self, name: str) -> list[ConfigEntry]:
+    def topic_configs(self, name: str, dynamic: DynamicBrokerConfigs | None = None
+                      ) -> list[ConfigEntry]:
         validate_topic_name(name)  # INVALID_TOPIC_EXCEPTION first, as Kafka's Topic.validate
         topic = self.cache.topic(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        return topic_entries(self.config, topic.configs)
+        return topic_entries(self.config, topic.configs, dynamic)
 
-    def broker_configs(self) -> list[ConfigEntry]:
-        return broker_entries(self.config)
+    def broker_configs(self, dynamic: DynamicBrokerConfigs | None = None) -> list[ConfigEntry]:
+        return broker_entries(self.config, dynamic)
 
     async def group_configs(self, group_id: str) -> list[ConfigEntry]:
         return group_entries(self.config, await self.group_config_overrides(group_id))

@@ -8,6 +8,13 @@ from dataclasses import dataclass, field
 
 from broker.config import PROPERTIES, PROPERTY_BY_NAME, BrokerConfig, Property
 from broker.metadata import group_configs
+from broker.metadata.dynamic_broker_configs import (
+    DYNAMIC,
+    SOURCE_DYNAMIC_BROKER,
+    SOURCE_DYNAMIC_DEFAULT_BROKER,
+    DynamicBrokerConfigs,
+    topic_defaults,
+)
 from storage.log_config import TOPIC_CONFIG_DEFAULTS
 
 # Config sources (Kafka's DescribeConfigsResponse.ConfigSource ids).
@@ -51,22 +58,8 @@ _NULL_DEFAULTS = frozenset((
     "zookeeper.connect", "zookeeper.connection.timeout.ms",
 ))
 
-# Configs a 3.9 broker can change at runtime (DynamicBrokerConfig.AllDynamicConfigs): Kafka
-# describes them as not read-only. Every other broker config is read-only.
-_DYNAMIC = frozenset((
-    "listeners", "advertised.listeners", "listener.security.protocol.map",
-    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain",
-    "ssl.keystore.key", "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location",
-    "ssl.truststore.certificates", "ssl.client.auth", "ssl.endpoint.identification.algorithm",
-    "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol",
-    "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
-    "message.max.bytes", "log.cleaner.backoff.ms", "producer.id.expiration.ms",
-    # the broker synonyms of topic configs (DynamicLogConfig), message.format.version excepted
-    "log.segment.bytes", "log.roll.ms", "log.index.interval.bytes", "log.retention.bytes",
-    "log.retention.ms", "log.flush.interval.ms", "log.message.timestamp.type",
-    "min.insync.replicas", "unclean.leader.election.enable",
-))
-
+# Configs a broker can change at runtime (dynamic_broker_configs.DYNAMIC, Kafka's
+# DynamicBrokerConfig.AllDynamicConfigs) are described as not read-only; every other one is.
 # Authorizer properties are not KafkaConfig definitions: Kafka describes them only when set, of
 # unknown type and therefore sensitive (KafkaConfig.maybeSensitive).
 _UNDEFINED_IN_KAFKA = frozenset(("super.users", "allow.everyone.if.no.acl.found"))
@@ -164,11 +157,18 @@ def _default_of(name: str) -> str | None:
     return prop.default if prop is not None else _SYNONYM_DEFAULTS.get(name)
 
 
-def _synonyms(config: BrokerConfig, name: str, sensitive: bool) -> list[tuple[str, str | None, int]]:
-    """Kafka's ConfigHelper.configSynonyms with no dynamic broker configs: the static settings,
-    then the defaults, of `name` and its synonyms, from the first mention of `name` on."""
+def _synonyms(config: BrokerConfig, name: str, sensitive: bool,
+              dynamic: DynamicBrokerConfigs | None = None) -> list[tuple[str, str | None, int]]:
+    """Kafka's ConfigHelper.configSynonyms: the broker's dynamic settings, the cluster's dynamic
+    defaults, the static settings, then the defaults, of `name` and its synonyms, from the first
+    mention of `name` on."""
     names = _BROKER_SYNONYMS.get(name, (name,))
-    found = [(n, config.raw[n], SOURCE_STATIC_BROKER) for n in names if n in config.explicit]
+    found = []
+    if dynamic is not None:
+        for source_map, source in ((dynamic.own, SOURCE_DYNAMIC_BROKER),
+                                   (dynamic.default, SOURCE_DYNAMIC_DEFAULT_BROKER)):
+            found += [(n, source_map[n], source) for n in names if n in source_map]
+    found += [(n, config.raw[n], SOURCE_STATIC_BROKER) for n in names if n in config.explicit]
     found += [(n, default, SOURCE_DEFAULT) for n in names
               if (default := _default_of(n)) is not None]
     while found and found[0][0] != name:
@@ -176,7 +176,11 @@ def _synonyms(config: BrokerConfig, name: str, sensitive: bool) -> list[tuple[st
     return [(n, None if sensitive else v, s) for n, v, s in found]
 
 
-def broker_entries(config: BrokerConfig) -> list[ConfigEntry]:
+def broker_entries(config: BrokerConfig,
+                   dynamic: DynamicBrokerConfigs | None = None) -> list[ConfigEntry]:
+    """Every broker config; one set dynamically shows its dynamic value (DYNAMIC_BROKER_CONFIG
+    or DYNAMIC_DEFAULT_BROKER_CONFIG), and Kafka's dynamic settings kafka-sim has no property
+    for are described once set."""
     entries = []
     for prop in PROPERTIES:
         explicit = prop.name in config.explicit
@@ -189,27 +193,38 @@ def broker_entries(config: BrokerConfig) -> list[ConfigEntry]:
             continue
         kind = _broker_type(prop)
         sensitive = kind == TYPE_PASSWORD
-        synonyms = _synonyms(config, prop.name, sensitive)
+        synonyms = _synonyms(config, prop.name, sensitive, dynamic)
         value = config.raw[prop.name] if explicit or prop.name not in _NULL_DEFAULTS else None
+        set_live = dynamic.lookup(prop.name) if dynamic is not None else []
+        if set_live:
+            value = set_live[0][0]
         entries.append(ConfigEntry(
             prop.name, None if sensitive else value,
             synonyms[0][2] if synonyms else SOURCE_DEFAULT,
-            read_only=prop.name not in _DYNAMIC, config_type=kind, documentation=prop.doc,
+            read_only=prop.name not in DYNAMIC, config_type=kind, documentation=prop.doc,
             sensitive=sensitive, synonyms=synonyms,
         ))
+    for name in sorted(dynamic.values().keys() - PROPERTY_BY_NAME.keys() if dynamic else ()):
+        (value, source), *_ = dynamic.lookup(name)
+        entries.append(ConfigEntry(name, value, source, synonyms=[
+            (name, v, s) for v, s in dynamic.lookup(name)]))
     return entries
 
 
-def topic_entries(config: BrokerConfig, overrides: Mapping[str, str]) -> list[ConfigEntry]:
+def topic_entries(config: BrokerConfig, overrides: Mapping[str, str],
+                  dynamic: DynamicBrokerConfigs | None = None) -> list[ConfigEntry]:
     """Every topic config, as Kafka's createTopicConfigEntry: an override first among the
-    synonyms (TOPIC_CONFIG), then its broker synonyms; the source is the first synonym's."""
+    synonyms (TOPIC_CONFIG), then its broker synonyms (dynamic ones first); the source is the
+    first synonym's."""
+    defaults = topic_defaults(dynamic.values()) if dynamic is not None else {}
     entries = []
-    for name, value in sorted(config.log_config(overrides).to_properties().items()):
+    for name, value in sorted(config.log_config({**defaults, **overrides})
+                              .to_properties().items()):
         synonyms = []
         if name in overrides:
             synonyms.append((name, value, SOURCE_TOPIC))
         if name in TOPIC_SYNONYMS:
-            synonyms += _synonyms(config, TOPIC_SYNONYMS[name][0], sensitive=False)
+            synonyms += _synonyms(config, TOPIC_SYNONYMS[name][0], False, dynamic)
         entries.append(ConfigEntry(
             name, value, synonyms[0][2] if synonyms else SOURCE_DEFAULT,
             config_type=_TOPIC_KINDS[TOPIC_CONFIG_DEFAULTS[name].kind], synonyms=synonyms,

@@ -52,6 +52,8 @@ class ControllerRequestTarget(Protocol):
 
     async def topic_config_overrides(self, topics: list[str]) -> dict[str, dict[str, str]]: ...
 
+    def log_config_for(self, overrides: dict[str, str]) -> LogConfig: ...
+
     async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
         """As the controller: move leadership off `broker_id`; the partitions it still leads.
         KafkaError NOT_CONTROLLER on any other broker."""

@@ -4,8 +4,12 @@
   behaviour). The new set is validated with LogConfig: INVALID_CONFIG with a message per resource;
   validate_only checks without writing. Written to `/config/topics/<topic>`; the controller's watch
   on that node propagates it (UpdateMetadata), and DescribeConfigs shows DYNAMIC_TOPIC_CONFIG.
-- Broker resources (type 4): broker configs are static here, so any change gets INVALID_REQUEST
-  "Cannot update these configs dynamically: Set(...)", what Kafka answers for a read-only one.
+- Broker resources (type 4): Kafka's dynamic broker configs, for one broker (its id) or every
+  broker ("", the cluster default), kept at /config/brokers/<id> or <default> and applied after
+  the change notification (broker/metadata/dynamic_broker_configs.py): the log settings become
+  every log's defaults at once. A setting Kafka cannot change live: INVALID_REQUEST "Cannot
+  update these configs dynamically: Set(...)"; a per-broker one (listeners, security) at the
+  cluster default: INVALID_REQUEST.
 - Group resources (type 32, Kafka 4's group configs): written to `/config/groups/<group>`, read by
   every broker again after the change notification (broker/metadata/group_configs.py); a key that
   is no group config, or a value it does not take: INVALID_CONFIG.
@@ -37,7 +41,8 @@ async def alter_resource(
             await admin.alter_topic_configs(name, change(overrides), validate_only=validate_only)
         elif resource.resource_type == RESOURCE_BROKER:
             require_cluster(ctx, AclOperation.ALTER_CONFIGS)
-            admin.alter_broker_configs(name, [c.name for c in resource.configs])
+            overrides = await admin.broker_config_overrides(name)
+            await admin.alter_broker_configs(name, change(overrides), validate_only=validate_only)
         elif resource.resource_type == RESOURCE_GROUP:
             if not authorize(ctx, AclOperation.ALTER_CONFIGS, ResourceType.GROUP, name):
                 raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)

@@ -31,7 +31,7 @@ async def _entries(ctx: RequestContext, resource) -> list[ConfigEntry]:
         if not authorize(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
                          resource.resource_name):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        return admin.topic_configs(resource.resource_name)
+        return admin.topic_configs(resource.resource_name, ctx.services.dynamic_configs)
     if resource.resource_type == RESOURCE_BROKER:
         require_cluster(ctx, AclOperation.DESCRIBE_CONFIGS)
         name = resource.resource_name
@@ -43,7 +43,7 @@ async def _entries(ctx: RequestContext, resource) -> list[ConfigEntry]:
         if int(name) != ctx.services.broker_id:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected "
                              f"{ctx.services.broker_id} or empty string, but received {name}")
-        return admin.broker_configs()
+        return admin.broker_configs(ctx.services.dynamic_configs)
     if resource.resource_type == RESOURCE_GROUP:
         if not authorize(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.GROUP,
                          resource.resource_name):

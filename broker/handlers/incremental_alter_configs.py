@@ -1,4 +1,5 @@
-"""IncrementalAlterConfigs (key 44), v0-1: change single topic configs (resource type 2).
+"""IncrementalAlterConfigs (key 44), v0-1: change single topic (resource type 2), broker (4) or
+group (32) configs.
 
 - Operations per config: SET (0), DELETE (1: back to the default), APPEND (2) and SUBTRACT (3) on
   list configs (Kafka's LIST type: cleanup.policy, the replication throttles), starting from the
@@ -8,16 +9,19 @@
   compacted). APPEND/SUBTRACT on another config: INVALID_CONFIG.
 - As Kafka's ConfigAdminManager.preprocess: a resource named twice (both INVALID_REQUEST), a key
   named twice, a null value for anything but DELETE, an unknown operation: INVALID_REQUEST. The
-  result is validated and propagated as AlterConfigs does (see alter_configs.py), broker
-  resources likewise refused.
+  result is validated and propagated as AlterConfigs does (see alter_configs.py). On a broker,
+  APPEND/SUBTRACT work on its list log settings (log.cleanup.policy), from its dynamic value, else
+  the topic config's default.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from broker.admin.admin_manager import RESOURCE_BROKER, RESOURCE_TOPIC
 from broker.handlers import RequestContext, register
 from broker.handlers.alter_configs import alter_resource, answer_durably
+from broker.metadata.dynamic_broker_configs import LOG_CONFIG_SYNONYMS
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_config import TOPIC_CONFIG_DEFAULTS
 
@@ -47,6 +51,14 @@ def _check_request(resource) -> None:
                          "Null value not supported for : " + ", ".join(missing))
 
 
+def _list_config(resource, name: str) -> str | None:
+    """The topic config whose list kind and default a key takes: the key itself on a topic, the
+    topic config a broker's log setting is the default of (log.cleanup.policy) on a broker."""
+    if resource.resource_type == RESOURCE_BROKER:
+        return LOG_CONFIG_SYNONYMS.get(name, (None, 1))[0]
+    return name if resource.resource_type == RESOURCE_TOPIC else None
+
+
 def _incremental(resource):
     def change(current: dict[str, str]) -> dict[str, str]:
         updated = dict(current)
@@ -60,14 +72,15 @@ def _incremental(resource):
                 # Kafka's prepareIncrementalConfigs: the override as stored, else the topic
                 # config's own default (not the broker's); no trimming, no de-duplication of
                 # what is appended, SUBTRACT removes one occurrence per item (Scala's diff).
-                spec = TOPIC_CONFIG_DEFAULTS.get(name)
+                list_name = _list_config(resource, name)
+                spec = TOPIC_CONFIG_DEFAULTS.get(list_name) if list_name else None
                 if spec is None:  # Kafka looks the key up in a map that throws: no message
                     raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR)
                 verb = "append" if op == APPEND else "subtract"
                 if spec.kind != "list":
                     raise KafkaError(ErrorCode.INVALID_CONFIG,
                                      f"Config value {verb} is not allowed for config key: {name}")
-                old = current.get(name, _list_default(name))
+                old = current.get(name, _list_default(list_name))
                 if op == APPEND:
                     items = _java_split(old) if old else []
                     items += [v for v in _java_split(value) if v not in items]

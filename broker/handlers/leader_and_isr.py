@@ -4,7 +4,8 @@ follows, with leader epochs and ISRs (inter-broker; a ZooKeeper-mode Kafka 3.9 b
 - A controller epoch older than the latest this broker has seen gets STALE_CONTROLLER_EPOCH for
   the whole request; otherwise each partition gets its own error (e.g. a stale leader epoch).
 - Topic configs come from the metadata store (read once per topic, then kept current by
-  /config/changes notifications), as in Kafka; topic ids are not used.
+  /config/changes notifications), as in Kafka, over this broker's dynamic log settings; topic
+  ids are not used.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     try:
         require_cluster(ctx, AclOperation.CLUSTER_ACTION)
         overrides = await target.topic_config_overrides(sorted({s.topic for s in states}))
-        configs = {t: ctx.services.config.log_config(o) for t, o in overrides.items()}
+        configs = {t: target.log_config_for(o) for t, o in overrides.items()}
         errors = await target.apply_leader_and_isr(request.controller_epoch, states, configs)
     except KafkaError as exc:
         return {"error_code": exc.code, "partition_errors": [], "topics": []}

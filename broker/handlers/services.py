@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 from broker.config import BrokerConfig
 from broker.controller.controller_channel import ControllerRequestTarget
 from broker.metadata.client_quota_configs import ClientQuotaConfigs
+from broker.metadata.dynamic_broker_configs import DynamicBrokerConfigs
 from broker.metadata.metadata_cache import MetadataCache
 from broker.metadata.producer_id_manager import ProducerIdManager
 from broker.quota.quota_managers import QuotaManagers
@@ -68,6 +69,8 @@ class BrokerServices:
     quotas: QuotaManagers | None = None  # produce, fetch and request quotas; throttled channels
     # WriteTxnMarkers to leaders and, the other way, KIP-890 verification with coordinators
     txn_transport: MarkerTransport | None = None
+    # this broker's dynamic configs and the cluster's dynamic defaults (/config/brokers)
+    dynamic_configs: DynamicBrokerConfigs | None = None
 
     @property
     def group_coordinator(self) -> GroupCoordinator:

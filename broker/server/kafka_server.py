@@ -28,6 +28,7 @@ from broker.logs import get_logger
 from broker.metadata import zk_paths as paths
 from broker.metadata.broker_registration import registration
 from broker.metadata.client_quota_configs import ClientQuotaConfigs
+from broker.metadata.dynamic_broker_configs import DynamicBrokerConfigs, topic_defaults
 from broker.metadata.group_configs import GroupConfigCache
 from broker.metadata.metadata_cache import MetadataCache, MetadataSnapshot
 from broker.metadata.partition_state import LeaderAndIsr
@@ -133,10 +134,10 @@ class KafkaServer:
         self.client_quota_configs = ClientQuotaConfigs(self.store)
         self.quotas = QuotaManagers(config, context.timer, context.clock.now_ms)
         self.group_configs = GroupConfigCache(config, self.store)
-        self.topic_configs = TopicConfigCache(
-            self.store, self._on_topic_config_change,
-            lambda path: None if self.group_configs.on_notification(path)
-            else self.quotas.on_notification(self.client_quota_configs, path))
+        self.dynamic_configs = DynamicBrokerConfigs(self.store, self.broker_id,
+                                                    self._on_dynamic_configs_change)
+        self.topic_configs = TopicConfigCache(self.store, self._on_topic_config_change,
+                                              self._on_entity_change)
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, context.timer, context.clock,
             alter_isr=self._alter_isr,
@@ -168,7 +169,7 @@ class KafkaServer:
             self, self.producer_ids, self.advertised_address, self, self.authorizer,
             scram_credentials=ScramCredentialStore(self.store),
             client_quota_configs=self.client_quota_configs, quotas=self.quotas,
-            txn_transport=self.marker_transport)
+            txn_transport=self.marker_transport, dynamic_configs=self.dynamic_configs)
         self.controller: Controller | None = None
         self.session: int | None = None
         self._servers: list[asyncio.Server] = []
@@ -346,6 +347,7 @@ class KafkaServer:
         self.context.running_brokers[self.broker_id] = self
         self.store.add_session_listener(self._on_session_change)
         await self.topic_configs.start()
+        await self.dynamic_configs.load()
         await self.quotas.load(self.client_quota_configs)
         await self._register()
         for server in self._servers:
@@ -680,6 +682,10 @@ class KafkaServer:
     ) -> dict[tuple[str, int], ErrorCode]:
         self._check_controller_epoch(controller_epoch)
         errors = self.replica_manager.become_leader_or_follower(states, configs)
+        if self._dynamic_log_defaults():  # the controller's configs lack this broker's dynamic
+            topics = self.metadata_cache.topics  # ones (a topic not known yet: UpdateMetadata)
+            self.log_manager.update_configs({s.topic: self.log_config_for(topics[s.topic].configs)
+                                             for s in states if s.topic in topics})
         for state in states:  # the coordinators follow the partitions of their topics it leads
             if errors.get((state.topic, state.partition)) == 0:
                 self._coordinator_follows(state.topic, state.partition,
@@ -701,11 +707,41 @@ class KafkaServer:
         before = self.metadata_cache.snapshot.topics
         for name in before.keys() - snapshot.topics.keys():  # deleted: a new one is read afresh
             self.topic_configs.forget(name)
+        dynamic = bool(self._dynamic_log_defaults())
         for name, topic in snapshot.topics.items():  # AlterConfigs, restarts: configs apply at once
             old = before.get(name)
-            if (old.configs if old is not None else {}) != topic.configs:
-                self.log_manager.update_config(name, self.context.config.log_config(topic.configs))
+            # (a new topic's logs were made with the controller's configs: add the dynamic ones)
+            if (old.configs if old is not None else {}) != topic.configs or (
+                    old is None and dynamic):
+                self.log_manager.update_config(name, self.log_config_for(topic.configs))
         self.metadata_cache.update(snapshot)
+
+    # -- dynamic broker configs ---------------------------------------------------------------
+
+    def _dynamic_log_defaults(self) -> dict[str, str]:
+        return topic_defaults(self.dynamic_configs.values())
+
+    def log_config_for(self, overrides: dict[str, str]) -> LogConfig:
+        """A topic's log config here: its overrides over the dynamic log settings (this broker's,
+        else the cluster default's) over the static ones."""
+        return self.config.log_config({**self._dynamic_log_defaults(), **overrides})
+
+    def _on_dynamic_configs_change(self) -> None:
+        """Dynamic broker configs changed: every log takes the log settings among them."""
+        configs = {name: self.log_config_for(topic.configs)
+                   for name, topic in self.metadata_cache.topics.items()}
+        self.log_manager.update_configs(configs)
+        log.info("dynamic broker configs applied", broker_id=self.broker_id,
+                 configs=self.dynamic_configs.values())
+
+    def _on_entity_change(self, entity_path: str):
+        """A config change notification not about a topic: a group's, this broker's (or every
+        broker's) dynamic configs, or a client quota's."""
+        if self.group_configs.on_notification(entity_path):
+            return None
+        if self.dynamic_configs.concerns(entity_path):
+            return self.dynamic_configs.load()
+        return self.quotas.on_notification(self.client_quota_configs, entity_path)
 
     def apply_stop_replica(
         self, controller_epoch: int, keys: list[tuple[str, int]], *, delete: bool
@@ -744,7 +780,7 @@ class KafkaServer:
     def _on_topic_config_change(self, topic: str, overrides: dict[str, str]) -> None:
         """A notification changed a topic's overrides: its logs and this broker's metadata take
         them now (the controller's UpdateMetadata may have come before the notification)."""
-        self.log_manager.update_config(topic, self.context.config.log_config(overrides))
+        self.log_manager.update_config(topic, self.log_config_for(overrides))
         snapshot = self.metadata_cache.snapshot
         info = snapshot.topics.get(topic)
         if info is not None and info.configs != overrides:

@@ -109,6 +109,9 @@ class SharePartitionManager:
             if old is not None:
                 self._release(old, member_id)
             session = self.sessions[key] = ShareSession(group_id, member_id)
+        elif epoch == FINAL_EPOCH and forgotten:
+            return ShareAnswer(ErrorCode.INVALID_REQUEST, "The final share fetch of a session "
+                               "cannot forget partitions")
         else:
             session, error = self._session(key, epoch)
             if session is None:

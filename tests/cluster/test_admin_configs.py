@@ -60,10 +60,10 @@ async def test_config_changes_reach_every_replica_and_describe_configs(cluster):
     assert await incremental([resource("cfg", {"max.message.bytes": (0, "200"),
                                                "cleanup.policy": (2, "compact")}),
                               resource("nope", {"retention.ms": (0, "1")}),
-                              resource("0", {"log.retention.ms": (0, "1")}, BROKER)]) == [
+                              resource("0", {"log.dirs": (0, "/elsewhere")}, BROKER)]) == [
         (0, None),
         (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "UNKNOWN_TOPIC_OR_PARTITION"),
-        (ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: Set(log.retention.ms)"),
+        (ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: Set(log.dirs)"),
     ]
     await until(lambda: all(partition(b, "cfg").log.config.max_message_bytes == 200 for b in replicas))
     assert all(partition(b, "cfg").log.config.cleanup_policy == "delete,compact" for b in replicas)

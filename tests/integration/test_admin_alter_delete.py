@@ -96,7 +96,7 @@ def test_confluent_alter_configs_and_delete_records(broker_factory):
         f.result(10)
     assert exc.value.args[0].code() == 40  # INVALID_CONFIG
     read_only = ConfigResource("broker", "0", incremental_configs=[
-        ConfigEntry("log.retention.ms", "1", incremental_operation=AlterConfigOpType.SET)])
+        ConfigEntry("log.dirs", "/elsewhere", incremental_operation=AlterConfigOpType.SET)])
     with pytest.raises(KafkaException) as exc:
         [f] = admin.incremental_alter_configs([read_only]).values()
         f.result(10)

@@ -323,6 +323,12 @@ async def test_share_fetch_acquires_acknowledges_and_keeps_its_session(async_bro
     again = await member.fetch({tid: [0]}, acks={(tid, 0): [(0, 2, [1]), (3, 4, [2, 3])]})
     assert again.responses[0].partitions[0].acknowledge_error_code == 0
     assert acquired(again) == {0: [(3, 3, 2)]}
+    # The session's final fetch may carry acknowledgements, not forgotten partitions
+    forgetting = await client.request(SHARE_FETCH, 1, {
+        "group_id": "sf", "member_id": "m1", "share_session_epoch": -1, "max_wait_ms": 0,
+        "min_bytes": 1, "max_bytes": 1024, "max_records": 1, "batch_size": 1, "topics": [],
+        "forgotten_topics_data": [{"topic_id": tid, "partitions": [0]}]})
+    assert forgetting.error_code == ErrorCode.INVALID_REQUEST
     acked = await client.request(SHARE_ACK, 1, {
         "group_id": "sf", "member_id": "m1", "share_session_epoch": -1,
         "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0,
