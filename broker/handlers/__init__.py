@@ -106,9 +106,9 @@ class ApiHandler:
 # API key -> (handler module, Kafka's name of the API, lowest and highest version served), in API
 # key order: what ApiVersions advertises and what the connection checks a request's version with.
 _APIS: dict[int, tuple[str, str, int, int]] = {
-    0: ("produce", "Produce", 3, 11),
-    1: ("fetch", "Fetch", 4, 17),
-    2: ("list_offsets", "ListOffsets", 1, 9),
+    0: ("produce", "Produce", 0, 11),
+    1: ("fetch", "Fetch", 0, 17),
+    2: ("list_offsets", "ListOffsets", 0, 9),
     3: ("metadata", "Metadata", 0, 12),
     4: ("leader_and_isr", "LeaderAndIsr", 0, 7),
     5: ("stop_replica", "StopReplica", 0, 4),

@@ -1,4 +1,8 @@
-"""Fetch (key 1), v4-17: read whole batches, park in the fetch purgatory when too little is there.
+"""Fetch (key 1), v0-17: read whole batches, park in the fetch purgatory when too little is there.
+
+- v0-3 (consumers of message format v0/v1): the batches read are down-converted to message sets
+  of magic 0 (v0-1) or 1 (v2-3), one uncompressed message per record, transaction markers left
+  out, as Kafka 3.9 down-converts (protocol/legacy_records.py; a large answer in a worker thread).
 
 - A partition listed more than once is read and answered once, with the last listing's offset
   and sizes (Kafka builds a LinkedHashMap of the request's partitions).
@@ -28,6 +32,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 from broker.handlers import RequestContext, register
@@ -40,11 +45,34 @@ from broker.handlers.authorization import (
 from broker.handlers.services import BrokerServices
 from broker.replication.delayed_fetch import FetchParams, FetchPartition, distinct_partitions
 from broker.replication.fetch_session import FetchMetadata
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
+from protocol.legacy_records import to_message_set
 from protocol.records import ZSTD, iter_batches
 
 API_KEY = 1
 ZSTD_MIN_FETCH_VERSION = 10
+FIRST_MAGIC_V1_VERSION, FIRST_MAGIC_V2_VERSION = 2, 4
+CONVERT_ON_LOOP_BYTES = 256 * 1024  # larger answers are down-converted in a worker thread
+
+
+async def _down_convert(partitions: dict, magic: int) -> None:
+    """Fetch v0-3: the records as message sets of the consumer's magic."""
+    def convert() -> None:
+        for data in partitions.values():
+            if not data.records:
+                continue
+            if _has_zstd(data.records):  # (a zstd batch needs v10, conversion or not)
+                data.error, data.records = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, b""
+                continue
+            try:
+                data.records = to_message_set(data.records, magic)
+            except KafkaError as exc:
+                data.error, data.records = exc.code, b""
+
+    if sum(len(data.records) for data in partitions.values()) > CONVERT_ON_LOOP_BYTES:
+        await asyncio.to_thread(convert)
+    else:
+        convert()
 
 
 def _has_zstd(records: bytes) -> bool:
@@ -88,8 +116,10 @@ async def handle(ctx: RequestContext, request) -> dict:
         replica_id=_replica_id(request, version),
         max_wait_ms=max(0, request.max_wait_ms),
         min_bytes=max(0, request.min_bytes),
-        max_bytes=min(fetch_max, request.max_bytes if request.max_bytes > 0 else fetch_max),
-        isolation_level=request.isolation_level,
+        # (v0-2 have no max_bytes, v0-3 no isolation_level)
+        max_bytes=min(fetch_max, max_bytes if (max_bytes := request.get("max_bytes", 0)) > 0
+                      else fetch_max),
+        isolation_level=request.get("isolation_level", 0),
         # Below v10 the records are looked at for zstd batches the client cannot read
         zero_copy=ctx.zero_copy and version >= ZSTD_MIN_FETCH_VERSION,
     )
@@ -134,11 +164,14 @@ async def handle(ctx: RequestContext, request) -> dict:
     answer = await services.replica_manager.fetch_in_session(
         params, metadata, partitions, forgotten, readable=readable, uses_topic_ids=uses_topic_ids,
         throttle=throttle)
+    if version < FIRST_MAGIC_V2_VERSION:
+        await _down_convert(answer.partitions, 0 if version < FIRST_MAGIC_V1_VERSION else 1)
     by_topic: dict[str | uuid.UUID, list[dict]] = {}
     leaders: set[int] = set()
     for (topic, partition), data in answer.partitions.items():
         error, records = data.error, data.records
-        if records and version < ZSTD_MIN_FETCH_VERSION and _has_zstd(records):
+        if records and FIRST_MAGIC_V2_VERSION <= version < ZSTD_MIN_FETCH_VERSION and \
+                _has_zstd(records):
             error, records = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, b""
         entry = {
             "partition_index": partition,

@@ -1,5 +1,8 @@
-"""ListOffsets (key 2), v1-9: offsets by timestamp, earliest (-2), latest (-1), max timestamp (-3).
+"""ListOffsets (key 2), v0-9: offsets by timestamp, earliest (-2), latest (-1), max timestamp (-3).
 
+- v0 (consumers of before 0.10.1, e.g. kafka-python api_version (0, 9)) answers its offsets
+  before-time form with the one offset found (old_style_offsets; none when max_num_offsets is 0
+  or nothing is found).
 - Latest is the high watermark (= last stable offset without transactions) for consumers.
 - A timestamp with no record at or after it answers offset -1, timestamp -1 (Kafka's "unknown").
 - -4 (earliest local) is the log start offset; -5 (latest tiered) is -1: no tiered storage here.
@@ -21,12 +24,12 @@ from broker.handlers.authorization import AclOperation, ResourceType, filter_aut
 from protocol.errors import ErrorCode
 
 # Negative timestamps and the first version that may ask for them.
-_SPECIAL_TIMESTAMPS = {-1: 1, -2: 1, -3: 7, -4: 8, -5: 9}
+_SPECIAL_TIMESTAMPS = {-1: 0, -2: 0, -3: 7, -4: 8, -5: 9}
 
 
 def _refused(index: int, error: ErrorCode) -> dict:
     return {"partition_index": index, "timestamp": -1, "error_code": error, "offset": -1,
-            "leader_epoch": -1}
+            "leader_epoch": -1, "old_style_offsets": []}
 
 
 @register(2)
@@ -59,6 +62,8 @@ async def handle(ctx: RequestContext, request) -> dict:
                 "timestamp": found.timestamp,
                 "offset": found.offset,
                 "leader_epoch": found.leader_epoch,
+                "old_style_offsets": [found.offset] if found.offset >= 0 and p.get(
+                    "max_num_offsets", 1) > 0 else [],
             })
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -1,6 +1,11 @@
-"""Produce (key 0), v3-11: append record batches, answer per partition.
+"""Produce (key 0), v0-11: append record batches, answer per partition.
 
-- v3 is the first version carrying magic-2 batches only; Kafka 4 serves 3+ too.
+- v3 is the first version carrying magic-2 batches only; Kafka 4 serves 3+ only. v0-2 carry
+  message sets of message format v0/v1 (magic 0/1), converted to one magic-2 batch per partition
+  first, as Kafka 3.9 converts them on append (protocol/legacy_records.py; a large request's in a
+  worker thread): a magic-0 record has no timestamp (-1), unless its topic stamps LogAppendTime.
+  A message whose CRC does not match, or a set that cannot be read: CORRUPT_MESSAGE for that
+  partition.
 - acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS for every partition); acks=0 gets no
   response at all. acks=-1 parks as a DelayedProduce until the high watermark covers the
   append (every ISR member has it); NOT_ENOUGH_REPLICAS when the ISR is below
@@ -37,6 +42,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from broker.coordinator.transaction.verification import (
     transactional_producers,
     verify_transactional_writes,
@@ -44,9 +51,13 @@ from broker.coordinator.transaction.verification import (
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, ResourceType, authorize, filter_authorized
 from broker.replication.delayed_produce import ProduceResult
+from protocol.compression import decompression_limit
 from protocol.errors import ErrorCode, KafkaError
+from protocol.legacy_records import to_record_batch
 from protocol.records import MAGIC_V2, ZSTD, BatchHeader, iter_batches
 
+FIRST_MAGIC_V2_VERSION = 3
+CONVERT_ON_LOOP_BYTES = 256 * 1024  # larger v0-2 message sets are converted in a worker thread
 FIRST_VERSION_WITH_UNKNOWN_PRODUCER_ID = 5
 FIRST_VERSION_WITH_ZSTD = 7  # KIP-110: older clients cannot have asked for it
 
@@ -109,7 +120,7 @@ def _refuse_unauthorized(ctx: RequestContext, request, entries: dict,
     """The results for what the principal may not write (Kafka's checks before anything else):
     a transactional batch without WRITE on its transactional id fails the whole request."""
     if transactional and not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
-                                       request.transactional_id):
+                                       request.get("transactional_id")):
         return {key: ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for key in entries}
     writable = filter_authorized(ctx, AclOperation.WRITE, ResourceType.TOPIC, entries, lambda k: k[0])
     return {key: ProduceResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -121,18 +132,35 @@ def _is_internal(ctx: RequestContext, topic: str) -> bool:
     return info is not None and info.internal
 
 
+def _converted(entries: dict, limit: int) -> tuple[dict, dict]:
+    """Produce v0-2's message sets as magic-2 batches, and the results of those refused."""
+    converted, refused = {}, {}
+    for key, records in entries.items():
+        try:
+            converted[key] = to_record_batch(records or b"", limit)
+        except KafkaError as exc:
+            refused[key] = ProduceResult(exc.code, error_message=exc.message)
+    return converted, refused
+
+
 @register(0)
 async def handle(ctx: RequestContext, request) -> dict | None:
     entries = {(t.name, p.index): p.records for t in request.topic_data for p in t.partition_data}
     results: dict = {}
+    if ctx.api_version < FIRST_MAGIC_V2_VERSION:
+        limit = decompression_limit(ctx.services.config["message.max.bytes"])
+        if sum(len(r or b"") for r in entries.values()) > CONVERT_ON_LOOP_BYTES:
+            entries, results = await asyncio.to_thread(_converted, entries, limit)
+        else:
+            entries, results = _converted(entries, limit)
     producers = transactional_producers(entries)
-    if producers and request.transactional_id is None:
+    if producers and request.get("transactional_id") is None:
         # Kafka's first check: transactional records come with their transactional id
-        results = {key: ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-                   for key in entries}
+        results |= {key: ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                    for key in entries}
         return None if request.acks == 0 else _response(request, results)
     if ctx.services.authorizer is not None:
-        results = _refuse_unauthorized(ctx, request, entries, bool(producers))
+        results |= _refuse_unauthorized(ctx, request, entries, bool(producers))
         entries = {key: records for key, records in entries.items() if key not in results}
     if request.acks not in (-1, 0, 1):
         results |= {key: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for key in entries}
@@ -152,7 +180,7 @@ async def handle(ctx: RequestContext, request) -> dict | None:
             services = ctx.services
             refused, verified = await verify_transactional_writes(
                 services.replica_manager, services.metadata_cache, services.txn_transport,
-                request.transactional_id, producers)
+                request.get("transactional_id"), producers)
             for key, code in refused.items():
                 del entries[key]
                 results[key] = ProduceResult(code, error_message=(

@@ -17,12 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TABLE = ROOT / "tests" / "data" / "kafka_3_9_api_versions.json"
 DEFINITIONS = ROOT / "protocol" / "message_definitions"
 
-OLD_FORMATS = "message formats v0/v1 (magic 0/1) are not stored here; deprecated in 3.x, removed by KIP-896 in 4.0"
 # api_key -> (our range, or None when not served; why)
 DIFFERENCES: dict[int, tuple[tuple[int, int] | None, str]] = {
-    0: ((3, 11), "Produce v0-2: " + OLD_FORMATS),
-    1: ((4, 17), "Fetch v0-3: answers in magic 0/1 (down-conversion); " + OLD_FORMATS),
-    2: ((1, 9), "ListOffsets v0: the pre-0.10.1 offsets-before-time form (several offsets), removed in 4.0"),
     8: ((2, 9), "OffsetCommit v0-1: v0 commits to ZooKeeper, v1 carries per-partition timestamps (removed in 4.0)"),
     9: ((1, 9), "OffsetFetch v0: reads offsets from ZooKeeper (removed in 4.0)"),
     23: ((2, 4), "OffsetForLeaderEpoch v0-1: no leader epoch in the answer; clients of message format v2 use v2+"),

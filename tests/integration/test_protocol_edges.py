@@ -58,7 +58,7 @@ async def test_api_versions_lists_exactly_the_implemented_ranges(async_broker):
     client = await RawClient.connect(async_broker.port)
     response = await client.request(API_VERSIONS, 0, {})
     ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-    assert ranges == {0: (3, 11), 1: (4, 17), 2: (1, 9), 3: (0, 12), 18: (0, 4), 19: (0, 7),
+    assert ranges == {0: (0, 11), 1: (0, 17), 2: (0, 9), 3: (0, 12), 18: (0, 4), 19: (0, 7),
                       20: (0, 6), 21: (0, 2), 22: (0, 5), 23: (2, 4), 32: (0, 4), 33: (0, 2), 34: (0, 2), 35: (0, 4),
                       44: (0, 1), 61: (0, 0),
                       24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (0, 1), 28: (0, 4), 65: (0, 0),
@@ -192,7 +192,7 @@ async def test_truncated_frame_then_disconnect(async_broker):
 
 
 async def test_unknown_api_key_and_unsupported_version_close_the_connection(async_broker):
-    for api_key, version in ((999, 0), (PRODUCE, 2), (FETCH, 99)):
+    for api_key, version in ((999, 0), (PRODUCE, 12), (FETCH, 99)):
         bad = await RawClient.connect(async_broker.port)
         header_version = 1 if api_key == 999 else request_header_version(api_key, version)
         header = encode_request_header(api_key, version, 1, "x", header_version=header_version)
