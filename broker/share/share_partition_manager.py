@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING
 from broker.logs import get_logger
 from broker.replication.purgatory import DelayedOperationPurgatory
 from broker.share.delayed_share_fetch import DelayedShareFetch
-from broker.share.share_partition import SharePartition
+from broker.share.share_partition import RecordState, SharePartition
 from broker.share.share_session import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 from broker.share.share_state_persister import UNAVAILABLE, SharePersister
 from protocol.errors import ErrorCode, KafkaError
+from timer.timer_task import FunctionTimerTask
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -109,6 +110,7 @@ class SharePartitionManager:
             if old is not None:
                 self._release(old, member_id)
             session = self.sessions[key] = ShareSession(group_id, member_id)
+            self._touch(session)
         elif epoch == FINAL_EPOCH and forgotten:
             return ShareAnswer(ErrorCode.INVALID_REQUEST, "The final share fetch of a session "
                                "cannot forget partitions")
@@ -157,7 +159,23 @@ class SharePartitionManager:
                                      f"Share session epoch {epoch} is not the expected "
                                      f"{session.epoch}")
         session.next_epoch()
+        self._touch(session)
         return session, ShareAnswer(ErrorCode.NONE)
+
+    def _touch(self, session: ShareSession) -> None:
+        """(Re)start the session's idle timeout, a timer task."""
+        if session.expiry is not None:
+            session.expiry.cancel()
+
+        def expire() -> None:
+            if self.sessions.get((session.group_id, session.member_id)) is session:
+                log.info("share session expired", group_id=session.group_id,
+                         member_id=session.member_id)
+                self._close(session)
+
+        session.expiry = FunctionTimerTask(
+            int(self.group_configs.value(session.group_id, "share.session.timeout.ms")), expire)
+        self.timer.add(session.expiry)
 
     def _acquire(self, session: ShareSession, max_bytes: int, max_records: int
                  ) -> dict[PartitionKey, SharePartitionData]:
@@ -389,12 +407,32 @@ class SharePartitionManager:
         task.add_done_callback(self._tasks.discard)
 
     def _close(self, session: ShareSession) -> None:
-        """The session's last request: it goes (unless a new one replaced it meanwhile), and
-        what its member acquired is Available again."""
+        """The session's last request (or its idle timeout): it goes (unless a new one replaced
+        it meanwhile), what its member acquired is Available again, and a share partition no
+        session of its group reads any more leaves memory once its state is kept (the next
+        session reads it again from the share coordinator)."""
         key = (session.group_id, session.member_id)
         if self.sessions.get(key) is session:
             del self.sessions[key]
+        if session.expiry is not None:
+            session.expiry.cancel()
         self._release(session, session.member_id)
+        read = {(s.group_id, topic, tp[1]) for s in self.sessions.values()
+                if s.group_id == session.group_id for tp, topic in s.partitions.items()}
+        for tp, topic in session.partitions.items():
+            share_key = (session.group_id, topic, tp[1])
+            if share_key not in read and share_key in self.share_partitions:
+                self._spawn(self._retire(share_key))
+
+    async def _retire(self, key: tuple[str, str, int]) -> None:
+        share = self.share_partitions.get(key)
+        if share is None or await self.persist(share) != ErrorCode.NONE:
+            return
+        reading = any(s.group_id == key[0] and (key[1], key[2]) in {
+            (topic, tp[1]) for tp, topic in s.partitions.items()} for s in self.sessions.values())
+        if not reading and self.share_partitions.get(key) is share and not any(
+                r.state == RecordState.ACQUIRED for _, r in share.records()):
+            self._drop(key)
 
     def _release(self, session: ShareSession, member_id: str) -> None:
         """A closed or replaced session: what its member acquired is Available again."""
@@ -408,6 +446,9 @@ class SharePartitionManager:
             op.force_complete()
         for task in self._tasks:
             task.cancel()
+        for session in self.sessions.values():
+            if session.expiry is not None:
+                session.expiry.cancel()
         self.purgatory.shutdown()
         for share in self.share_partitions.values():
             share.close()

@@ -23,6 +23,7 @@ from confluent_kafka.admin import (
 
 from protocol.errors import ErrorCode
 from protocol.records import encode_batch
+from tests.harness import until
 from tests.integration.console_tools import Tools
 from tests.integration.raw_client import RawClient
 from tests.integration.test_consumer_group_protocol import topic_ids
@@ -338,9 +339,9 @@ async def test_share_fetch_acquires_acknowledges_and_keeps_its_session(async_bro
     assert (acked.error_code, acked.responses[0].partitions[0].error_code) == (0, 0)
     # -1 closed the session
     assert (await member.fetch({tid: [0]})).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+    # No session reads it any more: the share partition leaves memory (its state is kept)
     manager = async_broker.share_partition_manager
-    share = manager.share_partitions[("sf", "sft", 0)]
-    assert (share.start_offset, dict(share.records())) == (5, {})
+    await until(lambda: ("sf", "sft", 0) not in manager.share_partitions)
     # DescribeShareGroupOffsets: the start offset its share coordinator keeps
     offsets = await client.request(DESCRIBE_OFFSETS, 0, {"groups": [
         {"group_id": "sf", "topics": None},
@@ -561,3 +562,24 @@ def test_a_topic_deleted_and_made_again_is_read_afresh(kafka_broker):
         consumer.commit_sync()
     consumer.close()
     assert (first, second) == ([0, 1, 2], [(0, b"new-0"), (1, b"new-1")])
+
+
+async def test_an_idle_share_session_expires_and_its_records_go_to_others(async_broker):
+    """A consumer that vanishes without closing its session: after the group's
+    share.session.timeout.ms (a timer task) the session goes, and the records it held are
+    Available again, before their locks would have run out."""
+    client, tid = await share_setup(async_broker.port, "se", "set", 2)
+    altered = await client.request(44, 1, {"resources": [{
+        "resource_type": 32, "resource_name": "se", "configs": [
+            {"name": "share.record.lock.duration.ms", "config_operation": 0,
+             "value": "600000"}]}], "validate_only": False})
+    assert altered.responses[0].error_code == 0
+    gone = ShareMember(client, "se", "gone")
+    assert acquired(await gone.fetch({tid: [0]})) == {0: [(0, 1, 1)]}
+    async_broker.context.freeze_clock()
+    async_broker.context.advance_clock(45_000)  # share.session.timeout.ms
+    assert (await gone.fetch({tid: [0]})).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+    other = ShareMember(await RawClient.connect(async_broker.port), "se", "other")
+    assert acquired(await other.fetch({tid: [0]})) == {0: [(0, 1, 2)]}
+    await other.client.close()
+    await client.close()
