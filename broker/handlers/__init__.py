@@ -168,9 +168,11 @@ _APIS: dict[int, tuple[str, str, int, int]] = {
     77: ("share_group_describe", "ShareGroupDescribe", 1, 1),
     78: ("share_fetch", "ShareFetch", 1, 1),
     79: ("share_acknowledge", "ShareAcknowledge", 1, 1),
+    83: ("initialize_share_group_state", "InitializeShareGroupState", 0, 0),
     84: ("read_share_group_state", "ReadShareGroupState", 0, 0),
     85: ("write_share_group_state", "WriteShareGroupState", 0, 0),
     90: ("describe_share_group_offsets", "DescribeShareGroupOffsets", 0, 0),
+    91: ("alter_share_group_offsets", "AlterShareGroupOffsets", 0, 0),
 }
 
 HANDLERS: dict[int, ApiHandler] = {

@@ -184,7 +184,8 @@ class ClusterContext:
 
 
 WRITE_TXN_MARKERS = 27
-READ_SHARE_GROUP_STATE = 84
+# The share coordinator's requests: the function of their handler's module that answers them
+SHARE_STATE_ANSWERS = {83: "initialize_states", 84: "read_states", 85: "write_states"}
 
 
 class InProcessMarkerTransport:
@@ -231,13 +232,12 @@ class InProcessMarkerTransport:
             transactional_id, producer_id, producer_epoch, partitions)
 
     async def share_state(self, broker_id: int, api_key: int, body: dict) -> dict:
-        """ReadShareGroupState / WriteShareGroupState as a direct call on the share
-        coordinator's broker."""
+        """Initialize/Read/WriteShareGroupState as a direct call on the share coordinator's
+        broker."""
         target = self._context.running(broker_id)
         if target is None or not target.running or not self._coordinator.running:
             raise ConnectionError(f"broker {broker_id} is not running")
-        module = HANDLERS[api_key].handler_module()
-        answer = module.read_states if api_key == READ_SHARE_GROUP_STATE else module.write_states
+        answer = getattr(HANDLERS[api_key].handler_module(), SHARE_STATE_ANSWERS[api_key])
         result = answer(target.services, body)
         return await result if asyncio.iscoroutine(result) else result
 

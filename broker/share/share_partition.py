@@ -94,6 +94,7 @@ class SharePartition:
         self.group_id, self.topic, self.partition = group_id, topic, partition
         self.topic_id = topic_id
         self.leader_epoch = leader_epoch  # of the partition when this was started
+        self.state_epoch = 0  # of the state its share coordinator keeps (reset: a new one)
         self._on_change = on_change  # a change the share coordinator should keep
         self.version = 0  # counts those changes; `persisted` is the last one written
         self.persisted = 0

@@ -365,6 +365,7 @@ class SharePartitionManager:
                 on_available=lambda: self.purgatory.check_and_complete((topic, index)),
                 on_change=self._on_change, leader_epoch=epoch, topic_id=topic_id)
             if state is not None:
+                share.state_epoch = state.state_epoch
                 share.restore(state.batches)
             else:  # its start, kept (Kafka's InitializeShareGroupState)
                 share.version += 1
@@ -393,9 +394,13 @@ class SharePartitionManager:
             version = share.version
             start, batches = share.snapshot()
             error = await self.persister.write(share.group_id, share.topic_id, share.partition,
-                                               share.leader_epoch, start, batches)
+                                               share.leader_epoch, start, batches,
+                                               share.state_epoch)
             if error == ErrorCode.NONE:
                 share.persisted = max(share.persisted, version)
+            elif error == ErrorCode.FENCED_STATE_EPOCH:  # reset meanwhile: start again from it
+                if self.share_partitions.get(key) is share:
+                    self._drop(key)
             else:
                 log.warning("share partition state not kept", group_id=share.group_id,
                             topic=share.topic, partition=share.partition, error=error.name)

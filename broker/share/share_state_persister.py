@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 log = get_logger("kafka_sim.share")
 
-READ_SHARE_GROUP_STATE, WRITE_SHARE_GROUP_STATE = 84, 85
+INITIALIZE_SHARE_GROUP_STATE, READ_SHARE_GROUP_STATE, WRITE_SHARE_GROUP_STATE = 83, 84, 85
 UNAVAILABLE = object()
 READ_WAIT_S, RETRY_BACKOFF_S = 5.0, 0.02
 RETRIABLE = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR,
@@ -88,10 +88,20 @@ class SharePersister:
             await asyncio.sleep(RETRY_BACKOFF_S)
         return UNAVAILABLE
 
+    async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                         state_epoch: int, start_offset: int) -> ErrorCode:
+        result = await self._call(group_id, topic_id, partition, INITIALIZE_SHARE_GROUP_STATE,
+                                  {"state_epoch": state_epoch, "start_offset": start_offset})
+        if result is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode(result["error_code"])
+
     async def write(self, group_id: str, topic_id: uuid.UUID, partition: int, leader_epoch: int,
-                    start_offset: int, batches: list[tuple[int, int, int, int]]) -> ErrorCode:
+                    start_offset: int, batches: list[tuple[int, int, int, int]],
+                    state_epoch: int = 0) -> ErrorCode:
         result = await self._call(group_id, topic_id, partition, WRITE_SHARE_GROUP_STATE, {
-            "state_epoch": 0, "leader_epoch": leader_epoch, "start_offset": start_offset,
+            "state_epoch": state_epoch, "leader_epoch": leader_epoch,
+            "start_offset": start_offset,
             "state_batches": [{"first_offset": f, "last_offset": la, "delivery_state": s,
                                "delivery_count": c} for f, la, s, c in batches]})
         if result is None:

@@ -36,8 +36,10 @@ DIFFERENCES: dict[int, tuple[tuple[int, int] | None, str]] = {
                          (78, "ShareFetch"), (79, "ShareAcknowledge"))},
     **{key: ((0, 0), f"{name}: inter-broker, a share partition's leader and its share "
                      "coordinator (__share_group_state), as Kafka 4 serves it")
-       for key, name in ((84, "ReadShareGroupState"), (85, "WriteShareGroupState"))},
+       for key, name in ((83, "InitializeShareGroupState"), (84, "ReadShareGroupState"),
+                         (85, "WriteShareGroupState"))},
     90: ((0, 0), "DescribeShareGroupOffsets: a share group's start offsets (Kafka 4.1's v0)"),
+    91: ((0, 0), "AlterShareGroupOffsets: an empty share group's start offsets set (Kafka 4.1's v0)"),
 }
 # Definitions kept from a later Kafka than 3.9 (the version that needs them), with 3.9's range
 LATER_DEFINITIONS = {68: (0, 0)}

@@ -30,7 +30,8 @@ from tests.integration.test_consumer_group_protocol import topic_ids
 from tests.integration.test_protocol_edges import create_topic, produce_body
 
 PRODUCE, FIND_COORDINATOR, API_VERSIONS = 0, 10, 18
-SHARE_HEARTBEAT, SHARE_DESCRIBE, SHARE_FETCH, SHARE_ACK, DESCRIBE_OFFSETS = 76, 77, 78, 79, 90
+SHARE_HEARTBEAT, SHARE_DESCRIBE, SHARE_FETCH, SHARE_ACK = 76, 77, 78, 79
+DESCRIBE_OFFSETS, ALTER_OFFSETS = 90, 91
 ACCEPT, RELEASE, REJECT = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT
 
 
@@ -395,7 +396,8 @@ async def test_share_version_0_hides_the_share_group_apis(async_broker):
     versions = await client.request(API_VERSIONS, 3, {"client_software_name": "t",
                                                       "client_software_version": "1"})
     keys = {k.api_key for k in versions.api_keys}
-    assert keys.isdisjoint({SHARE_HEARTBEAT, SHARE_DESCRIBE, SHARE_FETCH, SHARE_ACK, 84, 85, 90})
+    assert keys.isdisjoint({SHARE_HEARTBEAT, SHARE_DESCRIBE, SHARE_FETCH, SHARE_ACK, 83, 84, 85,
+                            90, 91})
     assert "share.version" not in {f.name for f in versions.finalized_features}
     beat = await client.request(SHARE_HEARTBEAT, 1, {
         "group_id": "g", "member_id": "m", "member_epoch": 0, "rack_id": None,
@@ -582,4 +584,37 @@ async def test_an_idle_share_session_expires_and_its_records_go_to_others(async_
     other = ShareMember(await RawClient.connect(async_broker.port), "se", "other")
     assert acquired(await other.fetch({tid: [0]})) == {0: [(0, 1, 2)]}
     await other.client.close()
+    await client.close()
+
+
+async def test_alter_share_group_offsets_resets_an_empty_group(async_broker):
+    """AlterShareGroupOffsets: refused while the group has a member (NON_EMPTY_GROUP); once it
+    is empty, the partition's state is set afresh at the start offset given (a newer state
+    epoch), and the next member is given records from there."""
+    client, tid = await share_setup(async_broker.port, "sa", "sat", 5)
+    member = ShareMember(client, "sa", "m1")
+    assert (await member.beat(["sat"])).error_code == 0
+    assert acquired(await member.fetch({tid: [0]})) == {0: [(0, 4, 1)]}
+    done = await member.fetch({tid: [0]}, epoch=-1, acks={(tid, 0): [(0, 4, [1])]})  # accepted
+    assert done.responses[0].partitions[0].acknowledge_error_code == 0
+
+    async def alter(offset: int) -> list[tuple[int, int]]:
+        answer = await client.request(ALTER_OFFSETS, 0, {"group_id": "sa", "topics": [
+            {"topic_name": "sat", "partitions": [{"partition_index": 0,
+                                                  "start_offset": offset}]},
+            {"topic_name": "nope", "partitions": [{"partition_index": 0,
+                                                   "start_offset": 0}]}]})
+        return [(p.partition_index, p.error_code) for t in answer.responses
+                for p in t.partitions]
+
+    assert await alter(1) == [(0, ErrorCode.NON_EMPTY_GROUP), (0, ErrorCode.NON_EMPTY_GROUP)]
+    assert (await member.beat(epoch=-1)).error_code == 0
+    assert await alter(1) == [(0, 0), (0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    offsets = await client.request(DESCRIBE_OFFSETS, 0, {"groups": [
+        {"group_id": "sa", "topics": [{"topic_name": "sat", "partitions": [0]}]}]})
+    assert offsets.groups[0].topics[0].partitions[0].start_offset == 1
+    again = ShareMember(await RawClient.connect(async_broker.port), "sa", "m2")
+    assert (await again.beat(["sat"])).error_code == 0
+    assert acquired(await again.fetch({tid: [0]})) == {0: [(1, 4, 1)]}
+    await again.client.close()
     await client.close()

@@ -78,8 +78,27 @@ class ShareCoordinator:
         if error != ErrorCode.NONE:
             return error
         current = self.states.get(key)
+        if current is not None and snapshot.state_epoch < current.state_epoch:
+            return ErrorCode.FENCED_STATE_EPOCH  # reset since (AlterShareGroupOffsets)
         if current is not None and snapshot.leader_epoch < current.leader_epoch:
             return ErrorCode.FENCED_LEADER_EPOCH
+        return await self._append(key, snapshot)
+
+    async def initialize(self, key: ShareKey, state_epoch: int, start_offset: int) -> ErrorCode:
+        """A new state at `start_offset`, nothing in flight (InitializeShareGroupState, as
+        AlterShareGroupOffsets resets a partition): its state epoch fences the leader's writes
+        of the state before (FENCED_STATE_EPOCH), and the leader starts again from this one."""
+        error = self._status(key)
+        if error != ErrorCode.NONE:
+            return error
+        current = self.states.get(key)
+        if current is not None and state_epoch <= current.state_epoch:
+            return ErrorCode.FENCED_STATE_EPOCH
+        leader_epoch = current.leader_epoch if current is not None else -1
+        return await self._append(key, ShareSnapshot(state_epoch, leader_epoch, start_offset))
+
+    async def _append(self, key: ShareKey, snapshot: ShareSnapshot) -> ErrorCode:
+        current = self.states.get(key)
         epoch = current.snapshot_epoch + 1 if current is not None else 0
         snapshot = ShareSnapshot(snapshot.state_epoch, snapshot.leader_epoch,
                                  snapshot.start_offset, snapshot.batches, epoch)

@@ -1,0 +1,41 @@
+"""InitializeShareGroupState (key 83), v0: a share partition's state set afresh at its share
+coordinator, at a start offset with nothing in flight and a newer state epoch (what
+AlterShareGroupOffsets asks of each partition; inter-broker, Kafka 4).
+
+- CLUSTER_ACTION on the cluster, else GROUP_AUTHORIZATION_FAILED per partition.
+- Per partition: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE when
+  the state topic's ISR cannot take it, FENCED_STATE_EPOCH for a state epoch not above the kept one.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from broker.handlers import RequestContext, register
+from broker.handlers.authorization import AclOperation, authorize_cluster
+from protocol.errors import ErrorCode
+
+
+async def initialize_states(services, request, allowed: bool = True) -> dict:
+    """The answer to a request (decoded, or the same as plain dicts)."""
+    coordinator = services.share_coordinator
+    results = []
+    for t in request["topics"]:
+        topic_id = uuid.UUID(bytes=bytes(t["topic_id"]))
+        partitions = []
+        for p in t["partitions"]:
+            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            if allowed:
+                error = await coordinator.initialize(
+                    (request["group_id"], topic_id, p["partition"]), p["state_epoch"],
+                    p["start_offset"])
+            partitions.append({"partition": p["partition"], "error_code": error,
+                               "error_message": None})
+        results.append({"topic_id": bytes(t["topic_id"]), "partitions": partitions})
+    return {"results": results}
+
+
+@register(83)
+async def handle(ctx: RequestContext, request) -> dict:
+    return await initialize_states(ctx.services, request,
+                                   authorize_cluster(ctx, AclOperation.CLUSTER_ACTION))
