@@ -76,6 +76,25 @@ CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6  # GroupId -> AssignmentEpoch
 CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7  # GroupId, MemberId -> its target partitions
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8  # GroupId, MemberId -> its epoch, state, partitions
 CONSUMER_GROUP_RECORDS = frozenset({3, 5, 6, 7, 8})
+# KIP-932 share groups (Kafka 4): the same kinds of records under their own key versions
+SHARE_GROUP_MEMBER_METADATA = 10  # GroupId, MemberId -> the member's subscription and client
+SHARE_GROUP_METADATA = 11  # GroupId -> Epoch
+SHARE_GROUP_TARGET_ASSIGNMENT_METADATA = 12  # GroupId -> AssignmentEpoch
+SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER = 13  # GroupId, MemberId -> its target partitions
+SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT = 14  # GroupId, MemberId -> its epoch, partitions
+SHARE_GROUP_RECORDS = frozenset({10, 11, 12, 13, 14})
+# What each record of either family is to its group (a load replays both alike)
+GROUP_EPOCH, ASSIGNMENT_EPOCH, MEMBERS, TARGETS, CURRENT = (
+    "epoch", "assignment_epoch", "members", "targets", "current")
+RECORD_ROLES = {
+    CONSUMER_GROUP_METADATA: GROUP_EPOCH, SHARE_GROUP_METADATA: GROUP_EPOCH,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: ASSIGNMENT_EPOCH,
+    SHARE_GROUP_TARGET_ASSIGNMENT_METADATA: ASSIGNMENT_EPOCH,
+    CONSUMER_GROUP_MEMBER_METADATA: MEMBERS, SHARE_GROUP_MEMBER_METADATA: MEMBERS,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: TARGETS, SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER: TARGETS,
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: CURRENT,
+    SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT: CURRENT,
+}
 TOPIC_PARTITIONS = (
     Field("topic_id", "uuid", N, default=b"\0" * 16),
     Field("partitions", "[]int32", N, default=()),
@@ -105,6 +124,22 @@ CONSUMER_GROUP_VALUES = {
         Field("assigned_partitions", "[]TopicPartitions", N, default=(), fields=TOPIC_PARTITIONS),
         Field("partitions_pending_revocation", "[]TopicPartitions", N, default=(),
               fields=TOPIC_PARTITIONS),
+    ),
+    SHARE_GROUP_MEMBER_METADATA: (
+        Field("rack_id", "string", N, nullable=N, default=None),
+        Field("client_id", "string", N, default=""),
+        Field("client_host", "string", N, default=""),
+        Field("subscribed_topic_names", "[]string", N, default=()),
+    ),
+    SHARE_GROUP_METADATA: (Field("epoch", "int32", N), Field("metadata_hash", "int64", N)),
+    SHARE_GROUP_TARGET_ASSIGNMENT_METADATA: (Field("assignment_epoch", "int32", N),),
+    SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER: (
+        Field("topic_partitions", "[]TopicPartition", N, default=(), fields=TOPIC_PARTITIONS),),
+    SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT: (
+        Field("member_epoch", "int32", N),
+        Field("previous_member_epoch", "int32", N),
+        Field("state", "int8", N),
+        Field("assigned_partitions", "[]TopicPartitions", N, default=(), fields=TOPIC_PARTITIONS),
     ),
 }
 _SCHEMAS = {"offset_key": OFFSET_COMMIT_KEY, "offset_value": OFFSET_COMMIT_VALUE,
@@ -171,8 +206,9 @@ def group_metadata_value(body: dict) -> bytes:
 
 @dataclass(slots=True)
 class ConsumerGroupRecord:
-    """A KIP-848 group's record: `kind` is the key version (CONSUMER_GROUP_*), `member_id` None
-    for the group's own records, `value` None for a tombstone."""
+    """A KIP-848 or share group's record: `kind` is the key version (CONSUMER_GROUP_*,
+    SHARE_GROUP_*), `member_id` None for the group's own records, `value` None for a
+    tombstone."""
     kind: int
     group: str
     member_id: str | None
@@ -194,9 +230,8 @@ def decode_record(key: bytes, value: bytes | None
                   ) -> OffsetCommitRecord | GroupMetadataRecord | ConsumerGroupRecord | None:
     """One `__consumer_offsets` record; None for a key version this broker does not know."""
     (key_version,) = _I16.unpack_from(key)
-    if key_version in CONSUMER_GROUP_RECORDS:
-        member = key_version != CONSUMER_GROUP_METADATA and \
-            key_version != CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA
+    if key_version in RECORD_ROLES:
+        member = RECORD_ROLES[key_version] not in (GROUP_EPOCH, ASSIGNMENT_EPOCH)
         k = _decode("consumer_group_member_key" if member else "consumer_group_key", key, 0)
         v = None if value is None else _decode(f"consumer_group_value_{key_version}", value, 0)
         return ConsumerGroupRecord(key_version, k.group_id, k.member_id if member else None, v)

@@ -618,3 +618,35 @@ async def test_alter_share_group_offsets_resets_an_empty_group(async_broker):
     assert acquired(await again.fetch({tid: [0]})) == {0: [(1, 4, 1)]}
     await again.client.close()
     await client.close()
+
+
+def test_a_new_coordinator_loads_the_share_group_from_its_records(broker_factory):
+    """A share group's records in __consumer_offsets (key versions 10-14): when its
+    coordinator's broker stops, the next coordinator has the group (here empty, its member
+    gone: nobody would have made it again), with its epoch."""
+    cluster = broker_factory({"offsets.topic.replication.factor": "3",
+                              "offsets.topic.num.partitions": "3",
+                              "share.coordinator.state.topic.num.partitions": "3"}, brokers=3)
+    bootstrap = cluster.bootstrap
+    topic_of_single_batches(bootstrap, "moved", 2)
+    read_from_earliest(bootstrap, "movers")
+    consumer = share_consumer(bootstrap, "movers", "moved")
+    for m in poll_some(consumer):
+        consumer.acknowledge(m, ACCEPT)
+    consumer.commit_sync()
+    consumer.close()  # it leaves: the group's epoch moves on, no member
+
+    def views() -> list[tuple]:
+        return [(b.broker_id, g.group_epoch, sorted(g.members))
+                for b in cluster.cluster.brokers.values() if b.running
+                for g in b.group_coordinator.share_groups.values()]
+
+    ((coordinator, epoch, members),) = cluster.call(views)
+    assert (epoch, members) == (2, [])
+    cluster.call(lambda: cluster.cluster.stop_broker(coordinator))
+    deadline = time.monotonic() + 30
+    while not (moved := cluster.call(views)):
+        assert time.monotonic() < deadline, "no coordinator loaded the group"
+        time.sleep(0.01)
+    assert [(e, m) for b, e, m in moved] == [(2, [])]
+    assert moved[0][0] != coordinator

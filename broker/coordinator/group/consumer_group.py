@@ -192,6 +192,7 @@ class LoadedConsumerGroup:
     members: dict[str, Container] = field(default_factory=dict)  # member metadata
     targets: dict[str, Container] = field(default_factory=dict)  # target assignment per member
     current: dict[str, Container] = field(default_factory=dict)  # current assignment per member
+    share: bool = False  # a share group's records (KIP-932), not a consumer group's
 
 
 ConsumerGroupRecords = dict[str, LoadedConsumerGroup]
@@ -199,23 +200,24 @@ ConsumerGroupRecords = dict[str, LoadedConsumerGroup]
 
 def replay_consumer_group_record(record: gr.ConsumerGroupRecord,
                                  groups: ConsumerGroupRecords) -> None:
-    """Apply one record to what a load has gathered (a worker thread may run this)."""
-    value = record.value
-    if record.kind == gr.CONSUMER_GROUP_METADATA:
+    """Apply one record, a consumer or a share group's, to what a load has gathered (a worker
+    thread may run this)."""
+    value, role = record.value, gr.RECORD_ROLES[record.kind]
+    if role == gr.GROUP_EPOCH:
         if value is None:  # the group was deleted
             groups.pop(record.group, None)
         else:
             groups.setdefault(record.group, LoadedConsumerGroup()).epoch = value.epoch
-        return
-    loaded = groups.setdefault(record.group, LoadedConsumerGroup())
-    if record.kind == gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
-        if value is not None:
-            loaded.assignment_epoch = value.assignment_epoch
-        return
-    table = {gr.CONSUMER_GROUP_MEMBER_METADATA: loaded.members,
-             gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: loaded.targets,
-             gr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: loaded.current}[record.kind]
-    if value is None:
-        table.pop(record.member_id, None)
     else:
-        table[record.member_id] = value
+        loaded = groups.setdefault(record.group, LoadedConsumerGroup())
+        if role == gr.ASSIGNMENT_EPOCH:
+            if value is not None:
+                loaded.assignment_epoch = value.assignment_epoch
+        else:
+            table = getattr(loaded, role)
+            if value is None:
+                table.pop(record.member_id, None)
+            else:
+                table[record.member_id] = value
+    if record.group in groups:
+        groups[record.group].share = record.kind in gr.SHARE_GROUP_RECORDS

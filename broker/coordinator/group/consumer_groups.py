@@ -305,7 +305,10 @@ class ConsumerGroups(GroupCoordinatorBase):
 
     def load_consumer_groups(self, loaded: ConsumerGroupRecords) -> None:
         """A loaded partition's KIP-848 groups, rebuilt from their records; each member's session
-        starts again now (as Kafka's coordinator does on load)."""
+        starts again now (as Kafka's coordinator does on load). Share groups' records go to
+        load_share_groups."""
+        self.load_share_groups({g: r for g, r in loaded.items() if r.share})
+        loaded = {g: r for g, r in loaded.items() if not r.share}
         names = self.manager.cache.topic_name
 
         def partitions(entries) -> Partitions:

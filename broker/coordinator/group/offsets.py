@@ -148,7 +148,7 @@ class GroupOffsets(GroupCoordinatorBase):
         for group_id in group_ids:
             error = self.validate_group_status(group_id, allow_empty=True)
             if error is None and group_id in self.share_groups:  # empty ones only
-                errors[group_id] = self.delete_share_group(group_id)
+                errors[group_id] = await self.delete_share_group(group_id)
                 continue
             if error is None and group_id in self.consumer_groups:  # KIP-848: empty ones only
                 deleted = await self.delete_consumer_group(group_id)

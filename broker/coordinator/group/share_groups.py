@@ -3,16 +3,21 @@ ShareGroupDescribe for share groups, each member's session on the timing wheel.
 
 A part of GroupCoordinator (coordinator.py) on the shared state of GroupCoordinatorBase. The
 records members acquire are not the coordinator's: they live with each partition's leader
-(broker/share/). Share groups are kept in memory: after a coordinator move their members join
-again (UNKNOWN_MEMBER_ID), which costs them nothing, since they own no partitions.
+(broker/share/). What a heartbeat changes is written to `__consumer_offsets` before the answer,
+as Kafka 4 writes a share group's records (key versions 10-14), and a coordinator that takes the
+partition over rebuilds the groups from them.
 """
 
 from __future__ import annotations
 
+import uuid
+
+from broker.coordinator.group.consumer_group import ConsumerGroupRecords
 from broker.coordinator.group.consumer_groups import HeartbeatAnswer
 from broker.coordinator.group.coordinator_base import GroupCoordinatorBase
-from broker.coordinator.group.share_group import ShareGroup, ShareGroupMember
+from broker.coordinator.group.share_group import Partitions, ShareGroup, ShareGroupMember
 from broker.logs import get_logger
+from protocol import group_records as gr
 from protocol.errors import ErrorCode, KafkaError
 from timer.timer_task import FunctionTimerTask
 
@@ -27,7 +32,20 @@ class ShareGroups(GroupCoordinatorBase):
         self, group_id: str, member_id: str, member_epoch: int, *, rack_id: str | None,
         subscribed_topics: list[str] | None, client_id: str, client_host: str,
     ) -> HeartbeatAnswer:
-        """One heartbeat; raises KafkaError with the code Kafka answers."""
+        """One heartbeat; raises KafkaError with the code Kafka answers. What it changed is in
+        `__consumer_offsets` (acks=-1) before the answer."""
+        await self.read_group_configs(group_id)
+        before = _snapshot(self.share_groups.get(group_id))
+        answer = self._share_heartbeat(group_id, member_id, member_epoch, rack_id,
+                                       subscribed_topics, client_id, client_host)
+        error = await self._write_share_group(group_id, before)
+        if error is not None:
+            raise KafkaError(error)
+        return answer
+
+    def _share_heartbeat(self, group_id: str, member_id: str, member_epoch: int,
+                         rack_id: str | None, subscribed_topics: list[str] | None,
+                         client_id: str, client_host: str) -> HeartbeatAnswer:
         error = self.validate_group_status(group_id)
         if error is not None:
             raise KafkaError(error)
@@ -35,7 +53,6 @@ class ShareGroups(GroupCoordinatorBase):
                 (classic := self.group(group_id)) is not None and classic.members):
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND,
                              f"Group {group_id} is not a share group.")
-        await self.read_group_configs(group_id)
         group = self.share_groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         if member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
@@ -113,7 +130,9 @@ class ShareGroups(GroupCoordinatorBase):
         def expire() -> None:
             current = self.share_groups.get(group_id)
             if current is not None and current.members.get(member_id) is member:
+                before = _snapshot(current)
                 self._remove_share_member(current, member_id, "session timed out")
+                self.spawn(self._write_share_group(group_id, before))
 
         member.session = FunctionTimerTask(
             self.group_setting(group_id, "share.session.timeout.ms"), expire)
@@ -128,13 +147,64 @@ class ShareGroups(GroupCoordinatorBase):
         log.info("share group member removed", group_id=group.group_id, member_id=member_id,
                  reason=why, group_epoch=group.group_epoch)
 
-    def delete_share_group(self, group_id: str) -> ErrorCode:
-        """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members."""
+    async def delete_share_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members; else it goes,
+        with tombstones for its records."""
         if self.share_groups[group_id].members:
             return ErrorCode.NON_EMPTY_GROUP
         del self.share_groups[group_id]
-        log.info("share group deleted", group_id=group_id)
-        return ErrorCode.NONE
+        error = await self.manager.append_records(group_id, [
+            (gr.consumer_group_key(gr.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, group_id), None),
+            (gr.consumer_group_key(gr.SHARE_GROUP_METADATA, group_id), None)])
+        if error == ErrorCode.NONE:
+            log.info("share group deleted", group_id=group_id)
+        return error
+
+    # -- the groups' records in __consumer_offsets ---------------------------------------------
+
+    async def _write_share_group(self, group_id: str, before: Snapshot | None
+                                 ) -> ErrorCode | None:
+        """Append the records of what changed in the group since `before` (acks=-1); the error
+        Kafka answers when that fails, else None."""
+        records = _records(group_id, before, _snapshot(self.share_groups.get(group_id)),
+                           self._topic_id)
+        if not records:
+            return None
+        error = await self.manager.append_records(group_id, records)
+        return None if error == ErrorCode.NONE else error
+
+    def load_share_groups(self, loaded: ConsumerGroupRecords) -> None:
+        """A loaded partition's share groups, rebuilt from their records; each member's session
+        starts again now."""
+        names = self.manager.cache.topic_name
+
+        def partitions(entries) -> Partitions:
+            out: Partitions = {}
+            for tp in entries:
+                name = names(uuid.UUID(bytes=bytes(tp.topic_id)))
+                if name is not None and tp.partitions:
+                    out.setdefault(name, set()).update(tp.partitions)
+            return out
+
+        for group_id, records in loaded.items():
+            group = ShareGroup(group_id, records.epoch, records.assignment_epoch)
+            for member_id, meta in records.members.items():
+                member = ShareGroupMember(member_id, meta.client_id, meta.client_host,
+                                          set(meta.subscribed_topic_names), meta.rack_id)
+                current = records.current.get(member_id)
+                if current is not None:
+                    member.member_epoch = current.member_epoch
+                    member.assigned = partitions(current.assigned_partitions)
+                group.members[member_id] = member
+                group.target[member_id] = partitions(
+                    records.targets[member_id].topic_partitions
+                    if member_id in records.targets else ())
+            group.subscription_metadata = self._share_partition_counts(group.subscribed_topics())
+            self.share_groups[group_id] = group
+            for member in group.members.values():
+                self._schedule_share_session(group, member)
+            log.info("share group loaded", group_id=group_id, group_epoch=group.group_epoch,
+                     members=len(group.members))
 
     def forget_share_groups(self, partition: int) -> None:
         """The coordinator resigned `partition`: its share groups go (their members join the
@@ -147,3 +217,69 @@ class ShareGroups(GroupCoordinatorBase):
         for member in self.share_groups.pop(group_id).members.values():
             if member.session is not None:
                 member.session.cancel()
+
+
+# A share group as its records describe it: (group epoch, assignment epoch, member metadata,
+# target per member, current assignment per member), each comparable between two moments.
+Snapshot = tuple[int, int, dict[str, tuple], dict[str, tuple], dict[str, tuple]]
+
+
+def _frozen(partitions: Partitions) -> tuple:
+    return tuple(sorted((t, tuple(sorted(ps))) for t, ps in partitions.items() if ps))
+
+
+def _snapshot(group: ShareGroup | None) -> Snapshot | None:
+    if group is None:
+        return None
+    return (group.group_epoch, group.assignment_epoch,
+            {m.member_id: (m.rack_id, m.client_id, m.client_host, tuple(sorted(m.subscribed)))
+             for m in group.members.values()},
+            {member_id: _frozen(t) for member_id, t in group.target.items()},
+            {m.member_id: (m.member_epoch, _frozen(m.assigned)) for m in group.members.values()})
+
+
+def _records(group_id: str, before: Snapshot | None, after: Snapshot | None,
+             topic_id) -> list[tuple[bytes, bytes | None]]:
+    """The records that take a share group from `before` to `after`, in Kafka's order: a
+    member's removal as tombstones, members' metadata, the group epoch, the target assignment,
+    then members' current assignments."""
+    if after is None:
+        return []
+    empty: Snapshot = (-1, -1, {}, {}, {})
+    b_epoch, b_target_epoch, b_meta, b_target, b_current = before or empty
+    epoch, target_epoch, meta, target, current = after
+    key, value = gr.consumer_group_key, gr.consumer_group_value
+
+    def topic_partitions(frozen: tuple) -> list[dict]:
+        return [{"topic_id": tid, "partitions": list(ps)} for t, ps in frozen
+                if (tid := topic_id(t)) is not None]
+
+    records: list[tuple[bytes, bytes | None]] = []
+    for member_id in b_meta.keys() - meta.keys():
+        for kind in (gr.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+                     gr.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, gr.SHARE_GROUP_MEMBER_METADATA):
+            records.append((key(kind, group_id, member_id), None))
+    for member_id, m in meta.items():
+        if b_meta.get(member_id) != m:
+            records.append((key(gr.SHARE_GROUP_MEMBER_METADATA, group_id, member_id), value(
+                gr.SHARE_GROUP_MEMBER_METADATA, {"rack_id": m[0], "client_id": m[1],
+                                                 "client_host": m[2],
+                                                 "subscribed_topic_names": list(m[3])})))
+    if epoch != b_epoch:
+        records.append((key(gr.SHARE_GROUP_METADATA, group_id), value(
+            gr.SHARE_GROUP_METADATA, {"epoch": epoch, "metadata_hash": 0})))
+    for member_id, t in target.items():
+        if b_target.get(member_id) != t and member_id in meta:
+            records.append((key(gr.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, group_id, member_id),
+                            value(gr.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                                  {"topic_partitions": topic_partitions(t)})))
+    if target_epoch != b_target_epoch:
+        records.append((key(gr.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, group_id), value(
+            gr.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, {"assignment_epoch": target_epoch})))
+    for member_id, c in current.items():
+        if b_current.get(member_id) != c:
+            records.append((key(gr.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, group_id, member_id),
+                            value(gr.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, {
+                                "member_epoch": c[0], "previous_member_epoch": c[0],
+                                "state": 0, "assigned_partitions": topic_partitions(c[1])})))
+    return records
