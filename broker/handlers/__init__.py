@@ -171,8 +171,10 @@ _APIS: dict[int, tuple[str, str, int, int]] = {
     83: ("initialize_share_group_state", "InitializeShareGroupState", 0, 0),
     84: ("read_share_group_state", "ReadShareGroupState", 0, 0),
     85: ("write_share_group_state", "WriteShareGroupState", 0, 0),
+    86: ("delete_share_group_state", "DeleteShareGroupState", 0, 0),
     90: ("describe_share_group_offsets", "DescribeShareGroupOffsets", 0, 0),
     91: ("alter_share_group_offsets", "AlterShareGroupOffsets", 0, 0),
+    92: ("delete_share_group_offsets", "DeleteShareGroupOffsets", 0, 0),
 }
 
 HANDLERS: dict[int, ApiHandler] = {

@@ -18,18 +18,20 @@ from broker.handlers.authorization import AclOperation, ResourceType, authorize
 from protocol.errors import ErrorCode, KafkaError
 
 
-def _group_error(ctx: RequestContext, request) -> tuple[ErrorCode, str | None] | None:
+def empty_share_group_refusal(ctx: RequestContext, group_id: str, operation: AclOperation
+                              ) -> tuple[ErrorCode, str | None] | None:
+    """Why a request about an empty share group's offsets cannot go on, if it cannot."""
     if ctx.services.config["feature.levels"]["share.version"] < 1:
         return ErrorCode.UNSUPPORTED_VERSION, None
-    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+    if not authorize(ctx, operation, ResourceType.GROUP, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, None
     try:
-        group = ctx.services.group_coordinator.share_group(request.group_id)
+        group = ctx.services.group_coordinator.share_group(group_id)
     except KafkaError as exc:
         return exc.code, exc.message
     if group.members:
-        return ErrorCode.NON_EMPTY_GROUP, (f"The share group {request.group_id} has members: "
-                                           "its offsets can be altered only when it is empty")
+        return ErrorCode.NON_EMPTY_GROUP, (f"The share group {group_id} has members: its "
+                                           "offsets can be changed only when it is empty")
     return None
 
 
@@ -47,7 +49,7 @@ async def _alter(ctx: RequestContext, group_id: str, topic_id, index: int,
 
 @register(91)
 async def handle(ctx: RequestContext, request) -> dict:
-    refused = _group_error(ctx, request)
+    refused = empty_share_group_refusal(ctx, request.group_id, AclOperation.READ)
     cache = ctx.services.metadata_cache
     responses = []
     for t in request.topics:

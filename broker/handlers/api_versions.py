@@ -26,7 +26,8 @@ _SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 # ZooKeeper-mode Kafka 3.9 gives it, or not at all (None), and answers UNSUPPORTED_VERSION.
 GATED: dict[int, tuple[str, int, tuple[int, int] | None]] = {
     68: ("group.version", 1, (0, 0)),
-    **{key: ("share.version", 1, None) for key in (76, 77, 78, 79, 83, 84, 85, 90, 91)}}
+    **{key: ("share.version", 1, None)
+       for key in (76, 77, 78, 79, 83, 84, 85, 86, 90, 91, 92)}}
 
 
 @functools.cache  # built once per feature levels, not for every client's first request

@@ -185,7 +185,8 @@ class ClusterContext:
 
 WRITE_TXN_MARKERS = 27
 # The share coordinator's requests: the function of their handler's module that answers them
-SHARE_STATE_ANSWERS = {83: "initialize_states", 84: "read_states", 85: "write_states"}
+SHARE_STATE_ANSWERS = {83: "initialize_states", 84: "read_states", 85: "write_states",
+                       86: "delete_states"}
 
 
 class InProcessMarkerTransport:

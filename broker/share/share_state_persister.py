@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 log = get_logger("kafka_sim.share")
 
 INITIALIZE_SHARE_GROUP_STATE, READ_SHARE_GROUP_STATE, WRITE_SHARE_GROUP_STATE = 83, 84, 85
+DELETE_SHARE_GROUP_STATE = 86
 UNAVAILABLE = object()
 READ_WAIT_S, RETRY_BACKOFF_S = 5.0, 0.02
 RETRIABLE = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR,
@@ -92,6 +93,12 @@ class SharePersister:
                          state_epoch: int, start_offset: int) -> ErrorCode:
         result = await self._call(group_id, topic_id, partition, INITIALIZE_SHARE_GROUP_STATE,
                                   {"state_epoch": state_epoch, "start_offset": start_offset})
+        if result is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode(result["error_code"])
+
+    async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> ErrorCode:
+        result = await self._call(group_id, topic_id, partition, DELETE_SHARE_GROUP_STATE, {})
         if result is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode(result["error_code"])

@@ -37,9 +37,10 @@ DIFFERENCES: dict[int, tuple[tuple[int, int] | None, str]] = {
     **{key: ((0, 0), f"{name}: inter-broker, a share partition's leader and its share "
                      "coordinator (__share_group_state), as Kafka 4 serves it")
        for key, name in ((83, "InitializeShareGroupState"), (84, "ReadShareGroupState"),
-                         (85, "WriteShareGroupState"))},
+                         (85, "WriteShareGroupState"), (86, "DeleteShareGroupState"))},
     90: ((0, 0), "DescribeShareGroupOffsets: a share group's start offsets (Kafka 4.1's v0)"),
     91: ((0, 0), "AlterShareGroupOffsets: an empty share group's start offsets set (Kafka 4.1's v0)"),
+    92: ((0, 0), "DeleteShareGroupOffsets: an empty share group forgets topics (Kafka 4.1's v0)"),
 }
 # Definitions kept from a later Kafka than 3.9 (the version that needs them), with 3.9's range
 LATER_DEFINITIONS = {68: (0, 0)}

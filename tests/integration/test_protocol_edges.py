@@ -78,7 +78,7 @@ async def test_api_versions_lists_exactly_the_implemented_ranges(async_broker):
                       68: (0, 1), 69: (0, 0),  # KIP-848 consumer groups, v1 as Kafka 4.0
                       76: (1, 1), 77: (1, 1), 78: (1, 1), 79: (1, 1),  # KIP-932, as Kafka 4.1
                       84: (0, 0), 85: (0, 0),  # its share state, inter-broker
-                      83: (0, 0), 90: (0, 0), 91: (0, 0)}
+                      83: (0, 0), 86: (0, 0), 90: (0, 0), 91: (0, 0), 92: (0, 0)}
     await client.close()
 
 

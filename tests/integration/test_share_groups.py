@@ -31,7 +31,7 @@ from tests.integration.test_protocol_edges import create_topic, produce_body
 
 PRODUCE, FIND_COORDINATOR, API_VERSIONS = 0, 10, 18
 SHARE_HEARTBEAT, SHARE_DESCRIBE, SHARE_FETCH, SHARE_ACK = 76, 77, 78, 79
-DESCRIBE_OFFSETS, ALTER_OFFSETS = 90, 91
+DESCRIBE_OFFSETS, ALTER_OFFSETS, DELETE_OFFSETS = 90, 91, 92
 ACCEPT, RELEASE, REJECT = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT
 
 
@@ -397,7 +397,7 @@ async def test_share_version_0_hides_the_share_group_apis(async_broker):
                                                       "client_software_version": "1"})
     keys = {k.api_key for k in versions.api_keys}
     assert keys.isdisjoint({SHARE_HEARTBEAT, SHARE_DESCRIBE, SHARE_FETCH, SHARE_ACK, 83, 84, 85,
-                            90, 91})
+                            86, 90, 91, 92})
     assert "share.version" not in {f.name for f in versions.finalized_features}
     beat = await client.request(SHARE_HEARTBEAT, 1, {
         "group_id": "g", "member_id": "m", "member_epoch": 0, "rack_id": None,
@@ -650,3 +650,31 @@ def test_a_new_coordinator_loads_the_share_group_from_its_records(broker_factory
         time.sleep(0.01)
     assert [(e, m) for b, e, m in moved] == [(2, [])]
     assert moved[0][0] != coordinator
+
+
+async def test_delete_share_group_offsets_forgets_a_topic_of_an_empty_group(async_broker):
+    client, tid = await share_setup(async_broker.port, "sd", "sdt", 3)
+    member = ShareMember(client, "sd", "m1")
+    assert (await member.beat(["sdt"])).error_code == 0
+    assert acquired(await member.fetch({tid: [0]})) == {0: [(0, 2, 1)]}
+    await member.fetch({tid: [0]}, epoch=-1, acks={(tid, 0): [(0, 2, [1])]})
+
+    async def delete() -> tuple[int, list[tuple[str, int]]]:
+        answer = await client.request(DELETE_OFFSETS, 0, {"group_id": "sd", "topics": [
+            {"topic_name": "sdt"}, {"topic_name": "nope"}]})
+        return answer.error_code, [(t.topic_name, t.error_code) for t in answer.responses]
+
+    assert await delete() == (ErrorCode.NON_EMPTY_GROUP, [])
+    assert (await member.beat(epoch=-1)).error_code == 0
+    assert await delete() == (0, [("sdt", 0), ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)])
+    offsets = await client.request(DESCRIBE_OFFSETS, 0, {"groups": [{"group_id": "sd",
+                                                                     "topics": None}]})
+    assert offsets.groups[0].topics == []  # no member subscribes; and nothing is kept:
+    described = await client.request(DESCRIBE_OFFSETS, 0, {"groups": [
+        {"group_id": "sd", "topics": [{"topic_name": "sdt", "partitions": [0]}]}]})
+    assert described.groups[0].topics[0].partitions[0].start_offset == -1
+    again = ShareMember(await RawClient.connect(async_broker.port), "sd", "m2")
+    assert (await again.beat(["sdt"])).error_code == 0
+    assert acquired(await again.fetch({tid: [0]})) == {0: [(0, 2, 1)]}  # from the start
+    await again.client.close()
+    await client.close()

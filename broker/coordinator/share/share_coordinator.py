@@ -97,20 +97,36 @@ class ShareCoordinator:
         leader_epoch = current.leader_epoch if current is not None else -1
         return await self._append(key, ShareSnapshot(state_epoch, leader_epoch, start_offset))
 
+    async def delete(self, key: ShareKey) -> ErrorCode:
+        """The share partition's state goes (a tombstone; DeleteShareGroupState, as
+        DeleteShareGroupOffsets and a deleted group ask): its next start is a new one."""
+        error = self._status(key)
+        if error != ErrorCode.NONE:
+            return error
+        if key not in self.states:
+            return ErrorCode.NONE
+        error = await self._append_record(key, None)
+        if error == ErrorCode.NONE:
+            self.states.pop(key, None)
+        return error
+
+    async def _append_record(self, key: ShareKey, value: bytes | None) -> ErrorCode:
+        tp = (SHARE_STATE_TOPIC, self.partition_for(key))
+        batch = encode_batch([(share_snapshot_key(*key), value, [], self.time_ms())])
+        results = await self.replica_manager.produce(
+            -1, self.config["share.coordinator.write.timeout.ms"], {tp: batch},
+            origin=AppendOrigin.COORDINATOR)
+        error = results[tp].error
+        return ErrorCode.NONE if error == ErrorCode.NONE else APPEND_ERRORS.get(error, error)
+
     async def _append(self, key: ShareKey, snapshot: ShareSnapshot) -> ErrorCode:
         current = self.states.get(key)
         epoch = current.snapshot_epoch + 1 if current is not None else 0
         snapshot = ShareSnapshot(snapshot.state_epoch, snapshot.leader_epoch,
                                  snapshot.start_offset, snapshot.batches, epoch)
-        tp = (SHARE_STATE_TOPIC, self.partition_for(key))
-        batch = encode_batch([(share_snapshot_key(*key), share_snapshot_value(snapshot), [],
-                               self.time_ms())])
-        results = await self.replica_manager.produce(
-            -1, self.config["share.coordinator.write.timeout.ms"], {tp: batch},
-            origin=AppendOrigin.COORDINATOR)
-        error = results[tp].error
+        error = await self._append_record(key, share_snapshot_value(snapshot))
         if error != ErrorCode.NONE:
-            return APPEND_ERRORS.get(error, error)
+            return error
         latest = self.states.get(key)
         if latest is None or latest.snapshot_epoch < snapshot.snapshot_epoch:
             self.states[key] = snapshot
