@@ -181,7 +181,13 @@ class SharePartition:
         chunks: list[bytes | memoryview] = []
         view = memoryview(read)
         for pos, header in iter_batches(view):
-            if len(taken) >= max_records or len(self.in_flight) >= self.max_in_flight:
+            if len(taken) >= max_records:
+                break
+            # New records only while fewer than the limit are in flight; records in flight
+            # already (released, expired) are always given again, or the share partition
+            # could stall with the limit reached (Kafka's lock limit holds back new ones only)
+            new_allowed = len(self.in_flight) < self.max_in_flight
+            if header.base_offset >= self.next_offset and not new_allowed:
                 break
             before = len(taken)
             dropped = aborted and header.is_transactional and not header.is_control and any(
@@ -189,14 +195,16 @@ class SharePartition:
                 and t.first_offset <= header.base_offset <= t.last_offset for t in aborted)
             for offset in range(max(header.base_offset, self.start_offset),
                                 header.last_offset + 1):
-                if dropped and offset >= self.next_offset:  # an aborted transaction's
-                    self.in_flight[offset] = InFlightRecord(RecordState.ARCHIVED)
-                    continue
                 if offset < self.next_offset:
                     record = self.in_flight.get(offset)
                     if (record is None or record.state != RecordState.AVAILABLE
                             or len(taken) >= max_records):
                         continue
+                elif not new_allowed:
+                    break
+                elif dropped:  # an aborted transaction's: never delivered
+                    self.in_flight[offset] = InFlightRecord(RecordState.ARCHIVED)
+                    continue
                 elif header.is_control:  # a transaction marker: nothing to deliver
                     continue
                 else:
@@ -205,7 +213,8 @@ class SharePartition:
                 record.delivery_count += 1
                 lock.held += 1
                 taken.append((offset, record.delivery_count))
-            self.next_offset = max(self.next_offset, header.next_offset)
+            if new_allowed:
+                self.next_offset = max(self.next_offset, header.next_offset)
             if len(taken) > before:
                 chunks.append(view[pos:pos + header.size])
         self._advance_start()

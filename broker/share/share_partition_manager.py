@@ -139,7 +139,9 @@ class SharePartitionManager:
         acquired = self._acquire(session, max_bytes, max_records)
         if not acquired and max_wait_ms > 0 and max_records > 0 and not any(
                 d.error for d in answer.partitions.values()):
-            acquired = await self._park(session, max_wait_ms, max_bytes, max_records)
+            # (MaxBytes 0 is given nothing, as Kafka: it waits out MaxWaitMs, not to spin)
+            acquired = await self._park(session, max_wait_ms, max_bytes, max_records,
+                                        acquiring=max_bytes > 0)
         for tp, data in acquired.items():
             known = answer.partitions.get(tp)
             if known is not None:
@@ -183,8 +185,12 @@ class SharePartitionManager:
         request's byte and record budgets (KIP-74: a first batch comes back whatever its size)."""
         out: dict[PartitionKey, SharePartitionData] = {}
         for tp, topic in list(session.partitions.items()):
-            if max_records <= 0:
+            if max_records <= 0 or max_bytes <= 0:
                 break
+            if self.replicas.topic_id_of(topic) != tp[0]:  # deleted (and made again)
+                session.partitions.pop(tp, None)
+                out[tp] = SharePartitionData(ErrorCode.UNKNOWN_TOPIC_ID)
+                continue
             try:
                 share, partition = self._share_partition(session.group_id, topic, tp[1])
                 committed = self._read_committed(session.group_id)
@@ -207,7 +213,8 @@ class SharePartitionManager:
         return out
 
     async def _park(self, session: ShareSession, max_wait_ms: int, max_bytes: int,
-                    max_records: int) -> dict[PartitionKey, SharePartitionData]:
+                    max_records: int, *, acquiring: bool = True
+                    ) -> dict[PartitionKey, SharePartitionData]:
         """Wait in the purgatory until a partition of the session has records to acquire (its
         key is checked on every append and high watermark move, and on every release)."""
         keys = [(topic, tp[1]) for tp, topic in session.partitions.items()]
@@ -217,7 +224,11 @@ class SharePartitionManager:
         waiting = [True]  # False once the request is gone: nothing is acquired for it then
 
         def ready() -> bool:
+            if not acquiring:
+                return False
             for tp, topic in list(session.partitions.items()):
+                if self.replicas.topic_id_of(topic) != tp[0]:
+                    return True  # answered UNKNOWN_TOPIC_ID at once
                 try:
                     share, partition = self._share_partition(session.group_id, topic, tp[1])
                 except KafkaError:
@@ -330,6 +341,8 @@ class SharePartitionManager:
         kept (else at share.auto.offset.reset); left unstarted when that state cannot be read
         now, or when leadership moved meanwhile."""
         key = (group_id, topic, index)
+        if self.replicas.topic_id_of(topic) != topic_id:
+            return  # the topic was deleted: the fetch answers UNKNOWN_TOPIC_ID
         try:
             partition = self.replicas.leader_partition(topic, index)
         except KafkaError:

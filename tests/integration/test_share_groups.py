@@ -196,12 +196,12 @@ class ShareMember:
 
     async def fetch(self, partitions: dict[bytes, list[int]], *, epoch: int | None = None,
                     acks: dict[tuple[bytes, int], list[tuple[int, int, list[int]]]] | None = None,
-                    max_records: int = 100, max_wait_ms: int = 0):
+                    max_records: int = 100, max_wait_ms: int = 0, max_bytes: int = 1 << 20):
         acks = acks or {}
         answer = await self.client.request(SHARE_FETCH, 1, {
             "group_id": self.group, "member_id": self.member_id,
             "share_session_epoch": self.session_epoch if epoch is None else epoch,
-            "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
+            "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": max_bytes,
             "max_records": max_records, "batch_size": max_records,
             "topics": [{"topic_id": t, "partitions": [
                 {"partition_index": p, "acknowledgement_batches": [
@@ -677,4 +677,27 @@ async def test_delete_share_group_offsets_forgets_a_topic_of_an_empty_group(asyn
     assert (await again.beat(["sdt"])).error_code == 0
     assert acquired(await again.fetch({tid: [0]})) == {0: [(0, 2, 1)]}  # from the start
     await again.client.close()
+    await client.close()
+
+
+async def test_max_bytes_0_is_given_nothing_and_a_deleted_topic_is_unknown(async_broker):
+    """ShareFetch MaxBytes 0 acquires nothing (as Kafka; librdkafka's 0180 checks it). A
+    session's partition whose topic was deleted and made again under its name answers
+    UNKNOWN_TOPIC_ID: the new topic's records are not handed out under the old id."""
+    client, tid = await share_setup(async_broker.port, "sz", "szt", 2)
+    member = ShareMember(client, "sz", "m1")
+    answer = await member.fetch({tid: [0]}, max_bytes=0)
+    assert (answer.error_code, acquired(answer)) == (0, {})
+    assert acquired(await member.fetch({tid: [0]})) == {0: [(0, 1, 1)]}
+    deleted = await client.request(20, 6, {"topics": [{"name": "szt", "topic_id": b"\0" * 16}],
+                                           "timeout_ms": 30_000})
+    assert deleted.responses[0].error_code == 0
+    await until(lambda: async_broker.metadata_cache.topic("szt") is None)
+    await create_topic(client, "szt", 1)
+    batch = encode_batch([(None, b"new", (), None)])
+    await client.request(PRODUCE, 9, produce_body({("szt", 0): batch}))
+    gone = await member.fetch({})
+    assert [(bytes(t.topic_id), p.error_code, list(p.acquired_records))
+            for t in gone.responses for p in t.partitions] == [
+        (tid, ErrorCode.UNKNOWN_TOPIC_ID, [])]
     await client.close()

@@ -141,3 +141,19 @@ def test_records_deleted_from_the_log_leave_the_share_partition():
     share.acquire("a", log.read(0), 10)
     share.move_start(3)
     assert share.start_offset == 3 and sorted(states(share)) == [3]
+
+
+def test_released_records_are_given_again_with_the_lock_limit_reached():
+    """More records in flight than the limit (one big batch, its start held by a released
+    record): no new record is taken, but the released ones are, so the share partition never
+    stalls (librdkafka's 0172 livelocked on it)."""
+    _, _, share, _ = setup(max_in_flight=3)
+    log = Log(batch(0, 5), batch(5, 2))
+    assert share.acquire("a", log.read(0), 10).ranges == [(0, 4, 1)]  # a whole batch of 5
+    share.acknowledge("a", [(0, 4, [RELEASE, ACCEPT, ACCEPT, ACCEPT, ACCEPT])])
+    assert len(share.in_flight) == 5 and share.can_acquire(7)
+    again = share.acquire("b", log.read(share.read_from()), 10)
+    assert again.ranges == [(0, 0, 2)]  # the released one; nothing new past the limit
+    assert share.next_offset == 5
+    share.acknowledge("b", [(0, 0, [ACCEPT])])  # the start moves: room for new ones
+    assert share.acquire("b", log.read(share.read_from()), 10).ranges == [(5, 6, 1)]
