@@ -53,39 +53,29 @@ class AutoTopicCreationManager:
 
     async def ensure_share_state_topic(self) -> None:
         """Create `__share_group_state` (internal, compacted, its own min.insync.replicas) if it
-        does not exist yet; capped at the live brokers as the offsets topic is."""
-        if self.cache.topic(SHARE_STATE_TOPIC) is not None:
-            return
-        live = len(await self.admin.live_brokers())
-        rf = max(1, min(self.config["share.coordinator.state.topic.replication.factor"], live))
-        partitions = self.config["share.coordinator.state.topic.num.partitions"]
-        configs = {"cleanup.policy": "compact", "min.insync.replicas": str(max(1, min(
-            self.config["share.coordinator.state.topic.min.isr"], rf)))}
-        try:
-            await self.admin.create_topic_in_store(SHARE_STATE_TOPIC, partitions, rf, configs,
-                                                   internal=True)
-        except KafkaError as exc:  # TOPIC_ALREADY_EXISTS: someone else was first
-            log.debug("share state topic not created", reason=str(exc))
-            return
-        log.info("created the share state topic", partitions=partitions, replication_factor=rf)
+        does not exist yet."""
+        await self._ensure_state_topic(SHARE_STATE_TOPIC, "share.coordinator.state.topic", {})
 
     async def ensure_transaction_state_topic(self) -> None:
-        """Create `__transaction_state` (internal, compacted, its own min.insync.replicas) if it
-        does not exist yet; capped at the live brokers as the offsets topic is."""
-        if self.cache.topic(TRANSACTION_STATE_TOPIC) is not None:
+        """Create `__transaction_state` (internal, compacted, its own min.insync.replicas and
+        segment size) if it does not exist yet."""
+        await self._ensure_state_topic(TRANSACTION_STATE_TOPIC, "transaction.state.log", {
+            "segment.bytes": str(self.config["transaction.state.log.segment.bytes"])})
+
+    async def _ensure_state_topic(self, name: str, prefix: str, configs: dict[str, str]) -> None:
+        """A coordinator's topic, from its `<prefix>.replication.factor`, `.num.partitions` and
+        `.min.isr` settings, capped at the live brokers as the offsets topic is."""
+        if self.cache.topic(name) is not None:
             return
         live = len(await self.admin.live_brokers())
-        rf = max(1, min(self.config["transaction.state.log.replication.factor"], live))
-        partitions = self.config["transaction.state.log.num.partitions"]
-        configs = {"cleanup.policy": "compact",
-                   "segment.bytes": str(self.config["transaction.state.log.segment.bytes"]),
-                   "min.insync.replicas": str(max(1, min(
-                       self.config["transaction.state.log.min.isr"], rf)))}
+        rf = max(1, min(self.config[f"{prefix}.replication.factor"], live))
+        partitions = self.config[f"{prefix}.num.partitions"]
+        configs = {"cleanup.policy": "compact", **configs, "min.insync.replicas": str(
+            max(1, min(self.config[f"{prefix}.min.isr"], rf)))}
         try:
-            await self.admin.create_topic_in_store(TRANSACTION_STATE_TOPIC, partitions, rf,
-                                                   configs, internal=True)
+            await self.admin.create_topic_in_store(name, partitions, rf, configs, internal=True)
         except KafkaError as exc:  # TOPIC_ALREADY_EXISTS: someone else was first
-            log.debug("transaction state topic not created", reason=str(exc))
+            log.debug("coordinator topic not created", topic=name, reason=str(exc))
             return
-        log.info("created the transaction state topic", partitions=partitions,
+        log.info("created a coordinator's topic", topic=name, partitions=partitions,
                  replication_factor=rf)

@@ -19,7 +19,8 @@ from protocol.errors import ErrorCode
 UNKNOWN_OPERATIONS = -2147483648
 
 
-def _group_error(group_id: str, code: ErrorCode, message: str | None = None) -> dict:
+def group_error(group_id: str, code: ErrorCode, message: str | None = None) -> dict:
+    """A group a consumer or share group describe cannot describe (same fields in both)."""
     return {"error_code": code, "error_message": message, "group_id": group_id,
             "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
             "members": [], "authorized_operations": UNKNOWN_OPERATIONS}
@@ -38,20 +39,20 @@ async def handle(ctx: RequestContext, request) -> dict:
     described = []
     if ctx.services.config["feature.levels"]["group.version"] < 1:  # as a ZK-mode Kafka 3.9
         return {"throttle_time_ms": 0, "groups": [
-            _group_error(g, ErrorCode.UNSUPPORTED_VERSION) for g in request.group_ids]}
+            group_error(g, ErrorCode.UNSUPPORTED_VERSION) for g in request.group_ids]}
     for group_id in request.group_ids:
         if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
-            described.append(_group_error(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            described.append(group_error(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))
             continue
         error = coordinator.validate_group_status(group_id)
         if error is not None:
-            described.append(_group_error(group_id, error))
+            described.append(group_error(group_id, error))
             continue
         group = coordinator.consumer_group(group_id)
         if group is None:
             why = (f"Group {group_id} is not a consumer group."
                    if coordinator.group(group_id) is not None else f"Group {group_id} not found.")
-            described.append(_group_error(group_id, ErrorCode.GROUP_ID_NOT_FOUND, why))
+            described.append(group_error(group_id, ErrorCode.GROUP_ID_NOT_FOUND, why))
             continue
         described.append({
             "error_code": ErrorCode.NONE, "error_message": None, "group_id": group_id,

@@ -24,7 +24,8 @@ from broker.handlers.authorization import AclOperation, ResourceType, authorize
 from protocol.errors import ErrorCode, KafkaError
 
 
-def _error(code: ErrorCode, message: str | None) -> dict:
+def heartbeat_error(code: ErrorCode, message: str | None) -> dict:
+    """A consumer or share group heartbeat's refusal (the two answers have the same fields)."""
     return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
             "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
 
@@ -32,21 +33,21 @@ def _error(code: ErrorCode, message: str | None) -> dict:
 @register(68)
 async def handle(ctx: RequestContext, request) -> dict:
     if ctx.services.config["feature.levels"]["group.version"] < 1:  # as a ZK-mode Kafka 3.9
-        return _error(ErrorCode.UNSUPPORTED_VERSION, None)
+        return heartbeat_error(ErrorCode.UNSUPPORTED_VERSION, None)
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
-        return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
+        return heartbeat_error(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     topics = request.subscribed_topic_names
     if topics is not None and not all(
             authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t) for t in topics):
-        return _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+        return heartbeat_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
     if request.member_epoch == 0:  # Kafka's checks of a join
         if ctx.api_version >= 1 and not request.member_id:
-            return _error(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+            return heartbeat_error(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
         if request.topic_partitions is None:
-            return _error(ErrorCode.INVALID_REQUEST,
+            return heartbeat_error(ErrorCode.INVALID_REQUEST,
                           "TopicPartitions must be set when MemberEpoch is 0.")
         if request.topic_partitions:
-            return _error(ErrorCode.INVALID_REQUEST,
+            return heartbeat_error(ErrorCode.INVALID_REQUEST,
                           "TopicPartitions must be empty when (re-)joining.")
     cache = ctx.services.metadata_cache
     owned = None
@@ -65,7 +66,7 @@ async def handle(ctx: RequestContext, request) -> dict:
             client_id=ctx.header.client_id or "", client_host=f"/{ctx.client_host}",
             subscribed_regex=request.get("subscribed_topic_regex"))
     except KafkaError as exc:
-        return _error(exc.code, exc.message)
+        return heartbeat_error(exc.code, exc.message)
     assignment = None
     if answer.assignment is not None:
         ids = cache.topics

@@ -8,27 +8,22 @@ coordinator, a tombstone each (what DeleteShareGroupOffsets asks; inter-broker, 
 
 from __future__ import annotations
 
-import uuid
-
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, authorize_cluster
+from broker.handlers.share_state_requests import per_partition
 from protocol.errors import ErrorCode
 
 
 async def delete_states(services, request, allowed: bool = True) -> dict:
     """The answer to a request (decoded, or the same as plain dicts)."""
     coordinator = services.share_coordinator
-    results = []
-    for t in request["topics"]:
-        topic_id = uuid.UUID(bytes=bytes(t["topic_id"]))
-        partitions = []
-        for p in t["partitions"]:
-            error = (await coordinator.delete((request["group_id"], topic_id, p["partition"]))
-                     if allowed else ErrorCode.GROUP_AUTHORIZATION_FAILED)
-            partitions.append({"partition": p["partition"], "error_code": error,
-                               "error_message": None})
-        results.append({"topic_id": bytes(t["topic_id"]), "partitions": partitions})
-    return {"results": results}
+
+    async def delete(key: tuple, _partition: dict) -> dict:
+        if not allowed:
+            return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+        return {"error_code": await coordinator.delete(key)}
+
+    return await per_partition(request, delete)
 
 
 @register(86)

@@ -9,30 +9,23 @@ AlterShareGroupOffsets asks of each partition; inter-broker, Kafka 4).
 
 from __future__ import annotations
 
-import uuid
-
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, authorize_cluster
+from broker.handlers.share_state_requests import per_partition
 from protocol.errors import ErrorCode
 
 
 async def initialize_states(services, request, allowed: bool = True) -> dict:
     """The answer to a request (decoded, or the same as plain dicts)."""
     coordinator = services.share_coordinator
-    results = []
-    for t in request["topics"]:
-        topic_id = uuid.UUID(bytes=bytes(t["topic_id"]))
-        partitions = []
-        for p in t["partitions"]:
-            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
-            if allowed:
-                error = await coordinator.initialize(
-                    (request["group_id"], topic_id, p["partition"]), p["state_epoch"],
-                    p["start_offset"])
-            partitions.append({"partition": p["partition"], "error_code": error,
-                               "error_message": None})
-        results.append({"topic_id": bytes(t["topic_id"]), "partitions": partitions})
-    return {"results": results}
+
+    async def initialize(key: tuple, p: dict) -> dict:
+        if not allowed:
+            return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+        return {"error_code": await coordinator.initialize(key, p["state_epoch"],
+                                                             p["start_offset"])}
+
+    return await per_partition(request, initialize)
 
 
 @register(83)

@@ -8,35 +8,29 @@ state from its share coordinator when it starts the share partition (inter-broke
 
 from __future__ import annotations
 
-import uuid
-
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, authorize_cluster
+from broker.handlers.share_state_requests import per_partition
 from protocol.errors import ErrorCode
 
 
-def read_states(services, request, allowed: bool = True) -> dict:
+async def read_states(services, request, allowed: bool = True) -> dict:
     """The answer to a request (decoded, or the same as plain dicts)."""
     coordinator = services.share_coordinator
-    results = []
-    for t in request["topics"]:
-        topic_id = uuid.UUID(bytes=bytes(t["topic_id"]))
-        partitions = []
-        for p in t["partitions"]:
-            error, state = (coordinator.read((request["group_id"], topic_id, p["partition"]))
-                            if allowed else (ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
-            partitions.append({
-                "partition": p["partition"], "error_code": error, "error_message": None,
-                "state_epoch": state.state_epoch if state else 0,
+
+    async def read(key: tuple, _partition: dict) -> dict:
+        error, state = (coordinator.read(key) if allowed
+                        else (ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
+        return {"error_code": error, "state_epoch": state.state_epoch if state else 0,
                 "start_offset": state.start_offset if state else -1,
                 "state_batches": [{"first_offset": f, "last_offset": la, "delivery_state": s,
                                    "delivery_count": c} for f, la, s, c in state.batches]
-                if state else []})
-        results.append({"topic_id": bytes(t["topic_id"]), "partitions": partitions})
-    return {"results": results}
+                if state else []}
+
+    return await per_partition(request, read)
 
 
 @register(84)
 async def handle(ctx: RequestContext, request) -> dict:
-    return read_states(ctx.services, request,
-                       authorize_cluster(ctx, AclOperation.CLUSTER_ACTION))
+    return await read_states(ctx.services, request,
+                             authorize_cluster(ctx, AclOperation.CLUSTER_ACTION))

@@ -14,13 +14,8 @@ from broker.coordinator.group.share_group import SIMPLE_ASSIGNOR
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, ResourceType, authorize
 from broker.handlers.consumer_group_describe import UNKNOWN_OPERATIONS
+from broker.handlers.consumer_group_describe import group_error as _group_error
 from protocol.errors import ErrorCode, KafkaError
-
-
-def _group_error(group_id: str, code: ErrorCode, message: str | None = None) -> dict:
-    return {"error_code": code, "error_message": message, "group_id": group_id,
-            "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
-            "members": [], "authorized_operations": UNKNOWN_OPERATIONS}
 
 
 @register(77)

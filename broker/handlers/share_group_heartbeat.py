@@ -13,12 +13,8 @@ from __future__ import annotations
 
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, ResourceType, authorize
+from broker.handlers.consumer_group_heartbeat import heartbeat_error as _error
 from protocol.errors import ErrorCode, KafkaError
-
-
-def _error(code: ErrorCode, message: str | None) -> dict:
-    return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
-            "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
 
 
 @register(76)

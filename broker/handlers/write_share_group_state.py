@@ -9,10 +9,9 @@ as records are acknowledged, released or expire (inter-broker, Kafka 4).
 
 from __future__ import annotations
 
-import uuid
-
 from broker.handlers import RequestContext, register
 from broker.handlers.authorization import AclOperation, authorize_cluster
+from broker.handlers.share_state_requests import per_partition
 from protocol.errors import ErrorCode
 from protocol.share_records import ShareSnapshot
 
@@ -20,23 +19,16 @@ from protocol.share_records import ShareSnapshot
 async def write_states(services, request, allowed: bool = True) -> dict:
     """The answer to a request (decoded, or the same as plain dicts)."""
     coordinator = services.share_coordinator
-    results = []
-    for t in request["topics"]:
-        topic_id = uuid.UUID(bytes=bytes(t["topic_id"]))
-        partitions = []
-        for p in t["partitions"]:
-            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
-            if allowed:
-                snapshot = ShareSnapshot(p["state_epoch"], p["leader_epoch"], p["start_offset"],
-                                         tuple((b["first_offset"], b["last_offset"],
-                                                b["delivery_state"], b["delivery_count"])
-                                               for b in p["state_batches"]))
-                error = await coordinator.write((request["group_id"], topic_id, p["partition"]),
-                                                snapshot)
-            partitions.append({"partition": p["partition"], "error_code": error,
-                               "error_message": None})
-        results.append({"topic_id": bytes(t["topic_id"]), "partitions": partitions})
-    return {"results": results}
+
+    async def write(key: tuple, p: dict) -> dict:
+        if not allowed:
+            return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+        batches = tuple((b["first_offset"], b["last_offset"], b["delivery_state"],
+                         b["delivery_count"]) for b in p["state_batches"])
+        return {"error_code": await coordinator.write(key, ShareSnapshot(
+            p["state_epoch"], p["leader_epoch"], p["start_offset"], batches))}
+
+    return await per_partition(request, write)
 
 
 @register(85)

@@ -233,14 +233,13 @@ class InProcessMarkerTransport:
             transactional_id, producer_id, producer_epoch, partitions)
 
     async def share_state(self, broker_id: int, api_key: int, body: dict) -> dict:
-        """Initialize/Read/WriteShareGroupState as a direct call on the share coordinator's
-        broker."""
+        """Initialize/Read/Write/DeleteShareGroupState as a direct call on the share
+        coordinator's broker."""
         target = self._context.running(broker_id)
         if target is None or not target.running or not self._coordinator.running:
             raise ConnectionError(f"broker {broker_id} is not running")
         answer = getattr(HANDLERS[api_key].handler_module(), SHARE_STATE_ANSWERS[api_key])
-        result = answer(target.services, body)
-        return await result if asyncio.iscoroutine(result) else result
+        return await answer(target.services, body)
 
 
 class InProcessControllerChannel:

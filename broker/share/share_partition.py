@@ -266,22 +266,17 @@ class SharePartition:
 
     def release_member(self, member_id: str) -> None:
         """The member's share session closed: what it still holds is Available again."""
+        self._release_where(lambda lock: lock.member_id == member_id)
+
+    def _expire(self, lock: AcquisitionLock) -> None:
+        self._release_where(lambda held_by: held_by is lock)
+
+    def _release_where(self, holds: Callable[[AcquisitionLock], bool]) -> None:
+        """Release the acquired records whose lock `holds` says."""
         released, changed = False, False
         for record in self.in_flight.values():
             if (record.state == RecordState.ACQUIRED and record.lock is not None
-                    and record.lock.member_id == member_id):
-                released |= self._release(record)
-                changed = True
-        self._advance_start()
-        if changed:
-            self._changed()
-        if released:
-            self._on_available()
-
-    def _expire(self, lock: AcquisitionLock) -> None:
-        released, changed = False, False
-        for record in self.in_flight.values():
-            if record.lock is lock and record.state == RecordState.ACQUIRED:
+                    and holds(record.lock)):
                 released |= self._release(record)
                 changed = True
         self._advance_start()

@@ -29,12 +29,25 @@ def test_share_consumers_across_processes_and_a_leader_killed(zk_connect, tmp_pa
         bootstrap = cluster.bootstrap
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic("mp-share", 3, 3)])["mp-share"].result(30)
+        read_from_earliest(bootstrap, "mp-sharers")
+        consumers = [share_consumer(bootstrap, "mp-sharers", "mp-share") for _ in range(2)]
+
+        def settled() -> list[bool]:
+            """Per coordinator view: two members, each told its assignment of the latest epoch."""
+            return [len(v["members"]) == 2 and all(
+                m["member_epoch"] == v["assignment_epoch"] for m in v["members"])
+                for i in cluster.ids for v in cluster.control(i, "/groups")
+                if v["group"] == "mp-sharers"]
+
+        deadline = time.monotonic() + 60
+        while settled() != [True]:  # both hold their share of the partitions before any record
+            assert time.monotonic() < deadline, settled()
+            for consumer in consumers:
+                consumer.poll(0.1)
         producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
         for i in range(30):
             producer.produce("mp-share", b"%d" % i, partition=i % 3)
         assert producer.flush(30) == 0
-        read_from_earliest(bootstrap, "mp-sharers")
-        consumers = [share_consumer(bootstrap, "mp-sharers", "mp-share") for _ in range(2)]
         # Each record once; those of partition 0 released the first time
         by: dict[bytes, list[int]] = {}
         deadline = time.monotonic() + 60

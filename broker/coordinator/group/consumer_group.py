@@ -74,6 +74,18 @@ class ConsumerGroupMember:
     temporarily_left: bool = False
 
 
+def frozen_partitions(partitions: Partitions) -> tuple:
+    """Partitions as a comparable, hashable value (what a group's records are diffed on)."""
+    return tuple(sorted((t, tuple(sorted(ps))) for t, ps in partitions.items() if ps))
+
+
+def record_partitions(frozen: tuple, topic_id) -> list[dict]:
+    """Frozen partitions as a record's (topic id, partitions) entries (`topic_id`: a name's id
+    as bytes, None for a topic that went)."""
+    return [{"topic_id": tid, "partitions": list(ps)} for t, ps in frozen
+            if (tid := topic_id(t)) is not None]
+
+
 def _copy(partitions: Partitions) -> Partitions:
     return {t: set(ps) for t, ps in partitions.items() if ps}
 

@@ -18,6 +18,8 @@ from broker.coordinator.group.consumer_group import (
     ConsumerGroupRecords,
     MemberState,
     Partitions,
+    frozen_partitions,
+    record_partitions,
     topic_regex,
 )
 from broker.coordinator.group.coordinator_base import GroupCoordinatorBase
@@ -151,7 +153,7 @@ class ConsumerGroups(GroupCoordinatorBase):
         if group.resolve_subscriptions(self._topic_names() if regexes else ()) \
                 and group.group_epoch == group.assignment_epoch:
             group.bump()  # a topic matching a member's regex came or went
-        subscribed = self._partition_counts(group.subscribed_topics())
+        subscribed = self.partition_counts(group.subscribed_topics())
         if subscribed != group.subscription_metadata \
                 and group.group_epoch == group.assignment_epoch:
             group.bump()  # a subscribed topic was created or grew
@@ -283,7 +285,7 @@ class ConsumerGroups(GroupCoordinatorBase):
         """Append the records of what changed in the group since `before` (acks=-1); the error
         Kafka answers when that fails, else None."""
         group = self.consumer_groups.get(group_id)
-        records = _records(group_id, before, _snapshot(group), self._topic_id)
+        records = _records(group_id, before, _snapshot(group), self.topic_id_bytes)
         if not records:
             return None
         error = await self.manager.append_records(group_id, records)
@@ -293,31 +295,13 @@ class ConsumerGroups(GroupCoordinatorBase):
         """The topics a regex may match: all but the internal ones."""
         return [n for n, t in self.manager.cache.topics.items() if not t.internal]
 
-    def _partition_counts(self, names: set[str]) -> dict[str, int]:
-        """The partition counts of the subscribed topics that exist (not the internal ones)."""
-        topics = self.manager.cache.topics
-        return {n: topics[n].num_partitions for n in names
-                if n in topics and not topics[n].internal}
-
-    def _topic_id(self, topic: str) -> bytes | None:
-        info = self.manager.cache.topic(topic)
-        return info.topic_id.bytes if info is not None else None
-
     def load_consumer_groups(self, loaded: ConsumerGroupRecords) -> None:
         """A loaded partition's KIP-848 groups, rebuilt from their records; each member's session
         starts again now (as Kafka's coordinator does on load). Share groups' records go to
         load_share_groups."""
         self.load_share_groups({g: r for g, r in loaded.items() if r.share})
         loaded = {g: r for g, r in loaded.items() if not r.share}
-        names = self.manager.cache.topic_name
-
-        def partitions(entries) -> Partitions:
-            out: Partitions = {}
-            for tp in entries:
-                name = names(uuid.UUID(bytes=bytes(tp.topic_id)))
-                if name is not None and tp.partitions:
-                    out.setdefault(name, set()).update(tp.partitions)
-            return out
+        partitions = self.partitions_of
 
         for group_id, records in loaded.items():
             group = ConsumerGroup(group_id)
@@ -344,7 +328,7 @@ class ConsumerGroups(GroupCoordinatorBase):
                     if member_id in records.targets else ())
             # The subscriptions as the target saw them: no new epoch unless a topic changed since.
             group.resolve_subscriptions(self._topic_names())
-            group.subscription_metadata = self._partition_counts(group.subscribed_topics())
+            group.subscription_metadata = self.partition_counts(group.subscribed_topics())
             self.consumer_groups[group_id] = group
             for member in group.members.values():
                 self._schedule_session(group, member)
@@ -384,10 +368,6 @@ class ConsumerGroups(GroupCoordinatorBase):
 Snapshot = tuple[int, int, dict[str, tuple], dict[str, tuple], dict[str, tuple]]
 
 
-def _frozen(partitions: Partitions) -> tuple:
-    return tuple(sorted((t, tuple(sorted(ps))) for t, ps in partitions.items() if ps))
-
-
 def _snapshot(group: ConsumerGroup | None) -> Snapshot | None:
     if group is None:
         return None
@@ -397,9 +377,9 @@ def _snapshot(group: ConsumerGroup | None) -> Snapshot | None:
                            m.subscribed_regex.pattern if m.subscribed_regex else None,
                            m.rebalance_timeout_ms, m.server_assignor)
              for m in group.members.values()},
-            {member_id: _frozen(t) for member_id, t in group.target.items()},
+            {member_id: frozen_partitions(t) for member_id, t in group.target.items()},
             {m.member_id: (m.member_epoch, m.previous_member_epoch, m.state.value,
-                           _frozen(m.assigned), _frozen(m.revoking))
+                           frozen_partitions(m.assigned), frozen_partitions(m.revoking))
              for m in group.members.values()})
 
 
@@ -416,8 +396,7 @@ def _records(group_id: str, before: Snapshot | None, after: Snapshot | None,
     key, value = gr.consumer_group_key, gr.consumer_group_value
 
     def topic_partitions(frozen: tuple) -> list[dict]:
-        return [{"topic_id": tid, "partitions": list(ps)} for t, ps in frozen
-                if (tid := topic_id(t)) is not None]
+        return record_partitions(frozen, topic_id)
 
     records: list[tuple[bytes, bytes | None]] = []
     for member_id in b_meta.keys() - meta.keys():

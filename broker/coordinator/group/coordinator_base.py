@@ -5,11 +5,16 @@ calls in another, so coordinator.py, sessions.py and offsets.py each depend on t
 from __future__ import annotations
 
 import asyncio
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from broker.coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupRecords
+from broker.coordinator.group.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupRecords,
+    Partitions,
+)
 from broker.coordinator.group.group_metadata import GroupMetadata, GroupState
 from broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from broker.coordinator.group.member import MemberMetadata
@@ -54,6 +59,28 @@ class GroupCoordinatorBase(ABC):
             "group coordinator job failed", job=job, exc_info=exc))
 
     # -- plumbing ---------------------------------------------------------------------------
+
+    # -- what KIP-848 and share groups both need of the metadata --------------------------------
+
+    def partition_counts(self, names: set[str]) -> dict[str, int]:
+        """The partition counts of the subscribed topics that exist (not the internal ones)."""
+        topics = self.manager.cache.topics
+        return {n: topics[n].num_partitions for n in names
+                if n in topics and not topics[n].internal}
+
+    def topic_id_bytes(self, topic: str) -> bytes | None:
+        info = self.manager.cache.topic(topic)
+        return info.topic_id.bytes if info is not None else None
+
+    def partitions_of(self, entries) -> Partitions:
+        """A record's (topic id, partitions) entries by topic name (a deleted topic's left out)."""
+        names = self.manager.cache.topic_name
+        out: Partitions = {}
+        for tp in entries:
+            name = names(uuid.UUID(bytes=bytes(tp.topic_id)))
+            if name is not None and tp.partitions:
+                out.setdefault(name, set()).update(tp.partitions)
+        return out
 
     async def read_group_configs(self, group_id: str) -> None:
         """Have the group's config overrides at hand (a store read the first time)."""

@@ -10,12 +10,14 @@ partition over rebuilds the groups from them.
 
 from __future__ import annotations
 
-import uuid
-
-from broker.coordinator.group.consumer_group import ConsumerGroupRecords
+from broker.coordinator.group.consumer_group import (
+    ConsumerGroupRecords,
+    frozen_partitions,
+    record_partitions,
+)
 from broker.coordinator.group.consumer_groups import HeartbeatAnswer
 from broker.coordinator.group.coordinator_base import GroupCoordinatorBase
-from broker.coordinator.group.share_group import Partitions, ShareGroup, ShareGroupMember
+from broker.coordinator.group.share_group import ShareGroup, ShareGroupMember
 from broker.logs import get_logger
 from protocol import group_records as gr
 from protocol.errors import ErrorCode, KafkaError
@@ -91,7 +93,7 @@ class ShareGroups(GroupCoordinatorBase):
                 group.bump()
             if rack_id is not None:
                 member.rack_id = rack_id
-        counts = self._share_partition_counts(group.subscribed_topics())
+        counts = self.partition_counts(group.subscribed_topics())
         if counts != group.subscription_metadata and group.group_epoch == group.assignment_epoch:
             group.bump()  # a subscribed topic was created, grew or went
         if group.assignment_epoch < group.group_epoch:
@@ -115,11 +117,6 @@ class ShareGroups(GroupCoordinatorBase):
                              f"Group {group_id} is not a share group." if known
                              else f"Group {group_id} not found.")
         return group
-
-    def _share_partition_counts(self, names: set[str]) -> dict[str, int]:
-        topics = self.manager.cache.topics
-        return {n: topics[n].num_partitions for n in names
-                if n in topics and not topics[n].internal}
 
     def _schedule_share_session(self, group: ShareGroup, member: ShareGroupMember) -> None:
         """Restart the member's session timeout (the group's `share.session.timeout.ms`)."""
@@ -167,7 +164,7 @@ class ShareGroups(GroupCoordinatorBase):
         """Append the records of what changed in the group since `before` (acks=-1); the error
         Kafka answers when that fails, else None."""
         records = _records(group_id, before, _snapshot(self.share_groups.get(group_id)),
-                           self._topic_id)
+                           self.topic_id_bytes)
         if not records:
             return None
         error = await self.manager.append_records(group_id, records)
@@ -176,15 +173,7 @@ class ShareGroups(GroupCoordinatorBase):
     def load_share_groups(self, loaded: ConsumerGroupRecords) -> None:
         """A loaded partition's share groups, rebuilt from their records; each member's session
         starts again now."""
-        names = self.manager.cache.topic_name
-
-        def partitions(entries) -> Partitions:
-            out: Partitions = {}
-            for tp in entries:
-                name = names(uuid.UUID(bytes=bytes(tp.topic_id)))
-                if name is not None and tp.partitions:
-                    out.setdefault(name, set()).update(tp.partitions)
-            return out
+        partitions = self.partitions_of
 
         for group_id, records in loaded.items():
             group = ShareGroup(group_id, records.epoch, records.assignment_epoch)
@@ -199,7 +188,7 @@ class ShareGroups(GroupCoordinatorBase):
                 group.target[member_id] = partitions(
                     records.targets[member_id].topic_partitions
                     if member_id in records.targets else ())
-            group.subscription_metadata = self._share_partition_counts(group.subscribed_topics())
+            group.subscription_metadata = self.partition_counts(group.subscribed_topics())
             self.share_groups[group_id] = group
             for member in group.members.values():
                 self._schedule_share_session(group, member)
@@ -224,18 +213,14 @@ class ShareGroups(GroupCoordinatorBase):
 Snapshot = tuple[int, int, dict[str, tuple], dict[str, tuple], dict[str, tuple]]
 
 
-def _frozen(partitions: Partitions) -> tuple:
-    return tuple(sorted((t, tuple(sorted(ps))) for t, ps in partitions.items() if ps))
-
-
 def _snapshot(group: ShareGroup | None) -> Snapshot | None:
     if group is None:
         return None
     return (group.group_epoch, group.assignment_epoch,
             {m.member_id: (m.rack_id, m.client_id, m.client_host, tuple(sorted(m.subscribed)))
              for m in group.members.values()},
-            {member_id: _frozen(t) for member_id, t in group.target.items()},
-            {m.member_id: (m.member_epoch, _frozen(m.assigned)) for m in group.members.values()})
+            {member_id: frozen_partitions(t) for member_id, t in group.target.items()},
+            {m.member_id: (m.member_epoch, frozen_partitions(m.assigned)) for m in group.members.values()})
 
 
 def _records(group_id: str, before: Snapshot | None, after: Snapshot | None,
@@ -251,8 +236,7 @@ def _records(group_id: str, before: Snapshot | None, after: Snapshot | None,
     key, value = gr.consumer_group_key, gr.consumer_group_value
 
     def topic_partitions(frozen: tuple) -> list[dict]:
-        return [{"topic_id": tid, "partitions": list(ps)} for t, ps in frozen
-                if (tid := topic_id(t)) is not None]
+        return record_partitions(frozen, topic_id)
 
     records: list[tuple[bytes, bytes | None]] = []
     for member_id in b_meta.keys() - meta.keys():
