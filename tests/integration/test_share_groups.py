@@ -76,6 +76,21 @@ def poll_some(consumer: ShareConsumer, timeout_s: float = 30) -> list:
     raise AssertionError("no records within the time")
 
 
+def consume(consumer: ShareConsumer, count: int, verdict=lambda m: ACCEPT,
+            timeout_s: float = 30) -> list:
+    """Poll until `count` records were handed out, acknowledging each as `verdict` says and
+    committing after each poll; the messages, in the order given."""
+    got: list = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < count:
+        assert time.monotonic() < deadline, [(m.value(), m.delivery_count()) for m in got]
+        for m in consumer.poll(0.2):
+            got.append(m)
+            consumer.acknowledge(m, verdict(m))
+        consumer.commit_sync()
+    return got
+
+
 def test_two_share_consumers_on_one_partition_share_its_records(kafka_broker):
     bootstrap = kafka_broker.bootstrap
     topic_of_single_batches(bootstrap, "queue", 20)
@@ -153,14 +168,9 @@ def test_rejected_records_are_archived_and_released_ones_come_back_until_the_lim
     read_from_earliest(bootstrap, "judges")
     consumer = share_consumer(bootstrap, "judges", "jobs")
     verdicts = {b"0": ACCEPT, b"1": REJECT, b"2": RELEASE, b"3": RELEASE}
-    seen: list[tuple[bytes, int]] = []
-    deadline = time.monotonic() + 30
-    while len(seen) < 6:  # 0-3 once, then 2 and 3 a second time
-        assert time.monotonic() < deadline, seen
-        for m in consumer.poll(0.2):
-            seen.append((m.value(), m.delivery_count()))
-            consumer.acknowledge(m, verdicts[m.value()])
-        consumer.commit_sync()
+    # 0-3 once, then 2 and 3 a second time
+    seen = [(m.value(), m.delivery_count())
+            for m in consume(consumer, 6, lambda m: verdicts[m.value()])]
     assert sorted(seen) == [(b"0", 1), (b"1", 1), (b"2", 1), (b"2", 2), (b"3", 1), (b"3", 2)]
     # Released at their delivery count limit, 2 and 3 are archived: the next record is next.
     producer.produce("jobs", b"4")
@@ -423,26 +433,12 @@ def test_a_share_partition_goes_on_from_its_kept_state_when_its_leader_stops(bro
         assert producer.flush(10) == 0
     read_from_earliest(bootstrap, "durables")
     first = share_consumer(bootstrap, "durables", "durable")
-    seen: set[bytes] = set()
-    deadline = time.monotonic() + 30
-    while len(seen) < 10:
-        assert time.monotonic() < deadline, seen
-        for m in first.poll(0.2):
-            seen.add(m.value())
-            first.acknowledge(m, ACCEPT if int(m.value()) < 5 else RELEASE)
-        first.commit_sync()
+    consume(first, 10, lambda m: ACCEPT if int(m.value()) < 5 else RELEASE)
     first.close()
     (partition,) = cluster.call(lambda: cluster.cluster.partitions("durable"))
     cluster.call(lambda: cluster.cluster.stop_broker(partition["leader"]))
     second = share_consumer(bootstrap, "durables", "durable")
-    again: dict[bytes, int] = {}
-    deadline = time.monotonic() + 60
-    while len(again) < 5:
-        assert time.monotonic() < deadline, again
-        for m in second.poll(0.2):
-            again[m.value()] = m.delivery_count()
-            second.acknowledge(m, ACCEPT)
-        second.commit_sync()
+    again = {m.value(): m.delivery_count() for m in consume(second, 5, timeout_s=60)}
     assert again == {b"%d" % i: 2 for i in range(5, 10)}
     second.close()
 
@@ -454,25 +450,11 @@ def test_a_restarted_broker_loads_the_share_state_it_kept(kafka_broker):
     topic_of_single_batches(bootstrap, "kept", 5)
     read_from_earliest(bootstrap, "keepers")
     consumer = share_consumer(bootstrap, "keepers", "kept")
-    seen: set[bytes] = set()
-    deadline = time.monotonic() + 30
-    while len(seen) < 5:
-        assert time.monotonic() < deadline, seen
-        for m in consumer.poll(0.2):
-            seen.add(m.value())
-            consumer.acknowledge(m, ACCEPT if int(m.value()) < 3 else RELEASE)
-        consumer.commit_sync()
+    consume(consumer, 5, lambda m: ACCEPT if int(m.value()) < 3 else RELEASE)
     consumer.close()
     kafka_broker.restart()
     consumer = share_consumer(kafka_broker.bootstrap, "keepers", "kept")
-    again: dict[bytes, int] = {}
-    deadline = time.monotonic() + 60
-    while len(again) < 2:
-        assert time.monotonic() < deadline, again
-        for m in consumer.poll(0.2):
-            again[m.value()] = m.delivery_count()
-            consumer.acknowledge(m, ACCEPT)
-        consumer.commit_sync()
+    again = {m.value(): m.delivery_count() for m in consume(consumer, 2, timeout_s=60)}
     assert again == {b"3": 2, b"4": 2}
     consumer.close()
 
@@ -509,14 +491,7 @@ def test_share_isolation_level_read_committed_leaves_aborted_records_out(kafka_b
         set_group_config(bootstrap, group, share_auto_offset_reset="earliest",
                          share_isolation_level=level)
         consumer = share_consumer(bootstrap, group, "txns")
-        got = read[group] = []
-        deadline = time.monotonic() + 30
-        while len(got) < count:
-            assert time.monotonic() < deadline, got
-            for m in consumer.poll(0.2):
-                got.append(m.value())
-                consumer.acknowledge(m, ACCEPT)
-            consumer.commit_sync()
+        read[group] = [m.value() for m in consume(consumer, count)]
         assert not list(consumer.poll(0.5))  # nothing more: the markers are not records
         consumer.close()
     assert read == {"committed": [b"c0", b"c1", b"c2"],
@@ -531,14 +506,7 @@ def test_a_topic_deleted_and_made_again_is_read_afresh(kafka_broker):
     topic_of_single_batches(bootstrap, "again", 3)
     read_from_earliest(bootstrap, "afresh")
     consumer = share_consumer(bootstrap, "afresh", "again")
-    first: list[int] = []
-    deadline = time.monotonic() + 30
-    while len(first) < 3:
-        assert time.monotonic() < deadline, first
-        for m in consumer.poll(0.2):
-            first.append(m.offset())
-            consumer.acknowledge(m, ACCEPT)
-        consumer.commit_sync()
+    first = [m.offset() for m in consume(consumer, 3)]
     consumer.close()
     admin.delete_topics(["again"])["again"].result(10)
     deadline = time.monotonic() + 30
@@ -554,14 +522,7 @@ def test_a_topic_deleted_and_made_again_is_read_afresh(kafka_broker):
         producer.produce("again", value)
     assert producer.flush(10) == 0
     consumer = share_consumer(bootstrap, "afresh", "again")
-    second: list[tuple[int, bytes]] = []
-    deadline = time.monotonic() + 30
-    while len(second) < 2:
-        assert time.monotonic() < deadline, second
-        for m in consumer.poll(0.2):
-            second.append((m.offset(), m.value()))
-            consumer.acknowledge(m, ACCEPT)
-        consumer.commit_sync()
+    second = [(m.offset(), m.value()) for m in consume(consumer, 2)]
     consumer.close()
     assert (first, second) == ([0, 1, 2], [(0, b"new-0"), (1, b"new-1")])
 

@@ -228,20 +228,13 @@ class ConsumerGroups(GroupCoordinatorBase):
 
     def _schedule_session(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         """Restart the member's session timeout (the group's `consumer.session.timeout.ms`)."""
-        if member.session is not None:
-            member.session.cancel()
-        group_id, member_id = group.group_id, member.member_id
+        def expire(current: ConsumerGroup) -> None:
+            before = _snapshot(current)
+            self._remove_member(current, member.member_id, "session timed out")
+            self.spawn(self._write(current.group_id, before))
 
-        def expire() -> None:
-            current = self.consumer_groups.get(group_id)
-            if current is not None and current.members.get(member_id) is member:
-                before = _snapshot(current)
-                self._remove_member(current, member_id, "session timed out")
-                self.spawn(self._write(group_id, before))
-
-        member.session = FunctionTimerTask(
-            self.group_setting(group_id, "consumer.session.timeout.ms"), expire)
-        self.timer.add(member.session)
+        self.restart_session(self.consumer_groups, group.group_id, member,
+                             "consumer.session.timeout.ms", expire)
 
     def _watch_revocation(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         """A member told to revoke partitions must do so within its rebalance timeout, or it is

@@ -8,7 +8,7 @@ import asyncio
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.coordinator.group.consumer_group import (
     ConsumerGroup,
@@ -24,6 +24,7 @@ from broker.metadata.group_configs import SPECS, GroupConfigCache, default_value
 from broker.replication.purgatory import DelayedOperationPurgatory
 from protocol.errors import ErrorCode
 from timer.scheduler import KafkaScheduler
+from timer.timer_task import FunctionTimerTask
 
 log = get_logger("kafka_sim.group_coordinator")
 
@@ -81,6 +82,22 @@ class GroupCoordinatorBase(ABC):
             if name is not None and tp.partitions:
                 out.setdefault(name, set()).update(tp.partitions)
         return out
+
+    def restart_session(self, groups: dict, group_id: str, member, setting: str,
+                        expire: Callable[[Any], None]) -> None:
+        """Restart a KIP-848 or share group member's session timeout (the group config
+        `setting`), a timer task: `expire(group)` if it runs out with the member still in
+        `groups[group_id]`."""
+        if member.session is not None:
+            member.session.cancel()
+
+        def run() -> None:
+            current = groups.get(group_id)
+            if current is not None and current.members.get(member.member_id) is member:
+                expire(current)
+
+        member.session = FunctionTimerTask(self.group_setting(group_id, setting), run)
+        self.timer.add(member.session)
 
     async def read_group_configs(self, group_id: str) -> None:
         """Have the group's config overrides at hand (a store read the first time)."""

@@ -21,7 +21,6 @@ from broker.coordinator.group.share_group import ShareGroup, ShareGroupMember
 from broker.logs import get_logger
 from protocol import group_records as gr
 from protocol.errors import ErrorCode, KafkaError
-from timer.timer_task import FunctionTimerTask
 
 log = get_logger("kafka_sim.group_coordinator")
 
@@ -120,20 +119,13 @@ class ShareGroups(GroupCoordinatorBase):
 
     def _schedule_share_session(self, group: ShareGroup, member: ShareGroupMember) -> None:
         """Restart the member's session timeout (the group's `share.session.timeout.ms`)."""
-        if member.session is not None:
-            member.session.cancel()
-        group_id, member_id = group.group_id, member.member_id
+        def expire(current: ShareGroup) -> None:
+            before = _snapshot(current)
+            self._remove_share_member(current, member.member_id, "session timed out")
+            self.spawn(self._write_share_group(current.group_id, before))
 
-        def expire() -> None:
-            current = self.share_groups.get(group_id)
-            if current is not None and current.members.get(member_id) is member:
-                before = _snapshot(current)
-                self._remove_share_member(current, member_id, "session timed out")
-                self.spawn(self._write_share_group(group_id, before))
-
-        member.session = FunctionTimerTask(
-            self.group_setting(group_id, "share.session.timeout.ms"), expire)
-        self.timer.add(member.session)
+        self.restart_session(self.share_groups, group.group_id, member,
+                             "share.session.timeout.ms", expire)
 
     def _remove_share_member(self, group: ShareGroup, member_id: str, why: str) -> None:
         member = group.members.pop(member_id)
