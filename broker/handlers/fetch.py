@@ -2,7 +2,8 @@
 
 - v0-3 (consumers of message format v0/v1): the batches read are down-converted to message sets
   of magic 0 (v0-1) or 1 (v2-3), one uncompressed message per record, transaction markers left
-  out, as Kafka 3.9 down-converts (protocol/legacy_records.py; a large answer in a worker thread).
+  out, as Kafka 3.9 down-converts (protocol/legacy_records.py; a large answer in a worker thread);
+  a topic with message.downconversion.enable=false answers UNSUPPORTED_VERSION instead.
 
 - A partition listed more than once is read and answered once, with the last listing's offset
   and sizes (Kafka builds a LinkedHashMap of the request's partitions).
@@ -55,8 +56,15 @@ FIRST_MAGIC_V1_VERSION, FIRST_MAGIC_V2_VERSION = 2, 4
 CONVERT_ON_LOOP_BYTES = 256 * 1024  # larger answers are down-converted in a worker thread
 
 
-async def _down_convert(partitions: dict, magic: int) -> None:
-    """Fetch v0-3: the records as message sets of the consumer's magic."""
+async def _down_convert(partitions: dict, magic: int, services: BrokerServices) -> None:
+    """Fetch v0-3: the records as message sets of the consumer's magic; UNSUPPORTED_VERSION
+    for a topic with message.downconversion.enable=false, as Kafka."""
+    hosted = services.replica_manager.partitions
+    for key, data in partitions.items():
+        if data.records and (p := hosted.get(key)) is not None and \
+                not p.log.config.message_downconversion_enable:
+            data.error, data.records = ErrorCode.UNSUPPORTED_VERSION, b""
+
     def convert() -> None:
         for data in partitions.values():
             if not data.records:
@@ -165,7 +173,8 @@ async def handle(ctx: RequestContext, request) -> dict:
         params, metadata, partitions, forgotten, readable=readable, uses_topic_ids=uses_topic_ids,
         throttle=throttle)
     if version < FIRST_MAGIC_V2_VERSION:
-        await _down_convert(answer.partitions, 0 if version < FIRST_MAGIC_V1_VERSION else 1)
+        await _down_convert(answer.partitions, 0 if version < FIRST_MAGIC_V1_VERSION else 1,
+                            services)
     by_topic: dict[str | uuid.UUID, list[dict]] = {}
     leaders: set[int] = set()
     for (topic, partition), data in answer.partitions.items():

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
+from kafka.errors import UnsupportedVersionError
 
 from protocol.errors import ErrorCode
 from tests.integration.raw_client import RawClient
@@ -102,3 +104,21 @@ async def test_an_unreadable_message_set_fails_its_partition_only(async_broker):
     again = await client.request(PRODUCE, 1, produce_body({("old-bad", 0): good}))
     assert again.responses[0].partition_responses[0].base_offset == 2
     await client.close()
+
+
+def test_a_topic_refusing_down_conversion_answers_old_consumers_unsupported_version(
+        kafka_broker):
+    bootstrap = kafka_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("no-down", 1, 1, config={
+        "message.downconversion.enable": "false"})])["no-down"].result(10)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce("no-down", b"v2 only")
+    assert producer.flush(10) == 0
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, api_version=(0, 10),
+                             auto_offset_reset="earliest", consumer_timeout_ms=2000)
+    consumer.assign([KpTopicPartition("no-down", 0)])
+    with pytest.raises(UnsupportedVersionError):  # the partition's error, as Kafka answers
+        list(consumer)
+    consumer.close()
+    assert [m.value() for m in read_all(bootstrap, "no-down", 1)] == [b"v2 only"]
