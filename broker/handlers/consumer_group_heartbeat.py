@@ -11,8 +11,9 @@ Kafka 4's does (see coordinator/group/consumer_group.py).
   subscribed; INVALID_REGULAR_EXPRESSION for one that does not compile; "" clears it, which
   librdkafka sends for none).
 - READ on the group (GROUP_AUTHORIZATION_FAILED), DESCRIBE on each subscribed topic name
-  (TOPIC_AUTHORIZATION_FAILED), as Kafka's KafkaApis. Topics a regex matches are not yet
-  filtered by ACLs.
+  (TOPIC_AUTHORIZATION_FAILED), as Kafka's KafkaApis. Topics a regex matches are kept to those
+  the heartbeating principal may DESCRIBE (Kafka's KAFKA-18813), when the group's regexes are
+  resolved.
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ async def handle(ctx: RequestContext, request) -> dict:
             rebalance_timeout_ms=request.rebalance_timeout_ms, subscribed_topics=topics,
             server_assignor=request.server_assignor, owned=owned,
             client_id=ctx.header.client_id or "", client_host=f"/{ctx.client_host}",
-            subscribed_regex=request.get("subscribed_topic_regex"))
+            subscribed_regex=request.get("subscribed_topic_regex"),
+            describable=None if ctx.services.authorizer is None else (
+                lambda topic: authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic)))
     except KafkaError as exc:
         return heartbeat_error(exc.code, exc.message)
     assignment = None

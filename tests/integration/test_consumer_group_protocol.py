@@ -531,3 +531,24 @@ async def test_a_hostile_regex_costs_time_linear_in_the_topic_names(async_broker
         "subscribed_topic_regex": "(a+)+", "server_assignor": None, "topic_partitions": []}), 10)
     assert (answer.error_code, answer.assignment.topic_partitions) == (0, [])  # no full match
     await a.client.close()
+
+
+@pytest.mark.broker_config({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                            "allow.everyone.if.no.acl.found": "true"})
+async def test_a_regex_matches_only_topics_the_member_may_describe(async_broker):
+    """With an authorizer, the topics a member's regex matches are those its principal may
+    DESCRIBE (Kafka's KAFKA-18813): a topic hidden from it by an ACL is never assigned."""
+    from tests.integration.test_acl_checks import DENY, DESCRIBE, LITERAL, TOPIC, create_acls
+
+    (a,) = await members(async_broker.port, "rx-acl", "rx-open", 1, 1)
+    await create_topic(a.client, "rx-hidden", 1)
+    await create_acls(a.client, (TOPIC, "rx-hidden", LITERAL, DESCRIBE, DENY))
+    a.topic_ids.update(await topic_ids(a.client, "rx-hidden"))
+    a.names = {v: k for k, v in a.topic_ids.items()}
+    answer = await a.client.request(HEARTBEAT, 1, {
+        "group_id": "rx-acl", "member_id": "m", "member_epoch": 0, "instance_id": None,
+        "rack_id": None, "rebalance_timeout_ms": 300_000, "subscribed_topic_names": [],
+        "subscribed_topic_regex": "rx-.*", "server_assignor": None, "topic_partitions": []})
+    assert answer.error_code == 0
+    assert a.assignment(answer) == {"rx-open": [0]}
+    await a.client.close()

@@ -10,6 +10,7 @@ offsets go through the classic group's offset store (OffsetCommit checks the mem
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.coordinator.group.consumer_group import (
@@ -51,13 +52,15 @@ class ConsumerGroups(GroupCoordinatorBase):
         self, group_id: str, member_id: str, member_epoch: int, *, instance_id: str | None,
         rack_id: str | None, rebalance_timeout_ms: int, subscribed_topics: list[str] | None,
         server_assignor: str | None, owned: Partitions | None, client_id: str, client_host: str,
-        subscribed_regex: str | None = None,
+        subscribed_regex: str | None = None, describable: Callable[[str], bool] | None = None,
     ) -> HeartbeatAnswer:
         """One heartbeat; raises KafkaError with the code Kafka answers. `owned`: what the
         member says it owns
         (None when its request did not say); `subscribed_regex` "" clears a regex, None leaves
-        it as it was. What changed is written to `__consumer_offsets` (acks=-1) before the
-        answer, as Kafka 4's coordinator writes its records."""
+        it as it was. `describable` (an authorizer's, for the request's principal) keeps the
+        topics a regex matches to those it may DESCRIBE, as Kafka (KAFKA-18813). What changed is
+        written to `__consumer_offsets` (acks=-1) before the answer, as Kafka 4's coordinator
+        writes its records."""
         error = self.validate_group_status(group_id)
         if error is not None:
             raise KafkaError(error)
@@ -74,7 +77,7 @@ class ConsumerGroups(GroupCoordinatorBase):
         before = _snapshot(self.consumer_groups.get(group_id))
         answer = self._heartbeat(group_id, member_id, member_epoch, instance_id, rack_id,
                                  rebalance_timeout_ms, subscribed_topics, server_assignor, owned,
-                                 client_id, client_host, subscribed_regex)
+                                 client_id, client_host, subscribed_regex, describable)
         error = await self._write(group_id, before)
         if error is not None:
             raise KafkaError(error)
@@ -84,7 +87,7 @@ class ConsumerGroups(GroupCoordinatorBase):
         self, group_id: str, member_id: str, member_epoch: int, instance_id: str | None,
         rack_id: str | None, rebalance_timeout_ms: int, subscribed_topics: list[str] | None,
         server_assignor: str | None, owned: Partitions | None, client_id: str, client_host: str,
-        subscribed_regex: str | None,
+        subscribed_regex: str | None, describable: Callable[[str], bool] | None = None,
     ) -> HeartbeatAnswer:
         regex = None
         if subscribed_regex:
@@ -150,7 +153,7 @@ class ConsumerGroups(GroupCoordinatorBase):
             if rebalance_timeout_ms > 0:
                 member.rebalance_timeout_ms = rebalance_timeout_ms
         regexes = any(m.subscribed_regex is not None for m in group.members.values())
-        if group.resolve_subscriptions(self._topic_names() if regexes else ()) \
+        if group.resolve_subscriptions(self._topic_names(describable) if regexes else ()) \
                 and group.group_epoch == group.assignment_epoch:
             group.bump()  # a topic matching a member's regex came or went
         subscribed = self.partition_counts(group.subscribed_topics())
@@ -284,9 +287,11 @@ class ConsumerGroups(GroupCoordinatorBase):
         error = await self.manager.append_records(group_id, records)
         return None if error == ErrorCode.NONE else error
 
-    def _topic_names(self) -> list[str]:
-        """The topics a regex may match: all but the internal ones."""
-        return [n for n, t in self.manager.cache.topics.items() if not t.internal]
+    def _topic_names(self, describable: Callable[[str], bool] | None = None) -> list[str]:
+        """The topics a regex may match: all but the internal ones (and, with `describable`,
+        those the heartbeat's principal may describe)."""
+        return [n for n, t in self.manager.cache.topics.items()
+                if not t.internal and (describable is None or describable(n))]
 
     def load_consumer_groups(self, loaded: ConsumerGroupRecords) -> None:
         """A loaded partition's KIP-848 groups, rebuilt from their records; each member's session
