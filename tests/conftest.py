@@ -1,9 +1,11 @@
 """Test-wide set-up: readable broker logs at info level (debug logs every request), the cluster
-fixtures from tests/harness.py, and one lock around ast.parse on CPython 3.11."""
+fixtures from tests/harness.py, and one lock around compiling to an AST on CPython 3.11."""
 
 from __future__ import annotations
 
 import ast
+import builtins
+import gc
 import sys
 import threading
 import uuid
@@ -20,19 +22,30 @@ from tests.harness import BrokerThread, cluster_config
 
 configure_logging("info", json=False)
 
-# CPython 3.11 formats a traceback's carets with ast.parse, which keeps its recursion depth in
-# interpreter-wide state: two threads formatting tracebacks at once (the suite's brokers run in
-# threads beside the tests) can leave it wrong, and every later ast.parse in that process raises
-# "SystemError: AST constructor recursion depth mismatch" (CPython gh-106905; a CI run lost its
-# pipeline tests to it). One lock keeps the calls apart; 3.12 needs none.
+# CPython 3.11 keeps the recursion depth of its AST conversion in interpreter-wide state. Two
+# conversions at once leave it wrong, and every later parse in that process raises "SystemError:
+# AST constructor recursion depth mismatch" (CPython gh-106905): two threads (the suite's brokers
+# run in threads beside the tests), or one conversion inside another in the same thread (the
+# garbage collector, run by an allocation of pytest's assertion rewriting, frees an aiokafka
+# future whose unretrieved error is logged, and the traceback's carets are found with
+# ast.parse). So every compile to or from an AST holds one lock, with the collector off;
+# 3.12 needs none.
 if sys.version_info < (3, 12):
-    _parse, _parse_lock = ast.parse, threading.RLock()
+    _compile, _ast_lock = builtins.compile, threading.RLock()  # (a hang would be worse)
 
-    def _one_parse_at_a_time(*args, **kwargs):
-        with _parse_lock:
-            return _parse(*args, **kwargs)
+    def _one_ast_at_a_time(source, filename, mode, flags=0, *args, **kwargs):
+        if not (flags & ast.PyCF_ONLY_AST or isinstance(source, ast.AST)):
+            return _compile(source, filename, mode, flags, *args, **kwargs)
+        with _ast_lock:
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                return _compile(source, filename, mode, flags, *args, **kwargs)
+            finally:
+                if collecting:
+                    gc.enable()
 
-    ast.parse = _one_parse_at_a_time
+    builtins.compile = _one_ast_at_a_time
 
 
 @pytest.fixture
