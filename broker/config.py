@@ -49,10 +49,11 @@ def _ip_counts(value: str) -> dict[str, int]:
 
 # Kafka's feature flags this broker can finalize, with the levels it supports (Kafka 4 names):
 # group.version 1 is the KIP-848 consumer group protocol, share.version 1 KIP-932 share groups;
-# transactions v2 are not served yet, so transaction.version stays at 0.
-SUPPORTED_FEATURES = {"group.version": (0, 1), "transaction.version": (0, 0),
+# transaction.version 1 writes `__transaction_state` values in their flexible version, 2 is
+# transactions v2 (KIP-890 part 2: the epoch bumped by every EndTxn, partitions added by Produce).
+SUPPORTED_FEATURES = {"group.version": (0, 1), "transaction.version": (0, 2),
                       "share.version": (0, 1)}
-DEFAULT_FEATURE_LEVELS = {"group.version": 1, "share.version": 1}
+DEFAULT_FEATURE_LEVELS = {"group.version": 1, "share.version": 1, "transaction.version": 2}
 
 
 def _feature_levels(value: str) -> dict[str, int]:
@@ -241,10 +242,11 @@ PROPERTIES: tuple[Property, ...] = (
              "a KIP-848 consumer group member silent this long is removed from its group"),
     Property("group.consumer.heartbeat.interval.ms", int, "5000",
              "how often KIP-848 consumer group members are told to heartbeat"),
-    Property("feature.levels", _feature_levels, "group.version=1,share.version=1",
+    Property("feature.levels", _feature_levels,
+             "group.version=1,share.version=1,transaction.version=2",
              "finalized feature levels (Kafka 4's features): group.version=0 answers as a "
              "ZooKeeper-mode Kafka 3.9, without KIP-848 consumer groups; share.version=0 "
-             "without KIP-932 share groups"),
+             "without KIP-932 share groups; transaction.version=0 without transactions v2"),
     Property("group.share.session.timeout.ms", int, "45000",
              "a share group member silent this long is removed from its group"),
     Property("group.share.heartbeat.interval.ms", int, "5000",

@@ -1,4 +1,4 @@
-"""Transaction records as Kafka 3.9 writes them: the `__transaction_state` key and value, and the
+"""Transaction records as Kafka 4 writes them: the `__transaction_state` key and value, and the
 control records (commit/abort markers) a partition leader appends to end a transaction. No I/O.
 """
 
@@ -10,11 +10,14 @@ control records (commit/abort markers) a partition leader appends to end a trans
 #                              transactionPartitions nullable [topic string, partitionIds [int32]],
 #                              transactionLastUpdateTimestampMs int64,
 #                              transactionStartTimestampMs int64
-#   TransactionLogValue v1  => the same fields, flexible (compact strings/arrays, tagged fields)
+#   TransactionLogValue v1  => the same fields, flexible (compact strings/arrays), and tagged:
+#                              0 previousProducerId int64, 1 nextProducerId int64,
+#                              2 clientTransactionVersion int16
 #   ControlRecordKey v0     => version int16, type int16 (0 = abort, 1 = commit)
 #   EndTxnMarker v0         => version int16, coordinatorEpoch int32
 #
-# Version 0 of the value is written (every Kafka since 0.11 reads it); both versions are read.
+# Both versions are read. Version 0 is written until transaction.version 1 is finalized (as Kafka:
+# every Kafka since 0.11 reads it), version 1 from then on.
 
 from __future__ import annotations
 
@@ -33,7 +36,6 @@ from protocol.types import Reader
 
 N = (0, 32767)
 KEY_VERSION = 0
-VALUE_VERSION = 0
 _I16 = struct.Struct(">h")
 _CONTROL_KEY = struct.Struct(">hh")
 _MARKER = struct.Struct(">hi")
@@ -50,6 +52,9 @@ TRANSACTION_LOG_VALUE = (
     )),
     Field("transaction_last_update_timestamp_ms", "int64", N),
     Field("transaction_start_timestamp_ms", "int64", N),
+    Field("previous_producer_id", "int64", (1, 32767), tag=0, tagged=(1, 32767), default=-1),
+    Field("next_producer_id", "int64", (1, 32767), tag=1, tagged=(1, 32767), default=-1),
+    Field("client_transaction_version", "int16", (1, 32767), tag=2, tagged=(1, 32767)),
 )
 _SCHEMAS = {"key": TRANSACTION_LOG_KEY, "value": TRANSACTION_LOG_VALUE}
 
@@ -87,6 +92,9 @@ class TransactionLogValue:
     partitions: dict[str, list[int]]  # topic -> partition ids, empty when none
     last_update_timestamp_ms: int
     start_timestamp_ms: int
+    previous_producer_id: int = -1  # the producer id before the last transition
+    next_producer_id: int = -1  # transactions v2: the id a transaction that ran out of epochs ends with
+    client_transaction_version: int = 0  # 2: the transaction is a transactions v2 one
 
 
 @functools.cache
@@ -119,18 +127,22 @@ def transaction_log_key(transactional_id: str) -> bytes:
     return _encode("key", KEY_VERSION, {"transactional_id": transactional_id})
 
 
-def transaction_log_value(value: TransactionLogValue) -> bytes:
-    """A value as Kafka writes it: no partition list (null) in state Empty."""
+def transaction_log_value(value: TransactionLogValue, version: int = 0) -> bytes:
+    """A value as Kafka writes it: no partition list (null) in state Empty; version 1 (flexible,
+    with the tagged fields) once transaction.version is 1 or more."""
     if value.state == TransactionState.EMPTY and value.partitions:
         raise ValueError("a transaction in state Empty has no partitions")
     partitions = None if value.state == TransactionState.EMPTY else [
         {"topic": topic, "partition_ids": sorted(ids)} for topic, ids in sorted(value.partitions.items())]
-    return _encode("value", VALUE_VERSION, {
+    return _encode("value", version, {
         "producer_id": value.producer_id, "producer_epoch": value.producer_epoch,
         "transaction_timeout_ms": value.transaction_timeout_ms,
         "transaction_status": int(value.state), "transaction_partitions": partitions,
         "transaction_last_update_timestamp_ms": value.last_update_timestamp_ms,
-        "transaction_start_timestamp_ms": value.start_timestamp_ms})
+        "transaction_start_timestamp_ms": value.start_timestamp_ms,
+        "previous_producer_id": value.previous_producer_id,
+        "next_producer_id": value.next_producer_id,
+        "client_transaction_version": value.client_transaction_version})
 
 
 def read_transaction_log_key(key: bytes) -> str:
@@ -156,7 +168,9 @@ def read_transaction_log_value(value: bytes | None) -> TransactionLogValue | Non
         partitions.setdefault(entry.topic, []).extend(entry.partition_ids)
     return TransactionLogValue(
         v.producer_id, v.producer_epoch, v.transaction_timeout_ms, state, partitions,
-        v.transaction_last_update_timestamp_ms, v.transaction_start_timestamp_ms)
+        v.transaction_last_update_timestamp_ms, v.transaction_start_timestamp_ms,
+        v.get("previous_producer_id", -1), v.get("next_producer_id", -1),
+        v.get("client_transaction_version", 0))
 
 
 # --- control records ----------------------------------------------------------------------------

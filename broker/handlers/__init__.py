@@ -106,7 +106,7 @@ class ApiHandler:
 # API key -> (handler module, Kafka's name of the API, lowest and highest version served), in API
 # key order: what ApiVersions advertises and what the connection checks a request's version with.
 _APIS: dict[int, tuple[str, str, int, int]] = {
-    0: ("produce", "Produce", 0, 11),
+    0: ("produce", "Produce", 0, 12),
     1: ("fetch", "Fetch", 0, 17),
     2: ("list_offsets", "ListOffsets", 0, 9),
     3: ("metadata", "Metadata", 0, 12),
@@ -132,9 +132,9 @@ _APIS: dict[int, tuple[str, str, int, int]] = {
     23: ("offset_for_leader_epoch", "OffsetForLeaderEpoch", 2, 4),
     24: ("add_partitions_to_txn", "AddPartitionsToTxn", 0, 5),
     25: ("add_offsets_to_txn", "AddOffsetsToTxn", 0, 4),
-    26: ("end_txn", "EndTxn", 0, 4),
+    26: ("end_txn", "EndTxn", 0, 5),
     27: ("write_txn_markers", "WriteTxnMarkers", 0, 1),
-    28: ("txn_offset_commit", "TxnOffsetCommit", 0, 4),
+    28: ("txn_offset_commit", "TxnOffsetCommit", 0, 5),
     29: ("describe_acls", "DescribeAcls", 0, 3),
     30: ("create_acls", "CreateAcls", 0, 3),
     31: ("delete_acls", "DeleteAcls", 0, 3),

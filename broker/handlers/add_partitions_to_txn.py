@@ -6,7 +6,9 @@ write to, before its first batch to each.
   coordinator's one answer (CONCURRENT_TRANSACTIONS, PRODUCER_FENCED, NOT_COORDINATOR...) is
   repeated for every partition.
 - v4+ (brokers, KIP-890): several transactions; `verify_only` asks whether the partitions are
-  already in the open transaction (INVALID_TXN_STATE for those that are not).
+  already in the open transaction (INVALID_TXN_STATE for those that are not). Without it, a
+  leader serving a transactions v2 Produce (or a TxnOffsetCommit v5) adds them: the transaction
+  becomes a v2 one, whose EndTxn bumps the epoch.
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ async def _one(ctx: RequestContext, transactional_id: str, producer_id: int, epo
     elif verify_only:
         errors = coordinator.verify_partitions(transactional_id, producer_id, epoch, set(keys))
     else:
-        error = await coordinator.handle_add_partitions(transactional_id, producer_id, epoch,
-                                                        set(keys))
+        error = await coordinator.handle_add_partitions(
+            transactional_id, producer_id, epoch, set(keys),
+            client_transaction_version=2 if ctx.api_version >= 4 else 0)
         errors = dict.fromkeys(keys, error)
     by_topic: dict[str, list[dict]] = {}
     for topic, partition in keys:

@@ -1,6 +1,7 @@
 """ApiVersions (key 18), v0-4: the broker's supported version ranges, built from the registry,
 and (v3+) its supported and finalized features (`feature.levels`; group.version 0 advertises
-ConsumerGroupHeartbeat as a ZooKeeper-mode Kafka 3.9 does, share.version 0 no share group API).
+ConsumerGroupHeartbeat as a ZooKeeper-mode Kafka 3.9 does, share.version 0 no share group API,
+transaction.version below 2 Produce, EndTxn and TxnOffsetCommit at 3.9's ranges).
 
 - v3+ carries client_software_name/version; names outside Kafka's pattern get INVALID_REQUEST
   (librdkafka then retries with v0), as the Java broker does.
@@ -26,6 +27,10 @@ _SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 # ZooKeeper-mode Kafka 3.9 gives it, or not at all (None), and answers UNSUPPORTED_VERSION.
 GATED: dict[int, tuple[str, int, tuple[int, int] | None]] = {
     68: ("group.version", 1, (0, 0)),
+    # transactions v2: Produce v12, EndTxn v5 and TxnOffsetCommit v5 (KIP-890 part 2)
+    0: ("transaction.version", 2, (0, 11)),
+    26: ("transaction.version", 2, (0, 4)),
+    28: ("transaction.version", 2, (0, 4)),
     **{key: ("share.version", 1, None)
        for key in (76, 77, 78, 79, 83, 84, 85, 86, 90, 91, 92)}}
 

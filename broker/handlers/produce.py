@@ -1,4 +1,4 @@
-"""Produce (key 0), v0-11: append record batches, answer per partition.
+"""Produce (key 0), v0-12: append record batches, answer per partition.
 
 - v3 is the first version carrying magic-2 batches only; Kafka 4 serves 3+ only. v0-2 carry
   message sets of message format v0/v1 (magic 0/1), converted to one magic-2 batch per partition
@@ -38,6 +38,9 @@
   coordinator confirms the partition is in that producer's ongoing transaction; INVALID_TXN_STATE
   (or INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING) if not, NOT_ENOUGH_REPLICAS
   (retriable) when the coordinator cannot say now.
+- Transactions v2 (KIP-890 part 2, v12): the leader asks the coordinator to add the partition to
+  the producer's transaction (AddPartitionsToTxn from the broker, not verify-only), with the same
+  answers; a producer sends no AddPartitionsToTxn of its own.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from protocol.records import MAGIC_V2, ZSTD, BatchHeader, iter_batches
 FIRST_MAGIC_V2_VERSION = 3
 CONVERT_ON_LOOP_BYTES = 256 * 1024  # larger v0-2 message sets are converted in a worker thread
 FIRST_VERSION_WITH_UNKNOWN_PRODUCER_ID = 5
+FIRST_TRANSACTIONS_V2_VERSION = 12
 FIRST_VERSION_WITH_ZSTD = 7  # KIP-110: older clients cannot have asked for it
 
 
@@ -176,16 +180,21 @@ async def handle(ctx: RequestContext, request) -> dict | None:
                 f"Cannot append to internal topic {key[0]}"))
         producers = {key: p for key, p in producers.items() if key in entries}
         verified = None
-        if producers and ctx.services.config["transaction.partition.verification.enable"]:
+        # Transactions v2 (Produce v12) add the partitions to the transaction here, whatever
+        # transaction.partition.verification.enable says; before, that setting asks the
+        # coordinator whether the producer added them.
+        adds = ctx.api_version >= FIRST_TRANSACTIONS_V2_VERSION
+        if producers and (adds or ctx.services.config["transaction.partition.verification.enable"]):
             services = ctx.services
             refused, verified = await verify_transactional_writes(
                 services.replica_manager, services.metadata_cache, services.txn_transport,
-                request.get("transactional_id"), producers)
+                request.get("transactional_id"), producers, add=adds)
             for key, code in refused.items():
                 del entries[key]
                 results[key] = ProduceResult(code, error_message=(
-                    "the partition is not in this producer's ongoing transaction "
-                    "(transaction.partition.verification.enable)"))
+                    "the transaction coordinator did not add the partition to this producer's "
+                    "transaction" if adds else "the partition is not in this producer's ongoing "
+                    "transaction (transaction.partition.verification.enable)"))
         if entries:
             results |= await ctx.services.replica_manager.produce(
                 request.acks, request.timeout_ms, entries, verified=verified)

@@ -15,7 +15,7 @@ from protocol.errors import ErrorCode
 
 WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION = 27, 1
 REQUEST_TIMEOUT_S = 40.0  # beyond the leader's own wait for its ISR (30 s)
-ADD_PARTITIONS_TO_TXN_KEY, ADD_PARTITIONS_TO_TXN_VERSION = 24, 4
+ADD_PARTITIONS_TO_TXN_KEY, ADD_PARTITIONS_TO_TXN_VERSION = 24, 5
 VERIFY_TIMEOUT_S = 10.0  # a coordinator answers from memory
 SHARE_STATE_TIMEOUT_S = 10.0  # a write waits for the state topic's ISR (5 s)
 
@@ -50,16 +50,17 @@ class TcpTxnMarkerTransport:
 
     async def verify_txn_partitions(self, broker_id: int, transactional_id: str,
                                     producer_id: int, producer_epoch: int,
-                                    partitions: set[tuple[str, int]],
+                                    partitions: set[tuple[str, int]], add: bool = False,
                                     ) -> dict[tuple[str, int], ErrorCode]:
-        """KIP-890: AddPartitionsToTxn v4, verify_only, to the transaction's coordinator."""
+        """KIP-890: AddPartitionsToTxn v5 to the transaction's coordinator, verify_only (or,
+        for transactions v2, adding the partitions)."""
         topics: dict[str, list[int]] = {}
         for topic, partition in sorted(partitions):
             topics.setdefault(topic, []).append(partition)
         response = await self._client(broker_id).request(
             ADD_PARTITIONS_TO_TXN_KEY, ADD_PARTITIONS_TO_TXN_VERSION, {"transactions": [{
                 "transactional_id": transactional_id, "producer_id": producer_id,
-                "producer_epoch": producer_epoch, "verify_only": True,
+                "producer_epoch": producer_epoch, "verify_only": not add,
                 "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]},
             timeout_s=VERIFY_TIMEOUT_S)
         if response.error_code != ErrorCode.NONE:

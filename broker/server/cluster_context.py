@@ -223,14 +223,20 @@ class InProcessMarkerTransport:
 
     async def verify_txn_partitions(self, broker_id: int, transactional_id: str,
                                     producer_id: int, producer_epoch: int,
-                                    partitions: set[tuple[str, int]],
+                                    partitions: set[tuple[str, int]], add: bool = False,
                                     ) -> dict[tuple[str, int], ErrorCode]:
-        """KIP-890 verification as a direct call on the coordinator broker's coordinator."""
+        """KIP-890 verification (or transactions v2's add) as a direct call on the coordinator
+        broker's coordinator."""
         coordinator = self._context.running(broker_id)
         if coordinator is None or not coordinator.running or not self._coordinator.running:
             raise ConnectionError(f"broker {broker_id} is not running")
-        return coordinator.services.transaction_coordinator.verify_partitions(
-            transactional_id, producer_id, producer_epoch, partitions)
+        txn_coordinator = coordinator.services.transaction_coordinator
+        if add:
+            return dict.fromkeys(partitions, await txn_coordinator.handle_add_partitions(
+                transactional_id, producer_id, producer_epoch, partitions,
+                client_transaction_version=2))
+        return txn_coordinator.verify_partitions(transactional_id, producer_id, producer_epoch,
+                                                 partitions)
 
     async def share_state(self, broker_id: int, api_key: int, body: dict) -> dict:
         """Initialize/Read/Write/DeleteShareGroupState as a direct call on the share

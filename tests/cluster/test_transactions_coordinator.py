@@ -364,7 +364,7 @@ async def test_load_in_progress_then_not_coordinator(cluster):
     coordinator.on_leadership(0, True, 1)  # loads in a task: nothing answered until it ran
     assert (await coordinator.handle_init_producer_id("n", 1000, None))[0] \
         == E.COORDINATOR_LOAD_IN_PROGRESS
-    assert await coordinator.handle_end_txn("n", 0, 0, True) == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert (await coordinator.handle_end_txn("n", 0, 0, True))[0] == E.COORDINATOR_LOAD_IN_PROGRESS
     await until(lambda: coordinator.manager.owned == {0: 1})
     error, _, epoch = await coordinator.handle_init_producer_id("n", 1000, None)
     assert (error, epoch) == (0, 0)

@@ -38,12 +38,15 @@ DIFFERENCES: dict[int, tuple[tuple[int, int] | None, str]] = {
                      "coordinator (__share_group_state), as Kafka 4 serves it")
        for key, name in ((83, "InitializeShareGroupState"), (84, "ReadShareGroupState"),
                          (85, "WriteShareGroupState"), (86, "DeleteShareGroupState"))},
+    0: ((0, 12), "Produce v12: transactions v2 (transaction.version=2, KIP-890 part 2), as Kafka 4.0"),
+    26: ((0, 5), "EndTxn v5: transactions v2 bump the epoch on every EndTxn, as Kafka 4.0"),
+    28: ((0, 5), "TxnOffsetCommit v5: transactions v2 add the offsets partition, as Kafka 4.0"),
     90: ((0, 0), "DescribeShareGroupOffsets: a share group's start offsets (Kafka 4.1's v0)"),
     91: ((0, 0), "AlterShareGroupOffsets: an empty share group's start offsets set (Kafka 4.1's v0)"),
     92: ((0, 0), "DeleteShareGroupOffsets: an empty share group forgets topics (Kafka 4.1's v0)"),
 }
 # Definitions kept from a later Kafka than 3.9 (the version that needs them), with 3.9's range
-LATER_DEFINITIONS = {68: (0, 0)}
+LATER_DEFINITIONS = {68: (0, 0), 0: (0, 11), 26: (0, 4), 28: (0, 4)}
 
 
 def kafka_table() -> dict[int, tuple[int, int]]:

@@ -58,10 +58,12 @@ async def test_api_versions_lists_exactly_the_implemented_ranges(async_broker):
     client = await RawClient.connect(async_broker.port)
     response = await client.request(API_VERSIONS, 0, {})
     ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-    assert ranges == {0: (0, 11), 1: (0, 17), 2: (0, 9), 3: (0, 12), 18: (0, 4), 19: (0, 7),
+    assert ranges == {0: (0, 12), 1: (0, 17), 2: (0, 9), 3: (0, 12), 18: (0, 4), 19: (0, 7),
                       20: (0, 6), 21: (0, 2), 22: (0, 5), 23: (2, 4), 32: (0, 4), 33: (0, 2), 34: (0, 2), 35: (0, 4),
                       44: (0, 1), 61: (0, 0),
-                      24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (0, 1), 28: (0, 4), 65: (0, 0),
+                      # transactions v2 (transaction.version 2): Produce 12, EndTxn 5,
+                      # TxnOffsetCommit 5, as Kafka 4.0
+                      24: (0, 5), 25: (0, 4), 26: (0, 5), 27: (0, 1), 28: (0, 5), 65: (0, 0),
                       66: (0, 1),
                       8: (2, 9), 9: (1, 9), 10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5),
                       14: (0, 5), 15: (0, 5), 16: (0, 5), 37: (0, 3), 42: (0, 2), 47: (0, 0),

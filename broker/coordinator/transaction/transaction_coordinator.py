@@ -18,6 +18,7 @@ from broker.coordinator.transaction.transaction_marker_channel import (
     TxnMarker,
 )
 from broker.coordinator.transaction.transaction_metadata import (
+    MAX_PRODUCER_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     TransactionMetadata,
@@ -185,9 +186,10 @@ class TransactionCoordinator:
 
     async def handle_add_partitions(
         self, transactional_id: str, producer_id: int, producer_epoch: int,
-        partitions: set[TopicPartition],
+        partitions: set[TopicPartition], client_transaction_version: int = 0,
     ) -> ErrorCode:
-        """One error for all the partitions (the handler answers it for each)."""
+        """One error for all the partitions (the handler answers it for each). Transactions v2
+        (`client_transaction_version` 2) add them for a leader's Produce or a TxnOffsetCommit."""
         try:
             txn = self._check_producer(transactional_id, producer_id, producer_epoch)
             if txn.pending or txn.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
@@ -195,7 +197,7 @@ class TransactionCoordinator:
             if txn.state == S.ONGOING and partitions <= txn.partitions:
                 return ErrorCode.NONE  # nothing new: no write
             now = self.time_ms()
-            transit = txn.prepare_add_partitions(partitions, now)
+            transit = txn.prepare_add_partitions(partitions, now, client_transaction_version)
         except KafkaError as exc:
             return exc.code
         return await self.manager.append(txn, transit, now)
@@ -223,34 +225,83 @@ class TransactionCoordinator:
     # -- EndTxn -----------------------------------------------------------------------------
 
     async def handle_end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             commit: bool) -> ErrorCode:
-        try:
-            txn = self._check_producer(transactional_id, producer_id, producer_epoch)
-        except KafkaError as exc:
-            return exc.code
-        return await self._end_transaction(txn, producer_id, producer_epoch,
-                                           ControlType.COMMIT if commit else ControlType.ABORT,
-                                           from_client=True)
+                             commit: bool, client_transaction_version: int = 0,
+                             ) -> tuple[ErrorCode, int, int]:
+        """(error, producer id, epoch): EndTxn v5 (transactions v2) answers the id and epoch the
+        producer goes on with, the epoch this EndTxn bumped."""
+        if transactional_id == "":
+            return ErrorCode.INVALID_REQUEST, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        error = self.manager.status(transactional_id) if self.active else \
+            ErrorCode.COORDINATOR_NOT_AVAILABLE
+        txn = self._txn(transactional_id)
+        if error is None and txn is None:
+            error = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if error is not None:
+            return error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        assert txn is not None
+        next_producer_id = NO_PRODUCER_ID
+        if (client_transaction_version >= 2 and txn.state == S.ONGOING and not txn.pending
+                and txn.producer_id == producer_id and txn.producer_epoch == producer_epoch
+                and txn.is_producer_epoch_exhausted()):
+            # The bump would leave no epoch: the transaction completes under a new producer id.
+            try:
+                next_producer_id = await self.generate_producer_id()
+                if self.sync_producer_ids is not None:
+                    await self.sync_producer_ids()
+            except (KafkaError, MetadataStoreError) as exc:
+                code = exc.code if isinstance(exc, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR
+                return code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        return await self._end_transaction(
+            txn, producer_id, producer_epoch, ControlType.COMMIT if commit else ControlType.ABORT,
+            from_client=True, client_transaction_version=client_transaction_version,
+            next_producer_id=next_producer_id)
+
+    @staticmethod
+    def _valid_epoch(txn: TransactionMetadata, producer_id: int, producer_epoch: int,
+                     from_client: bool) -> bool:
+        """Kafka's check of an EndTxn's epoch. In a v2 transaction the same epoch means the next
+        transaction's EndTxn, so a retry is recognised by the epoch it bumped (or, when that ran
+        out, by the producer id it left)."""
+        if txn.is_transactions_v2 and txn.state != S.PREPARE_EPOCH_FENCE:
+            if txn.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                return txn.end_txn_epoch_bumped(producer_epoch)
+            if txn.state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+                retry_on_overflow = (txn.last_producer_id == producer_id
+                                     and producer_epoch == MAX_PRODUCER_EPOCH - 1
+                                     and txn.producer_epoch == 0)
+                return txn.end_txn_epoch_bumped(producer_epoch) or retry_on_overflow
+            return producer_epoch == txn.producer_epoch
+        return producer_epoch == txn.producer_epoch or (
+            not from_client and producer_epoch > txn.producer_epoch)
 
     async def _end_transaction(self, txn: TransactionMetadata, producer_id: int,
-                               producer_epoch: int, result: ControlType,
-                               from_client: bool) -> ErrorCode:
+                               producer_epoch: int, result: ControlType, from_client: bool,
+                               client_transaction_version: int | None = None,
+                               next_producer_id: int = NO_PRODUCER_ID,
+                               ) -> tuple[ErrorCode, int, int]:
         """Kafka's handleEndTransaction: write Prepare*, then (in the background) the markers and
-        Complete*. The coordinator's own aborts (fencing, timeouts) come with from_client False."""
+        Complete*. The coordinator's own aborts (fencing, timeouts) come with from_client False
+        and keep the transaction's protocol version."""
         commit = result == ControlType.COMMIT
+        if client_transaction_version is None:
+            client_transaction_version = txn.client_transaction_version
         try:
-            if txn.producer_id != producer_id:
+            if txn.producer_id != producer_id and not (
+                    txn.is_transactions_v2 and txn.last_producer_id == producer_id
+                    and txn.state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT)):
                 raise KafkaError(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
-            if txn.producer_epoch != producer_epoch:
+            if not self._valid_epoch(txn, producer_id, producer_epoch, from_client):
                 raise KafkaError(ErrorCode.PRODUCER_FENCED)
             if txn.pending:
                 raise KafkaError(ErrorCode.CONCURRENT_TRANSACTIONS)
             state = txn.state
             if state == S.ONGOING or (state == S.PREPARE_EPOCH_FENCE and not commit):
                 transit = txn.prepare_abort_or_commit(
-                    S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, self.time_ms())
+                    S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, self.time_ms(),
+                    client_transaction_version, next_producer_id)
             elif state == (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
-                return ErrorCode.NONE  # a retry of an EndTxn that completed
+                # a retry of an EndTxn that completed
+                return ErrorCode.NONE, txn.producer_id, txn.producer_epoch
             elif state == (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
                 raise KafkaError(ErrorCode.CONCURRENT_TRANSACTIONS)
             else:  # Empty, the other outcome, Dead
@@ -260,14 +311,16 @@ class TransactionCoordinator:
             if not from_client:
                 log.info("coordinator abort not started", transactional_id=txn.transactional_id,
                          error=exc.code.name)
-            return exc.code
+            return exc.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         error = await self.manager.append(txn, transit, self.time_ms())
         if error != ErrorCode.NONE:
-            return error
+            return error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         coordinator_epoch = self.manager.coordinator_epoch(txn.transactional_id)
         if coordinator_epoch is not None:
             self.spawn(self._complete(txn, coordinator_epoch))
-        return ErrorCode.NONE
+        if transit.next_producer_id != NO_PRODUCER_ID:  # what CompleteCommit/Abort will hold
+            return ErrorCode.NONE, transit.next_producer_id, 0
+        return ErrorCode.NONE, transit.producer_id, transit.producer_epoch
 
     async def _complete(self, txn: TransactionMetadata, coordinator_epoch: int) -> None:
         """Markers to every partition, then CompleteCommit/CompleteAbort."""

@@ -65,10 +65,11 @@ class MarkerTransport(Protocol):
 
     async def verify_txn_partitions(self, broker_id: int, transactional_id: str,
                                     producer_id: int, producer_epoch: int,
-                                    partitions: set[tuple[str, int]]) -> Answers:
+                                    partitions: set[tuple[str, int]], add: bool = False,
+                                    ) -> Answers:
         """The other way (KIP-890): a leader asks coordinator `broker_id` whether these
-        partitions are in the producer's ongoing transaction; raises ConnectionError when it
-        cannot be reached."""
+        partitions are in the producer's ongoing transaction, or (`add`, transactions v2) to add
+        them to it; raises ConnectionError when it cannot be reached."""
         ...
 
     async def share_state(self, broker_id: int, api_key: int, body: dict) -> dict:

@@ -50,6 +50,8 @@ class TxnTransitMetadata:
     partitions: frozenset[tuple[str, int]]
     txn_start_timestamp: int
     txn_last_update_timestamp: int
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
 
     def log_value(self) -> TransactionLogValue:
         """What `__transaction_state` holds for this state (PrepareEpochFence is never written:
@@ -57,7 +59,8 @@ class TxnTransitMetadata:
         return TransactionLogValue(
             self.producer_id, self.producer_epoch, self.txn_timeout_ms, self.state,
             partitions_by_topic(self.partitions), self.txn_last_update_timestamp,
-            self.txn_start_timestamp)
+            self.txn_start_timestamp, self.last_producer_id, self.next_producer_id,
+            self.client_transaction_version)
 
 
 @dataclass(slots=True, eq=False)
@@ -73,14 +76,20 @@ class TransactionMetadata:
     txn_start_timestamp: int = -1
     txn_last_update_timestamp: int = -1
     pending_state: TransactionState | None = None
+    # Transactions v2 (KIP-890 part 2): the id the transaction ends with when its epoch ran out,
+    # and which version of the protocol the client speaks (2: every EndTxn bumps the epoch).
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
 
     @classmethod
     def from_log(cls, transactional_id: str, value: TransactionLogValue) -> TransactionMetadata:
         """The state a coordinator loads from the latest record of an id."""
-        return cls(transactional_id, value.producer_id, NO_PRODUCER_ID, value.producer_epoch,
-                   NO_PRODUCER_EPOCH, value.transaction_timeout_ms, value.state,
-                   {(t, p) for t, ids in value.partitions.items() for p in ids},
-                   value.start_timestamp_ms, value.last_update_timestamp_ms)
+        return cls(transactional_id, value.producer_id, value.previous_producer_id,
+                   value.producer_epoch, NO_PRODUCER_EPOCH, value.transaction_timeout_ms,
+                   value.state, {(t, p) for t, ids in value.partitions.items() for p in ids},
+                   value.start_timestamp_ms, value.last_update_timestamp_ms,
+                   next_producer_id=value.next_producer_id,
+                   client_transaction_version=value.client_transaction_version)
 
     # --- queries ---
 
@@ -90,6 +99,16 @@ class TransactionMetadata:
 
     def is_producer_epoch_exhausted(self) -> bool:
         return is_epoch_exhausted(self.producer_epoch)
+
+    @property
+    def is_transactions_v2(self) -> bool:
+        """The open (or last) transaction is a v2 one: its EndTxn bumps the epoch."""
+        return self.client_transaction_version >= 2
+
+    def end_txn_epoch_bumped(self, producer_epoch: int) -> bool:
+        """A v2 EndTxn's retry: the epoch it came with is the one before the bump it made."""
+        return (self.is_transactions_v2 and self.state != S.PREPARE_EPOCH_FENCE
+                and self.producer_epoch == producer_epoch + 1)
 
     def is_expired(self, now_ms: int) -> bool:
         """An open transaction older than its timeout: the coordinator aborts it."""
@@ -153,24 +172,43 @@ class TransactionMetadata:
                              last_producer_epoch=NO_PRODUCER_EPOCH, now_ms=now_ms)
 
     def prepare_add_partitions(
-        self, added: set[tuple[str, int]], now_ms: int
+        self, added: set[tuple[str, int]], now_ms: int, client_transaction_version: int = 0
     ) -> TxnTransitMetadata:
-        """AddPartitionsToTxn / AddOffsetsToTxn: the transaction (re)starts or grows."""
+        """AddPartitionsToTxn / AddOffsetsToTxn, or (transactions v2) a Produce or TxnOffsetCommit
+        adding its partition: the transaction (re)starts or grows."""
         start = now_ms if self.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT) \
             else self.txn_start_timestamp
         partitions = self.partitions | added if self.state == S.ONGOING else set(added)
         return self._prepare(S.ONGOING, partitions=frozenset(partitions),
-                             txn_start_timestamp=start, now_ms=now_ms)
+                             txn_start_timestamp=start, now_ms=now_ms,
+                             client_transaction_version=client_transaction_version)
 
-    def prepare_abort_or_commit(self, state: TransactionState, now_ms: int) -> TxnTransitMetadata:
-        """EndTxn (or the coordinator's abort of an expired or fenced transaction)."""
+    def prepare_abort_or_commit(self, state: TransactionState, now_ms: int,
+                                client_transaction_version: int = 0,
+                                next_producer_id: int = NO_PRODUCER_ID) -> TxnTransitMetadata:
+        """EndTxn (or the coordinator's abort of an expired or fenced transaction). A v2 EndTxn
+        bumps the epoch, so its markers fence the producer's writes of this transaction; when the
+        epoch runs out, `next_producer_id` is the id the transaction completes with."""
         if state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             raise ValueError(f"not a prepare state: {state!r}")
-        return self._prepare(state, now_ms=now_ms)
+        if client_transaction_version >= 2 and self.state != S.PREPARE_EPOCH_FENCE:
+            return self._prepare(state, now_ms=now_ms, producer_epoch=self.producer_epoch + 1,
+                                 last_producer_epoch=self.producer_epoch,
+                                 next_producer_id=next_producer_id,
+                                 client_transaction_version=client_transaction_version)
+        return self._prepare(state, now_ms=now_ms,
+                             client_transaction_version=client_transaction_version)
 
     def prepare_complete(self, now_ms: int) -> TxnTransitMetadata:
-        """Every partition has its marker: CompleteCommit or CompleteAbort, no partitions."""
+        """Every partition has its marker: CompleteCommit or CompleteAbort, no partitions. A v2
+        transaction that ran out of epochs moves to its next producer id, at epoch 0."""
         state = S.COMPLETE_COMMIT if self.state == S.PREPARE_COMMIT else S.COMPLETE_ABORT
+        if self.is_transactions_v2 and self.next_producer_id != NO_PRODUCER_ID:
+            return self._prepare(state, partitions=frozenset(), now_ms=now_ms,
+                                 producer_id=self.next_producer_id, producer_epoch=0,
+                                 last_producer_id=self.producer_id,
+                                 last_producer_epoch=self.producer_epoch,
+                                 next_producer_id=NO_PRODUCER_ID)
         return self._prepare(state, partitions=frozenset(), now_ms=now_ms)
 
     def prepare_dead(self, now_ms: int) -> TxnTransitMetadata:
@@ -196,6 +234,8 @@ class TransactionMetadata:
         self.partitions = set(transit.partitions)
         self.txn_start_timestamp = transit.txn_start_timestamp
         self.txn_last_update_timestamp = transit.txn_last_update_timestamp
+        self.next_producer_id = transit.next_producer_id
+        self.client_transaction_version = transit.client_transaction_version
         self.state = transit.state
         self.pending_state = None
 
@@ -210,6 +250,8 @@ class TransactionMetadata:
             "txn_timeout_ms": self.txn_timeout_ms, "state": self.state,
             "partitions": frozenset(self.partitions), "txn_start_timestamp": self.txn_start_timestamp,
             "txn_last_update_timestamp": self.txn_last_update_timestamp,
+            "next_producer_id": self.next_producer_id,
+            "client_transaction_version": self.client_transaction_version,
         }
         values.update({k: v for k, v in changes.items() if v is not None})
         return TxnTransitMetadata(**values)  # type: ignore[arg-type]

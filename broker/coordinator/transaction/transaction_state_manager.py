@@ -175,6 +175,11 @@ class TransactionStateManager:
 
     # -- writing ----------------------------------------------------------------------------
 
+    @property
+    def log_value_version(self) -> int:
+        """Kafka writes the flexible value (with its tagged fields) from transaction.version 1."""
+        return 1 if self.config["feature.levels"]["transaction.version"] >= 1 else 0
+
     async def append(self, txn: TransactionMetadata, transit: TxnTransitMetadata,
                      now_ms: int) -> ErrorCode:
         """Write `transit` for `txn` (a tombstone for Dead) with acks=-1; apply it when written,
@@ -184,7 +189,7 @@ class TransactionStateManager:
         partition = self.partition_for(tid)
         epoch = self.owned.get(partition)
         value = None if transit.state == tr.TransactionState.DEAD \
-            else tr.transaction_log_value(transit.log_value())
+            else tr.transaction_log_value(transit.log_value(), self.log_value_version)
         batch = encode_batch([(tr.transaction_log_key(tid), value, [], now_ms)])
         key = (TRANSACTION_STATE_TOPIC, partition)
         try:

@@ -3,7 +3,11 @@ AddPartitionsToTxnManager): before a transactional producer's first write to a p
 transaction, the leader asks the transaction's coordinator (AddPartitionsToTxn v4, verify_only)
 whether the partition is in that producer's ongoing transaction. A batch that is not there (a
 partition never added, another producer's id, a stale epoch) is refused, so no write can join a
-transaction it is not part of, nor leave one hanging."""
+transaction it is not part of, nor leave one hanging.
+
+Transactions v2 (KIP-890 part 2, Produce v12): the leader asks the coordinator to add the
+partition instead (the producer sends no AddPartitionsToTxn), and the same answers refuse a write
+the coordinator cannot take (a stale epoch, a transaction still ending)."""
 
 from __future__ import annotations
 
@@ -41,19 +45,23 @@ def transactional_producers(entries: dict[TopicPartition, bytes | memoryview | N
 
 async def verify_transactional_writes(
     replica_manager: ReplicaManager, cache: MetadataCache, transport: MarkerTransport,
-    transactional_id: str, producers: dict[TopicPartition, tuple[int, int]],
+    transactional_id: str, producers: dict[TopicPartition, tuple[int, int]], add: bool = False,
 ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, tuple[int, object]]]:
     """The partitions refused, with the error the Produce answers for each, and those verified,
     with the producer id and guard their append must still hold (a marker for the producer
-    arriving meanwhile voids it). A partition whose log has this producer's transaction open
-    already needs no question (Kafka's hasOngoingTransaction); one not led here is left to the
-    append (NOT_LEADER_OR_FOLLOWER)."""
+    arriving meanwhile voids it). A partition whose log has this producer's transaction open at
+    this epoch already needs no question (Kafka's hasOngoingTransaction: at another epoch it is
+    the last transaction, whose marker has not come yet); one not led here is left to the append
+    (NOT_LEADER_OR_FOLLOWER)."""
     asking: dict[tuple[int, int], set[TopicPartition]] = {}
     for key, producer in producers.items():
         partition = replica_manager.partitions.get(key)
         if partition is None or not partition.is_leader:
             continue
-        if producer[0] in partition.log.producer_state.ongoing:
+        producer_state = partition.log.producer_state
+        entry = producer_state.producers.get(producer[0])
+        if producer[0] in producer_state.ongoing and entry is not None \
+                and entry.producer_epoch == producer[1]:
             continue
         asking.setdefault(producer, set()).add(key)
     guards = {key: (producer[0], replica_manager.start_verification(key, producer[0]))
@@ -61,7 +69,7 @@ async def verify_transactional_writes(
     refused: dict[TopicPartition, ErrorCode] = {}
     for (producer_id, epoch), keys in asking.items():
         answers = await _ask_coordinator(cache, transport, transactional_id, producer_id, epoch,
-                                         keys)
+                                         keys, add)
         for key in keys:
             code = answers.get(key, ErrorCode.INVALID_TXN_STATE)
             if code in RETRIABLE:
@@ -74,9 +82,24 @@ async def verify_transactional_writes(
     return refused, guards
 
 
+async def add_offsets_partition(cache: MetadataCache, transport: MarkerTransport,
+                                transactional_id: str, producer_id: int, epoch: int,
+                                key: TopicPartition) -> ErrorCode:
+    """TxnOffsetCommit v5 (transactions v2): the group's `__consumer_offsets` partition joins the
+    transaction, as AddOffsetsToTxn did; the error the commit answers (retriable ones as
+    COORDINATOR_NOT_AVAILABLE, a stale epoch as INVALID_PRODUCER_EPOCH)."""
+    answers = await _ask_coordinator(cache, transport, transactional_id, producer_id, epoch,
+                                     {key}, True)
+    code = answers.get(key, ErrorCode.INVALID_TXN_STATE)
+    if code in RETRIABLE:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return ErrorCode.INVALID_PRODUCER_EPOCH if code == ErrorCode.PRODUCER_FENCED else code
+
+
 async def _ask_coordinator(cache: MetadataCache, transport: MarkerTransport,
                            transactional_id: str, producer_id: int, epoch: int,
-                           keys: set[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+                           keys: set[TopicPartition], add: bool,
+                           ) -> dict[TopicPartition, ErrorCode]:
     topic = cache.topic(TRANSACTION_STATE_TOPIC)
     if topic is None:
         return dict.fromkeys(keys, ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -86,6 +109,6 @@ async def _ask_coordinator(cache: MetadataCache, transport: MarkerTransport,
         return dict.fromkeys(keys, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     try:
         return await transport.verify_txn_partitions(
-            state.leader, transactional_id, producer_id, epoch, keys)
+            state.leader, transactional_id, producer_id, epoch, keys, add=add)
     except ConnectionError:
         return dict.fromkeys(keys, ErrorCode.COORDINATOR_NOT_AVAILABLE)

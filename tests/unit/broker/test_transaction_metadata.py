@@ -130,3 +130,43 @@ def test_expiry_and_log_round_trip():
         "tx", read_transaction_log_value(transaction_log_value(transit.log_value())))
     assert (loaded.state, loaded.partitions, loaded.producer_epoch) == (S.PREPARE_ABORT, {("t", 3)}, 0)
     assert loaded.txn_start_timestamp == 10 and loaded.txn_last_update_timestamp == 1_011
+
+
+def test_a_v2_end_bumps_the_epoch_and_the_transaction_keeps_its_version():
+    meta = fresh()
+    apply(meta, meta.prepare_increment_producer_epoch(30_000, None, now_ms=1))
+    apply(meta, meta.prepare_add_partitions({("t", 0)}, 2, client_transaction_version=2))
+    assert meta.is_transactions_v2
+    apply(meta, meta.prepare_abort_or_commit(S.PREPARE_COMMIT, 3, client_transaction_version=2))
+    # The markers go out under epoch 1: the producer's writes at epoch 0 are fenced by them.
+    assert (meta.producer_epoch, meta.last_producer_epoch) == (1, 0)
+    assert meta.end_txn_epoch_bumped(0) and not meta.end_txn_epoch_bumped(1)
+    apply(meta, meta.prepare_complete(4))
+    assert (meta.producer_id, meta.producer_epoch, meta.state) == (1000, 1, S.COMPLETE_COMMIT)
+    # v1's EndTxn keeps the epoch
+    apply(meta, meta.prepare_add_partitions({("t", 0)}, 5))
+    apply(meta, meta.prepare_abort_or_commit(S.PREPARE_ABORT, 6))
+    assert meta.producer_epoch == 1 and not meta.is_transactions_v2
+
+
+def test_a_v2_transaction_out_of_epochs_completes_under_its_next_producer_id():
+    meta = fresh()
+    apply(meta, meta.prepare_increment_producer_epoch(30_000, None, now_ms=1))
+    meta.producer_epoch = MAX_PRODUCER_EPOCH - 1  # (32,766 transactions later)
+    apply(meta, meta.prepare_add_partitions({("t", 0)}, 2, client_transaction_version=2))
+    apply(meta, meta.prepare_abort_or_commit(S.PREPARE_COMMIT, 3, client_transaction_version=2,
+                                             next_producer_id=2000))
+    # The markers still carry the old id, at the last epoch; the new id is kept for the end.
+    assert (meta.producer_id, meta.producer_epoch, meta.next_producer_id) == \
+        (1000, MAX_PRODUCER_EPOCH, 2000)
+    written = read_transaction_log_value(transaction_log_value(meta.prepare_no_transit()
+                                                               .log_value(), 1))
+    assert (written.next_producer_id, written.client_transaction_version) == (2000, 2)
+    apply(meta, meta.prepare_complete(4))
+    assert (meta.producer_id, meta.producer_epoch, meta.last_producer_id) == (2000, 0, 1000)
+    assert meta.next_producer_id == NO_PRODUCER_ID and meta.state == S.COMPLETE_COMMIT
+    # A coordinator that loads the log knows both ids again.
+    loaded = TransactionMetadata.from_log("tx", read_transaction_log_value(
+        transaction_log_value(meta.prepare_no_transit().log_value(), 1)))
+    assert (loaded.producer_id, loaded.last_producer_id, loaded.client_transaction_version) == \
+        (2000, 1000, 2)
