@@ -51,9 +51,12 @@ def _ip_counts(value: str) -> dict[str, int]:
 # group.version 1 is the KIP-848 consumer group protocol, share.version 1 KIP-932 share groups;
 # transaction.version 1 writes `__transaction_state` values in their flexible version, 2 is
 # transactions v2 (KIP-890 part 2: the epoch bumped by every EndTxn, partitions added by Produce).
-SUPPORTED_FEATURES = {"group.version": (0, 1), "transaction.version": (0, 2),
-                      "share.version": (0, 1)}
-DEFAULT_FEATURE_LEVELS = {"group.version": 1, "share.version": 1, "transaction.version": 2}
+# metadata.version is a stand-in here (no KRaft metadata log): 21 is 3.9-IV0, 25 4.0-IV3; at 0 it
+# is not finalized, as on a ZooKeeper-mode broker.
+SUPPORTED_FEATURES = {"group.version": (0, 1), "metadata.version": (1, 25),
+                      "share.version": (0, 1), "transaction.version": (0, 2)}
+DEFAULT_FEATURE_LEVELS = {"group.version": 1, "metadata.version": 25, "share.version": 1,
+                          "transaction.version": 2}
 
 
 def _feature_levels(value: str) -> dict[str, int]:
@@ -65,11 +68,17 @@ def _feature_levels(value: str) -> dict[str, int]:
         if not sep or name.strip() not in SUPPORTED_FEATURES:
             raise ValueError(f"expected feature=level with a feature among "
                              f"{', '.join(SUPPORTED_FEATURES)}; got {entry!r}")
-        low, high = SUPPORTED_FEATURES[name.strip()]
-        if not level.strip().isdigit() or not low <= int(level) <= high:
-            raise ValueError(f"{name.strip()} goes from {low} to {high} here; got {level!r}")
+        high = SUPPORTED_FEATURES[name.strip()][1]
+        if not level.strip().isdigit() or not 0 <= int(level) <= high:  # (0: not finalized)
+            raise ValueError(f"{name.strip()} goes from 0 to {high} here; got {level!r}")
         levels[name.strip()] = int(level)
     return levels
+
+
+def _migration_policy(value: str) -> str:
+    if value.lower() not in ("disabled", "upgrade", "downgrade", "bidirectional"):
+        raise ValueError(f"expected disabled, upgrade, downgrade or bidirectional; got {value!r}")
+    return value.lower()
 
 
 def _assignors(value: str) -> list[str]:
@@ -243,10 +252,12 @@ PROPERTIES: tuple[Property, ...] = (
     Property("group.consumer.heartbeat.interval.ms", int, "5000",
              "how often KIP-848 consumer group members are told to heartbeat"),
     Property("feature.levels", _feature_levels,
-             "group.version=1,share.version=1,transaction.version=2",
-             "finalized feature levels (Kafka 4's features): group.version=0 answers as a "
-             "ZooKeeper-mode Kafka 3.9, without KIP-848 consumer groups; share.version=0 "
-             "without KIP-932 share groups; transaction.version=0 without transactions v2"),
+             "group.version=1,metadata.version=25,share.version=1,transaction.version=2",
+             "finalized feature levels (Kafka 4's features; 0 leaves one out): group.version=0 "
+             "answers as a ZooKeeper-mode Kafka 3.9, without KIP-848 consumer groups; "
+             "share.version=0 without KIP-932 share groups; transaction.version=0 without "
+             "transactions v2; metadata.version (a stand-in: 21 is 3.9-IV0, 25 4.0-IV3) is only "
+             "reported"),
     Property("group.share.session.timeout.ms", int, "45000",
              "a share group member silent this long is removed from its group"),
     Property("group.share.heartbeat.interval.ms", int, "5000",
@@ -264,6 +275,10 @@ PROPERTIES: tuple[Property, ...] = (
     Property("group.consumer.assignors", _assignors, "uniform,range",
              "server-side assignors of KIP-848 consumer groups (uniform, range); the first is "
              "the default"),
+    Property("group.consumer.migration.policy", _migration_policy, "bidirectional",
+             "whether a group changes kind while it has members (Kafka 4): upgrade (a classic "
+             "group becomes a consumer group when a member joins with ConsumerGroupHeartbeat), "
+             "downgrade (back when only classic members are left), bidirectional, or disabled"),
     Property("zookeeper.connect", str, "",
              "host:port[,host:port][/chroot] of ZooKeeper: one broker per process; empty: embedded"),
     Property("zookeeper.session.timeout.ms", int, "18000",

@@ -113,6 +113,15 @@ CONSUMER_GROUP_VALUES = {
         Field("subscribed_topic_regex", "string", N, nullable=N, default=None),
         Field("rebalance_timeout_ms", "int32", N, default=-1),
         Field("server_assignor", "string", N, nullable=N, default=None),
+        # A member that speaks the classic protocol in a consumer group (KIP-848's migration)
+        Field("classic_member_metadata", "ClassicMemberMetadata", N, nullable=N, tag=0,
+              tagged=N, default=None, fields=(
+                  Field("session_timeout_ms", "int32", N),
+                  Field("supported_protocols", "[]ClassicProtocol", N, default=(), fields=(
+                      Field("name", "string", N, default=""),
+                      Field("metadata", "bytes", N, default=b""),
+                  )),
+              )),
     ),
     CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: (Field("assignment_epoch", "int32", N),),
     CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: (
@@ -273,6 +282,51 @@ def subscribed_topics(subscription: bytes) -> set[str] | None:
             topics.add(topic)
         return topics
     except (struct.error, UnicodeDecodeError):
+        return None
+
+
+@dataclass(slots=True)
+class ConsumerSubscription:
+    """A consumer protocol subscription: its version, topics, and (v1+) the partitions the
+    member owns, (v3+) its rack."""
+    version: int
+    topics: list[str]
+    owned: dict[str, set[int]] = field(default_factory=dict)
+    rack_id: str | None = None
+
+
+def decode_subscription(subscription: bytes) -> ConsumerSubscription | None:
+    """A consumer protocol subscription of any version (None if the bytes are not one): version,
+    [topic], user data; v1+ [owned topic, [partition]]; v2+ generation; v3+ rack id."""
+    try:
+        (version,) = _I16.unpack_from(subscription, 0)
+        pos = 2
+        (count,) = struct.unpack_from(">i", subscription, pos)
+        pos += 4
+        topics = []
+        for _ in range(count):
+            topic, pos = _read_string(subscription, pos)
+            topics.append(topic)
+        (user_data,) = struct.unpack_from(">i", subscription, pos)
+        pos += 4 + max(user_data, 0)
+        out = ConsumerSubscription(version, topics)
+        if version >= 1:
+            (count,) = struct.unpack_from(">i", subscription, pos)
+            pos += 4
+            for _ in range(count):
+                topic, pos = _read_string(subscription, pos)
+                (n,) = struct.unpack_from(">i", subscription, pos)
+                pos += 4
+                out.owned.setdefault(topic, set()).update(
+                    struct.unpack_from(f">{n}i", subscription, pos))
+                pos += 4 * n
+        if version >= 3:
+            pos += 4  # generation id
+            (length,) = _I16.unpack_from(subscription, pos)
+            if length >= 0:
+                out.rack_id, pos = _read_string(subscription, pos)
+        return out
+    except (struct.error, UnicodeDecodeError, ValueError):
         return None
 
 

@@ -143,7 +143,7 @@ async def test_range_assignor_and_errors_as_kafka_answers_them(async_broker):
     assert answer.topics[0].partitions[0].error_code == ErrorCode.STALE_MEMBER_EPOCH
     answer = await a.client.request(OFFSET_COMMIT, 9, {**commit, "member_id": "nobody"})
     assert answer.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_MEMBER_ID
-    # A classic member cannot join a group the new protocol has.
+    # A classic member joins a consumer group only with a subscription it can read.
     classic = await a.client.request(JOIN_GROUP, 5, {
         "group_id": "h", "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
         "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
@@ -492,16 +492,19 @@ async def test_api_versions_reports_the_finalized_group_version(async_broker):
     answer = await client.request(API_VERSIONS, 3, {"client_software_name": "t",
                                                     "client_software_version": "1"})
     assert [(f.name, f.min_version, f.max_version) for f in answer.supported_features] == [
-        ("group.version", 0, 1), ("share.version", 0, 1), ("transaction.version", 0, 0)]
+        ("group.version", 0, 1), ("metadata.version", 1, 25), ("share.version", 0, 1),
+        ("transaction.version", 0, 2)]
     assert [(f.name, f.max_version_level) for f in answer.finalized_features] == [
-        ("group.version", 1), ("share.version", 1)]
+        ("group.version", 1), ("metadata.version", 25), ("share.version", 1),
+        ("transaction.version", 2)]
     assert {k.api_key: k.max_version for k in answer.api_keys}[HEARTBEAT] == 1
     await client.close()
 
 
-@pytest.mark.broker_config({"feature.levels": "group.version=0,share.version=0"})
+@pytest.mark.broker_config({"feature.levels": "group.version=0,share.version=0,"
+                                             "transaction.version=0,metadata.version=0"})
 async def test_group_version_0_answers_as_a_zookeeper_mode_kafka_3_9(async_broker):
-    """Pinned to group.version=0 (and share.version=0) the broker is the ZK-mode 3.9 one:
+    """Pinned to group.version=0 (and the other features at 0) the broker is the ZK-mode 3.9 one:
     ConsumerGroupHeartbeat is advertised at v0 only, and it and ConsumerGroupDescribe answer
     UNSUPPORTED_VERSION."""
     client = await RawClient.connect(async_broker.port)

@@ -50,6 +50,14 @@ class MemberState(enum.Enum):
     UNRELEASED_PARTITIONS = 2  # at the epoch, waiting for partitions other members still own
 
 
+@dataclass(slots=True, frozen=True)
+class ClassicMember:
+    """What a member speaking the classic protocol (JoinGroup, SyncGroup, Heartbeat) in a consumer
+    group keeps of it: its session timeout and its protocols, as its JoinGroup gave them."""
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
 @dataclass(slots=True)
 class ConsumerGroupMember:
     member_id: str
@@ -72,6 +80,10 @@ class ConsumerGroupMember:
     # A static member that left with epoch -2: it keeps its assignment for its session timeout,
     # for a member with its instance id to take over (a restart without a rebalance).
     temporarily_left: bool = False
+    classic: ClassicMember | None = None  # a classic protocol member (KIP-848's migration)
+    # A classic member told to rejoin (or one that joined) must join (sync) within its
+    # rebalance timeout, or it is fenced.
+    rejoin: TimerTask | None = None
 
 
 def frozen_partitions(partitions: Partitions) -> tuple:
@@ -122,6 +134,16 @@ class ConsumerGroup:
                for m in self.members.values()):
             return "Reconciling"
         return "Stable"
+
+    def all_classic_except(self, member_id: str) -> bool:
+        """Every member but `member_id` speaks the classic protocol (there may be none)."""
+        return all(m.classic is not None for m in self.members.values()
+                   if m.member_id != member_id)
+
+    def waiting_on_unreleased(self, member: ConsumerGroupMember) -> bool:
+        """A member short of its target waits for partitions another member still owns."""
+        missing = _minus(self.target.get(member.member_id, {}), member.assigned)
+        return bool(_and(missing, self.owned_elsewhere(member.member_id)))
 
     def subscribed_topics(self) -> set[str]:
         return set().union(*(m.subscribed_topics for m in self.members.values()))

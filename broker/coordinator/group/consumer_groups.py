@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.coordinator.group.consumer_group import (
+    ClassicMember,
     ConsumerGroup,
     ConsumerGroupMember,
     ConsumerGroupRecords,
@@ -65,20 +66,31 @@ class ConsumerGroups(GroupCoordinatorBase):
         if error is not None:
             raise KafkaError(error)
         classic = self.group(group_id)
-        if (classic is not None and classic.members) or group_id in self.share_groups:
+        if group_id in self.share_groups:
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND,
                              f"Group {group_id} is not a consumer group")
+        upgraded = None
+        if classic is not None and classic.members and group_id not in self.consumer_groups:
+            if member_epoch != 0:
+                raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND,
+                                 f"Group {group_id} is not a consumer group")
+            upgraded = self.upgrade_to_consumer_group(classic)  # raises GROUP_ID_NOT_FOUND
         assignors = self.config["group.consumer.assignors"]
         if server_assignor is not None and server_assignor not in assignors:
             raise KafkaError(ErrorCode.UNSUPPORTED_ASSIGNOR,
                              f"ServerAssignor {server_assignor} is not supported. Supported "
                              f"assignors: {', '.join(assignors)}")
         await self.read_group_configs(group_id)
-        before = _snapshot(self.consumer_groups.get(group_id))
+        before = snapshot(self.consumer_groups.get(group_id) if upgraded is None else None)
         answer = self._heartbeat(group_id, member_id, member_epoch, instance_id, rack_id,
                                  rebalance_timeout_ms, subscribed_topics, server_assignor, owned,
                                  client_id, client_host, subscribed_regex, describable)
-        error = await self._write(group_id, before)
+        if upgraded is not None:  # the classic group's record goes; its offsets stay
+            error = await self.manager.append_records(group_id, [
+                (gr.group_metadata_key(group_id), None)])
+            if error != ErrorCode.NONE:
+                raise KafkaError(error)
+        error = await self.write_records(group_id, before)
         if error is not None:
             raise KafkaError(error)
         return answer
@@ -106,7 +118,7 @@ class ConsumerGroups(GroupCoordinatorBase):
             if member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and member.instance_id is not None:
                 member.temporarily_left = True  # its session timeout still runs
             else:
-                self._remove_member(group, member_id, "left the group")
+                self.member_gone(group, member_id, "left the group")
             return HeartbeatAnswer(member_id, member_epoch, 0, None)
         if member_epoch == 0:
             if not subscribed_topics and regex is None:
@@ -118,15 +130,15 @@ class ConsumerGroups(GroupCoordinatorBase):
             if group is None:
                 group = self.consumer_groups[group_id] = ConsumerGroup(group_id)
             if member_id in group.members:  # it joins again: its old self is gone
-                self._remove_member(group, member_id, "joined again")
+                self.remove_member(group, member_id, "joined again")
             member_id = member_id or str(uuid.uuid4())  # v0: the coordinator names it
             member = ConsumerGroupMember(
                 member_id, client_id, client_host, rebalance_timeout_ms,
                 set(subscribed_topics or ()), regex, instance_id=instance_id, rack_id=rack_id,
                 server_assignor=server_assignor)
-            previous = self._static_predecessor(group, instance_id)
+            previous = self.static_predecessor(group, instance_id)
             if previous is not None:  # it takes over, assignment and epoch: no rebalance
-                self._replace_static_member(group, previous, member)
+                self.replace_static_member(group, previous, member)
                 if (member.subscribed_names, member.subscribed_regex) != (
                         previous.subscribed_names, previous.subscribed_regex):
                     group.bump()
@@ -152,6 +164,18 @@ class ConsumerGroups(GroupCoordinatorBase):
                 group.bump()
             if rebalance_timeout_ms > 0:
                 member.rebalance_timeout_ms = rebalance_timeout_ms
+        changed = self.reconcile_member(group, member, owned, describable)
+        full = member_epoch == 0 or owned is not None
+        return HeartbeatAnswer(member.member_id, member.member_epoch,
+                               self.group_setting(group_id, "consumer.heartbeat.interval.ms"),
+                               member.assigned if changed or full else None)
+
+    def reconcile_member(self, group: ConsumerGroup, member: ConsumerGroupMember,
+                         owned: Partitions | None,
+                         describable: Callable[[str], bool] | None = None) -> bool:
+        """After a member's request: the subscriptions resolved again, a new target if the group
+        epoch moved, the member moved toward its target (True when its assignment or epoch
+        changed), and its session and revocation deadline restarted."""
         regexes = any(m.subscribed_regex is not None for m in group.members.values())
         if group.resolve_subscriptions(self._topic_names(describable) if regexes else ()) \
                 and group.group_epoch == group.assignment_epoch:
@@ -163,15 +187,12 @@ class ConsumerGroups(GroupCoordinatorBase):
         if group.assignment_epoch < group.group_epoch:
             group.compute_target(subscribed, self._assignor_of(group))
         changed = group.reconcile(member, owned)
-        self._schedule_session(group, member)
+        self.schedule_session(group, member)
         self._watch_revocation(group, member)
-        full = member_epoch == 0 or owned is not None
-        return HeartbeatAnswer(member.member_id, member.member_epoch,
-                               self.group_setting(group_id, "consumer.heartbeat.interval.ms"),
-                               member.assigned if changed or full else None)
+        return changed
 
     @staticmethod
-    def _static_predecessor(group: ConsumerGroup, instance_id: str | None
+    def static_predecessor(group: ConsumerGroup, instance_id: str | None
                             ) -> ConsumerGroupMember | None:
         """The member a joining static member replaces; UNRELEASED_INSTANCE_ID while the one
         holding its instance id has not left."""
@@ -186,11 +207,9 @@ class ConsumerGroups(GroupCoordinatorBase):
                              f"cannot be replaced because it has not left the group.")
         return previous
 
-    def _replace_static_member(self, group: ConsumerGroup, previous: ConsumerGroupMember,
+    def replace_static_member(self, group: ConsumerGroup, previous: ConsumerGroupMember,
                                member: ConsumerGroupMember) -> None:
-        for task in (previous.session, previous.revocation):
-            if task is not None:
-                task.cancel()
+        cancel_timers(previous)
         del group.members[previous.member_id]
         member.member_epoch, member.previous_member_epoch = (previous.member_epoch,
                                                              previous.previous_member_epoch)
@@ -229,15 +248,16 @@ class ConsumerGroups(GroupCoordinatorBase):
                                  f"a smaller member epoch ({epoch}) than the one known by the "
                                  f"group coordinator ({member.member_epoch}).")
 
-    def _schedule_session(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+    def schedule_session(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         """Restart the member's session timeout (the group's `consumer.session.timeout.ms`)."""
         def expire(current: ConsumerGroup) -> None:
-            before = _snapshot(current)
-            self._remove_member(current, member.member_id, "session timed out")
-            self.spawn(self._write(current.group_id, before))
+            before = snapshot(current)
+            self.member_gone(current, member.member_id, "session timed out")
+            self.spawn(self.write_records(current.group_id, before))
 
         self.restart_session(self.consumer_groups, group.group_id, member,
-                             "consumer.session.timeout.ms", expire)
+                             "consumer.session.timeout.ms", expire,
+                             member.classic.session_timeout_ms if member.classic else None)
 
     def _watch_revocation(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         """A member told to revoke partitions must do so within its rebalance timeout, or it is
@@ -254,19 +274,23 @@ class ConsumerGroups(GroupCoordinatorBase):
         def fence() -> None:
             current = self.consumer_groups.get(group_id)
             if current is not None and current.members.get(member_id) is member and member.revoking:
-                before = _snapshot(current)
-                self._remove_member(current, member_id,
-                                    "did not revoke within its rebalance timeout")
-                self.spawn(self._write(group_id, before))
+                before = snapshot(current)
+                self.member_gone(current, member_id,
+                                 "did not revoke within its rebalance timeout")
+                self.spawn(self.write_records(group_id, before))
 
         member.revocation = FunctionTimerTask(member.rebalance_timeout_ms, fence)
         self.timer.add(member.revocation)
 
-    def _remove_member(self, group: ConsumerGroup, member_id: str, why: str) -> None:
+    def member_gone(self, group: ConsumerGroup, member_id: str, why: str) -> None:
+        """A member leaves, or is fenced: when only classic members stay, the group may go back
+        to being a classic group (downgrade_to_classic_group)."""
+        if not self.downgrade_to_classic_group(group, member_id, why):
+            self.remove_member(group, member_id, why)
+
+    def remove_member(self, group: ConsumerGroup, member_id: str, why: str) -> None:
         member = group.members.pop(member_id)
-        for task in (member.session, member.revocation):
-            if task is not None:
-                task.cancel()
+        cancel_timers(member)
         group.target.pop(member_id, None)
         if member.instance_id is not None and \
                 group.static_members.get(member.instance_id) == member_id:
@@ -277,11 +301,11 @@ class ConsumerGroups(GroupCoordinatorBase):
 
     # -- the groups' records in __consumer_offsets ---------------------------------------------
 
-    async def _write(self, group_id: str, before: Snapshot | None) -> ErrorCode | None:
+    async def write_records(self, group_id: str, before: Snapshot | None) -> ErrorCode | None:
         """Append the records of what changed in the group since `before` (acks=-1); the error
         Kafka answers when that fails, else None."""
         group = self.consumer_groups.get(group_id)
-        records = _records(group_id, before, _snapshot(group), self.topic_id_bytes)
+        records = _records(group_id, before, snapshot(group), self.topic_id_bytes)
         if not records:
             return None
         error = await self.manager.append_records(group_id, records)
@@ -311,6 +335,10 @@ class ConsumerGroups(GroupCoordinatorBase):
                     set(meta.subscribed_topic_names), topic_regex(regex) if regex else None,
                     instance_id=meta.instance_id, rack_id=meta.rack_id,
                     server_assignor=meta.server_assignor)
+                classic = meta.get("classic_member_metadata")
+                if classic is not None:
+                    member.classic = ClassicMember(classic.session_timeout_ms, tuple(
+                        (p.name, bytes(p.metadata)) for p in classic.supported_protocols))
                 current = records.current.get(member_id)
                 if current is not None:
                     member.member_epoch = current.member_epoch
@@ -329,7 +357,7 @@ class ConsumerGroups(GroupCoordinatorBase):
             group.subscription_metadata = self.partition_counts(group.subscribed_topics())
             self.consumer_groups[group_id] = group
             for member in group.members.values():
-                self._schedule_session(group, member)
+                self.schedule_session(group, member)
             log.info("consumer group loaded", group_id=group_id, group_epoch=group.group_epoch,
                      members=len(group.members))
 
@@ -339,10 +367,9 @@ class ConsumerGroups(GroupCoordinatorBase):
         group = self.consumer_groups[group_id]
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
+        before = snapshot(group)
         del self.consumer_groups[group_id]
-        error = await self.manager.append_records(group_id, [
-            (gr.consumer_group_key(gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group_id), None),
-            (gr.consumer_group_key(gr.CONSUMER_GROUP_METADATA, group_id), None)])
+        error = await self.write_records(group_id, before) or ErrorCode.NONE
         if error == ErrorCode.NONE:
             log.info("consumer group deleted", group_id=group_id)
         return error
@@ -356,9 +383,13 @@ class ConsumerGroups(GroupCoordinatorBase):
 
     def forget_consumer_group(self, group_id: str) -> None:
         for member in self.consumer_groups.pop(group_id).members.values():
-            for task in (member.session, member.revocation):
-                if task is not None:
-                    task.cancel()
+            cancel_timers(member)
+
+
+def cancel_timers(member: ConsumerGroupMember) -> None:
+    for task in (member.session, member.revocation, member.rejoin):
+        if task is not None:
+            task.cancel()
 
 
 # A group as its records describe it: (group epoch, assignment epoch, member metadata, target
@@ -366,14 +397,14 @@ class ConsumerGroups(GroupCoordinatorBase):
 Snapshot = tuple[int, int, dict[str, tuple], dict[str, tuple], dict[str, tuple]]
 
 
-def _snapshot(group: ConsumerGroup | None) -> Snapshot | None:
+def snapshot(group: ConsumerGroup | None) -> Snapshot | None:
     if group is None:
         return None
     return (group.group_epoch, group.assignment_epoch,
             {m.member_id: (m.instance_id, m.rack_id, m.client_id, m.client_host,
                            tuple(sorted(m.subscribed_names)),
                            m.subscribed_regex.pattern if m.subscribed_regex else None,
-                           m.rebalance_timeout_ms, m.server_assignor)
+                           m.rebalance_timeout_ms, m.server_assignor, m.classic)
              for m in group.members.values()},
             {member_id: frozen_partitions(t) for member_id, t in group.target.items()},
             {m.member_id: (m.member_epoch, m.previous_member_epoch, m.state.value,
@@ -386,9 +417,11 @@ def _records(group_id: str, before: Snapshot | None, after: Snapshot | None,
     """The records that take a group from `before` to `after`, in Kafka's order: a member's
     removal as tombstones (current assignment, target, metadata), members' metadata, the group
     epoch, the target assignment, then members' current assignments."""
-    if after is None:
-        return []
     empty: Snapshot = (-1, -1, {}, {}, {})
+    if after is None:  # the group went (deleted, or a classic group again): tombstones
+        if before is None:
+            return []
+        after = empty
     b_epoch, b_target_epoch, b_meta, b_target, b_current = before or empty
     epoch, target_epoch, meta, target, current = after
     key, value = gr.consumer_group_key, gr.consumer_group_value
@@ -408,7 +441,15 @@ def _records(group_id: str, before: Snapshot | None, after: Snapshot | None,
                 gr.CONSUMER_GROUP_MEMBER_METADATA, {
                     "instance_id": m[0], "rack_id": m[1], "client_id": m[2], "client_host": m[3],
                     "subscribed_topic_names": list(m[4]), "subscribed_topic_regex": m[5],
-                    "rebalance_timeout_ms": m[6], "server_assignor": m[7]})))
+                    "rebalance_timeout_ms": m[6], "server_assignor": m[7],
+                    "classic_member_metadata": None if m[8] is None else {
+                        "session_timeout_ms": m[8].session_timeout_ms,
+                        "supported_protocols": [{"name": n, "metadata": md}
+                                                for n, md in m[8].protocols]}})))
+    if after is empty:
+        return records + [
+            (key(gr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group_id), None),
+            (key(gr.CONSUMER_GROUP_METADATA, group_id), None)]
     if epoch != b_epoch:
         records.append((key(gr.CONSUMER_GROUP_METADATA, group_id),
                         value(gr.CONSUMER_GROUP_METADATA, {"epoch": epoch})))

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from broker.coordinator.group.consumer_groups import ConsumerGroups
+from broker.coordinator.group.classic_members import ClassicMembers
 from broker.coordinator.group.delayed import (
     DelayedJoin,
     InitialDelayedJoin,
@@ -54,7 +54,7 @@ async def await_callback(start: Callable[[Callable[[Any], None]], Any]) -> Any:
     return await future
 
 
-class GroupCoordinator(GroupOffsets, GroupSessions, ConsumerGroups, ShareGroups):
+class GroupCoordinator(GroupOffsets, GroupSessions, ClassicMembers, ShareGroups):
     """JoinGroup and SyncGroup, and the rebalance they drive; the rest comes from the mixins."""
 
     # -- JoinGroup --------------------------------------------------------------------------
@@ -68,11 +68,16 @@ class GroupCoordinator(GroupOffsets, GroupSessions, ConsumerGroups, ShareGroups)
         if error is None and not (self.config["group.min.session.timeout.ms"] <= session_timeout_ms
                                   <= self.config["group.max.session.timeout.ms"]):
             error = ErrorCode.INVALID_SESSION_TIMEOUT
-        consumer_group = self.consumer_groups.get(group_id)
-        if error is None and consumer_group is not None and consumer_group.members:
-            error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL  # a KIP-848 group has it
         if error is not None:
             return callback(JoinGroupResult(member_id, error))
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None and consumer_group.members:  # a KIP-848 group has it
+            return self.classic_join_to_consumer_group(
+                consumer_group, member_id, instance_id, require_known_member_id, client_id,
+                client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+                callback)
+        if consumer_group is not None:  # an empty consumer group becomes a classic one
+            self.spawn(self.delete_consumer_group(group_id))
         is_unknown = member_id == UNKNOWN_MEMBER_ID
         group = self.group(group_id)
         if group is None:
@@ -268,6 +273,11 @@ class GroupCoordinator(GroupOffsets, GroupSessions, ConsumerGroups, ShareGroups)
         error = self.validate_group_status(group_id)
         if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             error = ErrorCode.REBALANCE_IN_PROGRESS  # the rebalance state is lost: rejoin, same coordinator
+        consumer_group = self.consumer_group_with_members(group_id) if error is None else None
+        if consumer_group is not None:
+            return self.classic_sync_to_consumer_group(consumer_group, generation_id, member_id,
+                                                       protocol_type, protocol_name, instance_id,
+                                                       callback)
         group = self.group(group_id) if error is None else None
         if error is None and group is None:
             error = ErrorCode.UNKNOWN_MEMBER_ID

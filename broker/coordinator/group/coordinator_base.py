@@ -84,10 +84,10 @@ class GroupCoordinatorBase(ABC):
         return out
 
     def restart_session(self, groups: dict, group_id: str, member, setting: str,
-                        expire: Callable[[Any], None]) -> None:
+                        expire: Callable[[Any], None], timeout_ms: int | None = None) -> None:
         """Restart a KIP-848 or share group member's session timeout (the group config
-        `setting`), a timer task: `expire(group)` if it runs out with the member still in
-        `groups[group_id]`."""
+        `setting`, or `timeout_ms`: a classic member's own), a timer task: `expire(group)` if it
+        runs out with the member still in `groups[group_id]`."""
         if member.session is not None:
             member.session.cancel()
 
@@ -96,7 +96,8 @@ class GroupCoordinatorBase(ABC):
             if current is not None and current.members.get(member.member_id) is member:
                 expire(current)
 
-        member.session = FunctionTimerTask(self.group_setting(group_id, setting), run)
+        member.session = FunctionTimerTask(
+            self.group_setting(group_id, setting) if timeout_ms is None else timeout_ms, run)
         self.timer.add(member.session)
 
     async def read_group_configs(self, group_id: str) -> None:
@@ -169,6 +170,12 @@ class GroupCoordinatorBase(ABC):
             return error
         return ErrorCode.ILLEGAL_GENERATION if generation_id != group.generation_id else None
 
+    def consumer_group_with_members(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer group a classic request goes to (one with members: an empty consumer
+        group gives way to the classic group a JoinGroup makes)."""
+        group = self.consumer_groups.get(group_id)
+        return group if group is not None and group.members else None
+
     def validate_consumer_group_commit(self, group_id: str, member_id: str,
                                        member_epoch: int) -> ErrorCode | None:
         """OffsetCommit and OffsetFetch of a consumer group (None: a classic or unknown group, or
@@ -181,8 +188,9 @@ class GroupCoordinatorBase(ABC):
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+        if member_epoch != member.member_epoch:  # a classic member's epoch is its generation
+            return ErrorCode.ILLEGAL_GENERATION if member.classic is not None \
+                else ErrorCode.STALE_MEMBER_EPOCH
         return None
 
     # -- steps one part of the coordinator takes in another ---------------------------------
@@ -233,6 +241,39 @@ class GroupCoordinatorBase(ABC):
 
     @abstractmethod
     def load_consumer_groups(self, loaded: ConsumerGroupRecords) -> None: ...
+
+    # KIP-848's migration (classic_members.py): classic members in a consumer group, and a group
+    # changing kind while it has members
+
+    @abstractmethod
+    def upgrade_to_consumer_group(self, group: GroupMetadata) -> ConsumerGroup: ...
+
+    @abstractmethod
+    def downgrade_to_classic_group(self, group: ConsumerGroup, leaving_member_id: str,
+                                   why: str) -> bool: ...
+
+    @abstractmethod
+    def classic_join_to_consumer_group(
+        self, group: ConsumerGroup, member_id: str, instance_id: str | None,
+        require_known_member_id: bool, client_id: str, client_host: str,
+        rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
+        protocols: list[tuple[str, bytes]], callback: Callable[[Any], Any]) -> None: ...
+
+    @abstractmethod
+    def classic_sync_to_consumer_group(
+        self, group: ConsumerGroup, generation_id: int, member_id: str,
+        protocol_type: str | None, protocol_name: str | None, instance_id: str | None,
+        callback: Callable[[Any], Any]) -> None: ...
+
+    @abstractmethod
+    def classic_heartbeat_to_consumer_group(self, group: ConsumerGroup, member_id: str,
+                                            instance_id: str | None,
+                                            generation_id: int) -> ErrorCode: ...
+
+    @abstractmethod
+    def classic_leave_to_consumer_group(self, group: ConsumerGroup,
+                                        leaving: list[tuple[str, str | None]]
+                                        ) -> list[ErrorCode]: ...
 
     @abstractmethod
     async def delete_consumer_group(self, group_id: str) -> ErrorCode: ...

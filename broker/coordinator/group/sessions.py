@@ -34,6 +34,9 @@ class GroupSessions(GroupCoordinatorBase):
         error = self.validate_group_status(group_id)
         if error is not None:
             return error, []
+        consumer_group = self.consumer_group_with_members(group_id)
+        if consumer_group is not None:
+            return ErrorCode.NONE, self.classic_leave_to_consumer_group(consumer_group, leaving)
         group = self.group(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
@@ -68,6 +71,10 @@ class GroupSessions(GroupCoordinatorBase):
             return ErrorCode.NONE  # answered blindly while loading
         if error is not None:
             return error
+        consumer_group = self.consumer_group_with_members(group_id)
+        if consumer_group is not None:
+            return self.classic_heartbeat_to_consumer_group(consumer_group, member_id,
+                                                            instance_id, generation_id)
         group = self.group(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID

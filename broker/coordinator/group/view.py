@@ -82,7 +82,11 @@ def consumer_group_view(group: ConsumerGroup, offsets: GroupMetadata | None, coo
         "members": [{
             "member_id": m.member_id, "group_instance_id": m.instance_id,
             "client_id": m.client_id, "client_host": m.client_host,
-            "session_timeout_ms": session_timeout_ms, "member_epoch": m.member_epoch,
+            "session_timeout_ms": m.classic.session_timeout_ms if m.classic else session_timeout_ms,
+            "member_epoch": m.member_epoch,
+            # the protocol the member speaks: a classic one in a consumer group (KIP-848's
+            # migration) joins with JoinGroup, its epoch its generation
+            "member_type": "classic" if m.classic else "consumer",
             "assignment": {t: sorted(ps) for t, ps in sorted(m.assigned.items())},
             "target": {t: sorted(ps)
                        for t, ps in sorted(group.target.get(m.member_id, {}).items())},
