@@ -191,13 +191,16 @@ def _assigned(member: dict) -> str:
     return assignment or "-"
 
 
-def _group_detail(g: dict) -> str:
+def group_detail(g: dict) -> str:
     lines = [f"group {g['group']}  coordinator {g['coordinator']}  state {g['state']}  "
              f"generation {g['generation']}  protocol {g['protocol_type'] or '-'}/{g['protocol'] or '-'}"]
+    # A consumer group's members speak the consumer protocol, or the classic one (migration)
     members = [[m["member_id"] + (" *" if m["member_id"] == g["leader"] else ""),
-                m.get("group_instance_id") or "-", m["client_id"], m["client_host"], _assigned(m)]
+                m.get("group_instance_id") or "-", m["client_id"], m["client_host"],
+                m.get("member_type", "classic"), _assigned(m)]
                for m in g["members"]]
-    lines += ["", table(members, ["MEMBER (* leader)", "INSTANCE", "CLIENT", "HOST", "ASSIGNMENT"])]
+    lines += ["", table(members, ["MEMBER (* leader)", "INSTANCE", "CLIENT", "HOST", "TYPE",
+                                  "ASSIGNMENT"])]
     offsets = [[o["topic"], o["partition"], o["committed_offset"],
                 "-" if o["high_watermark"] is None else o["high_watermark"],
                 "-" if o["lag"] is None else o["lag"]] for o in g["offsets"]]
@@ -209,7 +212,7 @@ def cmd_groups(client: ControlClient, args: argparse.Namespace) -> str:
     if args.json:
         return _json(client.groups(args.group))
     if args.group is not None:
-        return "\n\n".join(_group_detail(g) for g in client.groups(args.group))
+        return "\n\n".join(group_detail(g) for g in client.groups(args.group))
     rows = [[g["group"], g["coordinator"], g["state"], g["generation"],
              g["protocol"] or "-", len(g["members"]),
              sum(o["lag"] or 0 for o in g["offsets"])] for g in client.groups()]

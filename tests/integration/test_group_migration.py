@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import Consumer
 from kafka import KafkaConsumer
 
+from broker.control.ctl import group_detail
 from protocol.errors import ErrorCode
 from protocol.group_records import decode_assignment, encode_consumer_protocol
 from tests.harness import until
@@ -105,6 +106,11 @@ def test_a_classic_member_joins_a_consumer_group(kafka_broker):
                        and len(classic.assignment()) == 2 and len(modern.assignment()) == 2,
                        classic, [modern], seen)
             assert view(kafka_broker)["type"] == "consumer"
+            shown = group_detail(view(kafka_broker))  # `kafka-sim ctl groups migrating`
+            types = {line.split()[2]: line.split()[4] for line in shown.splitlines()
+                     if line.split()[:1] and len(line.split()) > 5 and line.split()[2] in (
+                         "classic", "modern")}
+            assert types == {"classic": "classic", "modern": "consumer"}, shown
             poll_until(lambda: set(seen) >= {b"%d" % i for i in range(40)}, classic, [modern],
                        seen)
             classic.commit()  # a classic member commits with its member epoch as generation
