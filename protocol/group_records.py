@@ -82,10 +82,12 @@ SHARE_GROUP_METADATA = 11  # GroupId -> Epoch
 SHARE_GROUP_TARGET_ASSIGNMENT_METADATA = 12  # GroupId -> AssignmentEpoch
 SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER = 13  # GroupId, MemberId -> its target partitions
 SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT = 14  # GroupId, MemberId -> its epoch, partitions
-SHARE_GROUP_RECORDS = frozenset({10, 11, 12, 13, 14})
+SHARE_GROUP_STATE_PARTITION_METADATA = 15  # GroupId -> the partitions it has share state for
+SHARE_GROUP_RECORDS = frozenset({10, 11, 12, 13, 14, 15})
 # What each record of either family is to its group (a load replays both alike)
-GROUP_EPOCH, ASSIGNMENT_EPOCH, MEMBERS, TARGETS, CURRENT = (
-    "epoch", "assignment_epoch", "members", "targets", "current")
+GROUP_EPOCH, ASSIGNMENT_EPOCH, MEMBERS, TARGETS, CURRENT, STATE_PARTITIONS = (
+    "epoch", "assignment_epoch", "members", "targets", "current", "state_partitions")
+GROUP_ROLES = frozenset({GROUP_EPOCH, ASSIGNMENT_EPOCH, STATE_PARTITIONS})  # keyed by group only
 RECORD_ROLES = {
     CONSUMER_GROUP_METADATA: GROUP_EPOCH, SHARE_GROUP_METADATA: GROUP_EPOCH,
     CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: ASSIGNMENT_EPOCH,
@@ -94,6 +96,7 @@ RECORD_ROLES = {
     CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: TARGETS, SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER: TARGETS,
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: CURRENT,
     SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT: CURRENT,
+    SHARE_GROUP_STATE_PARTITION_METADATA: STATE_PARTITIONS,
 }
 TOPIC_PARTITIONS = (
     Field("topic_id", "uuid", N, default=b"\0" * 16),
@@ -149,6 +152,17 @@ CONSUMER_GROUP_VALUES = {
         Field("previous_member_epoch", "int32", N),
         Field("state", "int8", N),
         Field("assigned_partitions", "[]TopicPartitions", N, default=(), fields=TOPIC_PARTITIONS),
+    ),
+    SHARE_GROUP_STATE_PARTITION_METADATA: (
+        Field("initialized_topics", "[]TopicPartitionsInfo", N, default=(), fields=(
+            Field("topic_id", "uuid", N, default=b"\0" * 16),
+            Field("topic_name", "string", N, default=""),
+            Field("partitions", "[]int32", N, default=()),
+        )),
+        Field("deleting_topics", "[]TopicInfo", N, default=(), fields=(
+            Field("topic_id", "uuid", N, default=b"\0" * 16),
+            Field("topic_name", "string", N, default=""),
+        )),
     ),
 }
 _SCHEMAS = {"offset_key": OFFSET_COMMIT_KEY, "offset_value": OFFSET_COMMIT_VALUE,
@@ -240,7 +254,7 @@ def decode_record(key: bytes, value: bytes | None
     """One `__consumer_offsets` record; None for a key version this broker does not know."""
     (key_version,) = _I16.unpack_from(key)
     if key_version in RECORD_ROLES:
-        member = RECORD_ROLES[key_version] not in (GROUP_EPOCH, ASSIGNMENT_EPOCH)
+        member = RECORD_ROLES[key_version] not in GROUP_ROLES
         k = _decode("consumer_group_member_key" if member else "consumer_group_key", key, 0)
         v = None if value is None else _decode(f"consumer_group_value_{key_version}", value, 0)
         return ConsumerGroupRecord(key_version, k.group_id, k.member_id if member else None, v)

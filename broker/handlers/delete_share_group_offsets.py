@@ -13,7 +13,6 @@ from __future__ import annotations
 from broker.handlers import RequestContext, register
 from broker.handlers.alter_share_group_offsets import empty_share_group_refusal
 from broker.handlers.authorization import AclOperation, ResourceType, authorize
-from broker.metadata.topic_names import SHARE_STATE_TOPIC
 from protocol.errors import ErrorCode
 
 
@@ -24,7 +23,6 @@ async def handle(ctx: RequestContext, request) -> dict:
         return {"throttle_time_ms": 0, "error_code": refused[0], "error_message": refused[1],
                 "responses": []}
     cache = ctx.services.metadata_cache
-    persister = ctx.services.share_partition_manager.persister
     responses = []
     for t in request.topics:
         info = cache.topic(t.topic_name)
@@ -33,11 +31,9 @@ async def handle(ctx: RequestContext, request) -> dict:
             error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif info is None:
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        elif cache.topic(SHARE_STATE_TOPIC) is not None:  # (none: nothing was ever kept)
-            for index in range(info.num_partitions):
-                deleted = await persister.delete(request.group_id, info.topic_id, index)
-                if deleted != ErrorCode.NONE and error == ErrorCode.NONE:
-                    error = deleted
+        else:
+            error = await ctx.services.share_partition_manager.persister.delete_topic(
+                request.group_id, t.topic_name, range(info.num_partitions))
         responses.append({"topic_name": t.topic_name,
                           "topic_id": info.topic_id.bytes if info else b"\0" * 16,
                           "error_code": error, "error_message": None})

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from broker.logs import get_logger
@@ -102,6 +102,21 @@ class SharePersister:
         if result is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode(result["error_code"])
+
+    async def delete_topic(self, group_id: str, topic: str, partitions: Iterable[int]
+                           ) -> ErrorCode:
+        """The group's state of these partitions of `topic` removed at their share coordinators
+        (DeleteShareGroupOffsets, DeleteGroups); the first error, else NONE (also when nothing
+        was ever kept)."""
+        info = self.cache.topic(topic)
+        if info is None or self.cache.topic(SHARE_STATE_TOPIC) is None:
+            return ErrorCode.NONE
+        error = ErrorCode.NONE
+        for index in partitions:
+            deleted = await self.delete(group_id, info.topic_id, index)
+            if deleted != ErrorCode.NONE and error == ErrorCode.NONE:
+                error = deleted
+        return error
 
     async def write(self, group_id: str, topic_id: uuid.UUID, partition: int, leader_epoch: int,
                     start_offset: int, batches: list[tuple[int, int, int, int]],

@@ -31,7 +31,7 @@ from tests.integration.test_protocol_edges import create_topic, produce_body
 
 PRODUCE, FIND_COORDINATOR, API_VERSIONS = 0, 10, 18
 SHARE_HEARTBEAT, SHARE_DESCRIBE, SHARE_FETCH, SHARE_ACK = 76, 77, 78, 79
-DESCRIBE_OFFSETS, ALTER_OFFSETS, DELETE_OFFSETS = 90, 91, 92
+DESCRIBE_OFFSETS, ALTER_OFFSETS, DELETE_OFFSETS, DELETE_GROUPS = 90, 91, 92, 42
 ACCEPT, RELEASE, REJECT = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT
 
 
@@ -582,7 +582,7 @@ async def test_alter_share_group_offsets_resets_an_empty_group(async_broker):
 
 
 def test_a_new_coordinator_loads_the_share_group_from_its_records(broker_factory):
-    """A share group's records in __consumer_offsets (key versions 10-14): when its
+    """A share group's records in __consumer_offsets (key versions 10-15): when its
     coordinator's broker stops, the next coordinator has the group (here empty, its member
     gone: nobody would have made it again), with its epoch."""
     cluster = broker_factory({"offsets.topic.replication.factor": "3",
@@ -598,18 +598,19 @@ def test_a_new_coordinator_loads_the_share_group_from_its_records(broker_factory
     consumer.close()  # it leaves: the group's epoch moves on, no member
 
     def views() -> list[tuple]:
-        return [(b.broker_id, g.group_epoch, sorted(g.members))
+        return [(b.broker_id, g.group_epoch, sorted(g.members), g.state_partitions)
                 for b in cluster.cluster.brokers.values() if b.running
                 for g in b.group_coordinator.share_groups.values()]
 
-    ((coordinator, epoch, members),) = cluster.call(views)
-    assert (epoch, members) == (2, [])
+    ((coordinator, epoch, members, state),) = cluster.call(views)
+    assert (epoch, members, state) == (2, [], {"moved": {0}})
     cluster.call(lambda: cluster.cluster.stop_broker(coordinator))
     deadline = time.monotonic() + 30
     while not (moved := cluster.call(views)):
         assert time.monotonic() < deadline, "no coordinator loaded the group"
         time.sleep(0.01)
-    assert [(e, m) for b, e, m in moved] == [(2, [])]
+    # (with the partitions it has share state for: key version 15)
+    assert [(e, m, s) for b, e, m, s in moved] == [(2, [], {"moved": {0}})]
     assert moved[0][0] != coordinator
 
 
@@ -636,6 +637,28 @@ async def test_delete_share_group_offsets_forgets_a_topic_of_an_empty_group(asyn
     assert described.groups[0].topics[0].partitions[0].start_offset == -1
     again = ShareMember(await RawClient.connect(async_broker.port), "sd", "m2")
     assert (await again.beat(["sdt"])).error_code == 0
+    assert acquired(await again.fetch({tid: [0]})) == {0: [(0, 2, 1)]}  # from the start
+    await again.client.close()
+    await client.close()
+
+
+async def test_deleting_a_share_group_deletes_its_share_state(async_broker):
+    """DeleteGroups of an empty share group deletes the share state of every partition its
+    members were given (ShareGroupStatePartitionMetadata, key version 15): a group made again
+    under its id starts afresh instead of where the old one stopped."""
+    client, tid = await share_setup(async_broker.port, "sg", "sgt", 3)
+    member = ShareMember(client, "sg", "m1")
+    assert (await member.beat(["sgt"])).error_code == 0
+    assert acquired(await member.fetch({tid: [0]})) == {0: [(0, 2, 1)]}
+    await member.fetch({tid: [0]}, epoch=-1, acks={(tid, 0): [(0, 2, [1])]})
+    assert (await member.beat(epoch=-1)).error_code == 0
+    coordinator = async_broker.group_coordinator
+    assert coordinator.share_state_partitions("sg") == {"sgt": {0}}
+    deleted = await client.request(DELETE_GROUPS, 2, {"groups_names": ["sg"]})
+    assert [(r.group_id, r.error_code) for r in deleted.results] == [("sg", 0)]
+    assert "sg" not in coordinator.share_groups
+    again = ShareMember(await RawClient.connect(async_broker.port), "sg", "m2")
+    assert (await again.beat(["sgt"])).error_code == 0
     assert acquired(await again.fetch({tid: [0]})) == {0: [(0, 2, 1)]}  # from the start
     await again.client.close()
     await client.close()

@@ -122,6 +122,10 @@ class ClassicMembers(ConsumerGroups):
                 self.config["group.consumer.migration.policy"] not in ("downgrade",
                                                                        "bidirectional"):
             return False
+        common = set.intersection(*({name for name, _ in m.classic.protocols}
+                                    for m in remaining if m.classic is not None))
+        if not common:  # no protocol all of them speak: a classic group could not rebalance
+            return False
         self.remove_member(group, leaving_member_id, why)
         for member in group.members.values():
             cancel_timers(member)

@@ -227,6 +227,7 @@ class LoadedConsumerGroup:
     targets: dict[str, Container] = field(default_factory=dict)  # target assignment per member
     current: dict[str, Container] = field(default_factory=dict)  # current assignment per member
     share: bool = False  # a share group's records (KIP-932), not a consumer group's
+    state_partitions: Container | None = None  # a share group's: where it has share state
 
 
 ConsumerGroupRecords = dict[str, LoadedConsumerGroup]
@@ -247,6 +248,8 @@ def replay_consumer_group_record(record: gr.ConsumerGroupRecord,
         if role == gr.ASSIGNMENT_EPOCH:
             if value is not None:
                 loaded.assignment_epoch = value.assignment_epoch
+        elif role == gr.STATE_PARTITIONS:
+            loaded.state_partitions = value
         else:
             table = getattr(loaded, role)
             if value is None:

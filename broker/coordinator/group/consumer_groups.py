@@ -65,31 +65,35 @@ class ConsumerGroups(GroupCoordinatorBase):
         error = self.validate_group_status(group_id)
         if error is not None:
             raise KafkaError(error)
-        classic = self.group(group_id)
         if group_id in self.share_groups:
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND,
                              f"Group {group_id} is not a consumer group")
-        upgraded = None
-        if classic is not None and classic.members and group_id not in self.consumer_groups:
-            if member_epoch != 0:
-                raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND,
-                                 f"Group {group_id} is not a consumer group")
-            upgraded = self.upgrade_to_consumer_group(classic)  # raises GROUP_ID_NOT_FOUND
         assignors = self.config["group.consumer.assignors"]
         if server_assignor is not None and server_assignor not in assignors:
             raise KafkaError(ErrorCode.UNSUPPORTED_ASSIGNOR,
                              f"ServerAssignor {server_assignor} is not supported. Supported "
                              f"assignors: {', '.join(assignors)}")
         await self.read_group_configs(group_id)
-        before = snapshot(self.consumer_groups.get(group_id) if upgraded is None else None)
-        answer = self._heartbeat(group_id, member_id, member_epoch, instance_id, rack_id,
-                                 rebalance_timeout_ms, subscribed_topics, server_assignor, owned,
-                                 client_id, client_host, subscribed_regex, describable)
-        if upgraded is not None:  # the classic group's record goes; its offsets stay
-            error = await self.manager.append_records(group_id, [
-                (gr.group_metadata_key(group_id), None)])
-            if error != ErrorCode.NONE:
-                raise KafkaError(error)
+        classic = self.group(group_id)
+        upgraded = False
+        if classic is not None and classic.members and group_id not in self.consumer_groups:
+            if member_epoch != 0:
+                raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND,
+                                 f"Group {group_id} is not a consumer group")
+            self.upgrade_to_consumer_group(classic)  # (GROUP_ID_NOT_FOUND when it may not)
+            upgraded = True
+        before = snapshot(None if upgraded else self.consumer_groups.get(group_id))
+        try:
+            answer = self._heartbeat(group_id, member_id, member_epoch, instance_id, rack_id,
+                                     rebalance_timeout_ms, subscribed_topics, server_assignor,
+                                     owned, client_id, client_host, subscribed_regex, describable)
+        except KafkaError:
+            if upgraded:  # the joining member was refused, the upgrade stands: write it
+                await self._write_upgrade(group_id, before)
+            raise
+        if upgraded:
+            await self._write_upgrade(group_id, before)
+            return answer
         error = await self.write_records(group_id, before)
         if error is not None:
             raise KafkaError(error)
@@ -169,6 +173,16 @@ class ConsumerGroups(GroupCoordinatorBase):
         return HeartbeatAnswer(member.member_id, member.member_epoch,
                                self.group_setting(group_id, "consumer.heartbeat.interval.ms"),
                                member.assigned if changed or full else None)
+
+    async def _write_upgrade(self, group_id: str, before: Snapshot | None) -> None:
+        """The records of a classic group become a consumer group: the classic group's record
+        goes (its offsets stay), the consumer group's records come."""
+        error = await self.manager.append_records(group_id, [
+            (gr.group_metadata_key(group_id), None)])
+        if error == ErrorCode.NONE:
+            error = await self.write_records(group_id, before) or ErrorCode.NONE
+        if error != ErrorCode.NONE:
+            raise KafkaError(error)
 
     def reconcile_member(self, group: ConsumerGroup, member: ConsumerGroupMember,
                          owned: Partitions | None,

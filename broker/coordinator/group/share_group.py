@@ -39,6 +39,9 @@ class ShareGroup:
     target: dict[str, Partitions] = field(default_factory=dict)
     # The subscribed topics' partition counts the last target was computed with
     subscription_metadata: dict[str, int] = field(default_factory=dict)
+    # The partitions members were ever given, which may have share state at a share coordinator
+    # (Kafka's ShareGroupStatePartitionMetadata): what deleting the group deletes
+    state_partitions: Partitions = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -60,6 +63,7 @@ class ShareGroup:
             readers = sorted(m.member_id for m in self.members.values() if topic in m.subscribed)
             if not readers or count <= 0:
                 continue
+            self.state_partitions.setdefault(topic, set()).update(range(count))
             if len(readers) <= count:
                 for p in range(count):
                     target[readers[p % len(readers)]].setdefault(topic, set()).add(p)

@@ -136,15 +136,22 @@ class ShareGroups(GroupCoordinatorBase):
         log.info("share group member removed", group_id=group.group_id, member_id=member_id,
                  reason=why, group_epoch=group.group_epoch)
 
+    def share_state_partitions(self, group_id: str) -> dict[str, set[int]] | None:
+        """The partitions an empty share group coordinated here may have share state for (what
+        deleting it deletes at the share coordinators first); None for any other group."""
+        group = self.share_groups.get(group_id)
+        if group is None or group.members or self.validate_group_status(
+                group_id, allow_empty=True) is not None:
+            return None
+        return {t: set(ps) for t, ps in group.state_partitions.items()}
+
     async def delete_share_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members; else it goes,
-        with tombstones for its records."""
+        with tombstones for its records (its share state was deleted first, by the handler)."""
         if self.share_groups[group_id].members:
             return ErrorCode.NON_EMPTY_GROUP
-        del self.share_groups[group_id]
-        error = await self.manager.append_records(group_id, [
-            (gr.consumer_group_key(gr.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, group_id), None),
-            (gr.consumer_group_key(gr.SHARE_GROUP_METADATA, group_id), None)])
+        before = _snapshot(self.share_groups.pop(group_id))
+        error = await self._write_share_group(group_id, before) or ErrorCode.NONE
         if error == ErrorCode.NONE:
             log.info("share group deleted", group_id=group_id)
         return error
@@ -181,6 +188,11 @@ class ShareGroups(GroupCoordinatorBase):
                     records.targets[member_id].topic_partitions
                     if member_id in records.targets else ())
             group.subscription_metadata = self.partition_counts(group.subscribed_topics())
+            if records.state_partitions is not None:  # (a topic since deleted is left out)
+                group.state_partitions = {
+                    t.topic_name: set(t.partitions)
+                    for t in records.state_partitions.initialized_topics
+                    if self.topic_id_bytes(t.topic_name) == bytes(t.topic_id)}
             self.share_groups[group_id] = group
             for member in group.members.values():
                 self._schedule_share_session(group, member)
@@ -201,8 +213,9 @@ class ShareGroups(GroupCoordinatorBase):
 
 
 # A share group as its records describe it: (group epoch, assignment epoch, member metadata,
-# target per member, current assignment per member), each comparable between two moments.
-Snapshot = tuple[int, int, dict[str, tuple], dict[str, tuple], dict[str, tuple]]
+# target per member, current assignment per member, partitions with share state), each
+# comparable between two moments.
+Snapshot = tuple[int, int, dict[str, tuple], dict[str, tuple], dict[str, tuple], tuple]
 
 
 def _snapshot(group: ShareGroup | None) -> Snapshot | None:
@@ -212,7 +225,9 @@ def _snapshot(group: ShareGroup | None) -> Snapshot | None:
             {m.member_id: (m.rack_id, m.client_id, m.client_host, tuple(sorted(m.subscribed)))
              for m in group.members.values()},
             {member_id: frozen_partitions(t) for member_id, t in group.target.items()},
-            {m.member_id: (m.member_epoch, frozen_partitions(m.assigned)) for m in group.members.values()})
+            {m.member_id: (m.member_epoch, frozen_partitions(m.assigned))
+             for m in group.members.values()},
+            frozen_partitions(group.state_partitions))
 
 
 def _records(group_id: str, before: Snapshot | None, after: Snapshot | None,
@@ -220,11 +235,13 @@ def _records(group_id: str, before: Snapshot | None, after: Snapshot | None,
     """The records that take a share group from `before` to `after`, in Kafka's order: a
     member's removal as tombstones, members' metadata, the group epoch, the target assignment,
     then members' current assignments."""
-    if after is None:
-        return []
-    empty: Snapshot = (-1, -1, {}, {}, {})
-    b_epoch, b_target_epoch, b_meta, b_target, b_current = before or empty
-    epoch, target_epoch, meta, target, current = after
+    empty: Snapshot = (-1, -1, {}, {}, {}, ())
+    if after is None:  # the group was deleted: tombstones
+        if before is None:
+            return []
+        after = empty
+    b_epoch, b_target_epoch, b_meta, b_target, b_current, b_state = before or empty
+    epoch, target_epoch, meta, target, current, state = after
     key, value = gr.consumer_group_key, gr.consumer_group_value
 
     def topic_partitions(frozen: tuple) -> list[dict]:
@@ -241,9 +258,19 @@ def _records(group_id: str, before: Snapshot | None, after: Snapshot | None,
                 gr.SHARE_GROUP_MEMBER_METADATA, {"rack_id": m[0], "client_id": m[1],
                                                  "client_host": m[2],
                                                  "subscribed_topic_names": list(m[3])})))
+    if after is empty:
+        return records + [(key(kind, group_id), None) for kind in (
+            gr.SHARE_GROUP_STATE_PARTITION_METADATA, gr.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
+            gr.SHARE_GROUP_METADATA)]
     if epoch != b_epoch:
         records.append((key(gr.SHARE_GROUP_METADATA, group_id), value(
             gr.SHARE_GROUP_METADATA, {"epoch": epoch, "metadata_hash": 0})))
+    if state != b_state:
+        records.append((key(gr.SHARE_GROUP_STATE_PARTITION_METADATA, group_id), value(
+            gr.SHARE_GROUP_STATE_PARTITION_METADATA, {"initialized_topics": [
+                {"topic_id": tid, "topic_name": t, "partitions": list(ps)}
+                for t, ps in state if (tid := topic_id(t)) is not None],
+                "deleting_topics": []})))
     for member_id, t in target.items():
         if b_target.get(member_id) != t and member_id in meta:
             records.append((key(gr.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, group_id, member_id),
