@@ -1,4 +1,4 @@
-"""ShareFetch (key 78), v1: a share consumer's fetch (KIP-932). Within its share session (epoch 0
+"""ShareFetch (key 78), v1-2: a share consumer's fetch (KIP-932). Within its share session (epoch 0
 opens it, -1 closes it, else the session's next epoch) it acknowledges records it was given and
 acquires more from the session's partitions this broker leads; the answer carries the batches
 holding the acquired records and, per partition, the acquired offset ranges with their delivery
@@ -10,6 +10,10 @@ counts, and the acquisition lock's duration (broker/share/ does the work).
 - Session errors are the request's: SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH,
   SHARE_SESSION_LIMIT_REACHED; a bad acknowledgement is its partition's
   (INVALID_RECORD_STATE, INVALID_REQUEST) and the records are still fetched.
+- v2: ShareAcquireMode 0 acquires whole batches (as v1), 1 (record-limit, KIP-1206) no more
+  than MaxRecords, cutting a batch, and 255 (renew) acquires nothing; Renew acknowledgements
+  (type 4, KIP-1222) keep records acquired under a new lock of the full duration. An unknown
+  mode: INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -72,16 +76,14 @@ def share_response(ctx: RequestContext, answer, refused: list, *, records: bool)
             "node_endpoints": [
                 {"node_id": b, "host": endpoints[b][0], "port": endpoints[b][1], "rack": None}
                 for b in sorted(leaders) if b in endpoints]}
-    if records:
-        body["acquisition_lock_timeout_ms"] = answer.acquisition_lock_timeout_ms
+    body["acquisition_lock_timeout_ms"] = answer.acquisition_lock_timeout_ms  # (Ack v2+)
     return body
 
 
 def request_error(code: ErrorCode, message: str | None, *, records: bool) -> dict:
     body = {"throttle_time_ms": 0, "error_code": code, "error_message": message,
             "responses": [], "node_endpoints": []}
-    if records:
-        body["acquisition_lock_timeout_ms"] = 0
+    body["acquisition_lock_timeout_ms"] = 0
     return body
 
 
@@ -105,11 +107,15 @@ async def handle(ctx: RequestContext, request) -> dict:
     refusal = check_request(ctx, request, records=True)
     if refusal is not None:
         return refusal
+    mode = request.get("share_acquire_mode", share.share_partition_manager.BATCH_OPTIMIZED)
+    if mode not in share.share_partition_manager.ACQUIRE_MODES:
+        return request_error(ErrorCode.INVALID_REQUEST, f"Unknown ShareAcquireMode {mode & 0xff}",
+                             records=True)
     allowed, refused = share_partitions_of(ctx, request.topics)
     forgotten = [(uuid.UUID(bytes=bytes(t.topic_id)), p)
                  for t in request.forgotten_topics_data for p in t.partitions]
     answer = await ctx.services.share_partition_manager.share_fetch(
         request.group_id, request.member_id, request.share_session_epoch, allowed, forgotten,
         max_wait_ms=request.max_wait_ms, max_bytes=request.max_bytes,
-        max_records=request.max_records)
+        max_records=request.max_records, acquire_mode=mode, renew=ctx.api_version >= 2)
     return share_response(ctx, answer, refused, records=True)

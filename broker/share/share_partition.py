@@ -38,6 +38,7 @@ class AcknowledgeType(enum.IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4  # (v2, KIP-1222) the records stay acquired by the member, their lock restarted
 
 
 class AbortedTxn(Protocol):
@@ -170,12 +171,14 @@ class SharePartition:
         self._advance_start()
 
     def acquire(self, member_id: str, read: bytes | memoryview, max_records: int,
-                aborted: list[AbortedTxn] | None = None) -> Acquired:
+                aborted: list[AbortedTxn] | None = None, *, record_limit: bool = False
+                ) -> Acquired:
         """Acquire for `member_id` the records of the batches `read` from the log (starting at or
         below `read_from()`): Available in-flight ones and new ones, at most `max_records`
-        (whole batches of new records, as Kafka aligns to batch boundaries), under one lock.
-        `aborted` (read_committed): the aborted transactions of the read; their records are
-        Archived, never delivered."""
+        (whole batches of new records, as Kafka aligns to batch boundaries; with `record_limit`,
+        KIP-1206's record-limit mode, never more than `max_records`, a batch cut where the count
+        is reached), under one lock. `aborted` (read_committed): the aborted transactions of the
+        read; their records are Archived, never delivered."""
         lock = AcquisitionLock(self.lock_duration_ms, member_id, self._expire)
         taken: list[tuple[int, int]] = []  # (offset, delivery count)
         chunks: list[bytes | memoryview] = []
@@ -193,8 +196,12 @@ class SharePartition:
             dropped = aborted and header.is_transactional and not header.is_control and any(
                 t.producer_id == header.producer_id
                 and t.first_offset <= header.base_offset <= t.last_offset for t in aborted)
+            batch_end = header.next_offset  # the first offset this batch leaves new
             for offset in range(max(header.base_offset, self.start_offset),
                                 header.last_offset + 1):
+                if offset >= self.next_offset and record_limit and len(taken) >= max_records:
+                    batch_end = offset  # the rest of the batch stays new
+                    break
                 if offset < self.next_offset:
                     record = self.in_flight.get(offset)
                     if (record is None or record.state != RecordState.AVAILABLE
@@ -214,7 +221,7 @@ class SharePartition:
                 lock.held += 1
                 taken.append((offset, record.delivery_count))
             if new_allowed:
-                self.next_offset = max(self.next_offset, header.next_offset)
+                self.next_offset = max(self.next_offset, batch_end)
             if len(taken) > before:
                 chunks.append(view[pos:pos + header.size])
         self._advance_start()
@@ -224,17 +231,20 @@ class SharePartition:
 
     # -- acknowledgements and releases ----------------------------------------------------------
 
-    def acknowledge(self, member_id: str,
-                    batches: list[tuple[int, int, list[int]]]) -> None:
+    def acknowledge(self, member_id: str, batches: list[tuple[int, int, list[int]]], *,
+                    renew: bool = False) -> None:
         """Apply a member's acknowledgement batches ((first, last, types): one type for the
         whole range, or one per offset). All or nothing: INVALID_RECORD_STATE when any offset
         is not acquired by this member, INVALID_REQUEST when a batch is malformed or names an
-        offset twice. The work is bounded by the records in flight, whatever the batches say."""
+        offset twice (or Renew where `renew` does not allow it: before v2). The work is bounded
+        by the records in flight, whatever the batches say. Renewed records stay the member's,
+        under one new lock of the full duration; nothing of them is written."""
         changes: dict[int, tuple[InFlightRecord, int]] = {}
         for first, last, types in batches:
             span = last - first + 1
             if first < 0 or span <= 0 or len(types) not in (1, span) or any(
-                    t not in AcknowledgeType._value2member_map_ for t in types):
+                    t not in AcknowledgeType._value2member_map_
+                    or (t == AcknowledgeType.RENEW and not renew) for t in types):
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  f"Invalid acknowledgement batch {first}-{last}")
             if len(changes) + span > len(self.in_flight):  # cannot all be acquired records
@@ -251,15 +261,25 @@ class SharePartition:
                                      f"The record at offset {offset} is not acquired by "
                                      f"member {member_id}")
                 changes[offset] = (record, types[0] if len(types) == 1 else types[i])
-        released = False
+        released, settled = False, False
+        renewed = AcquisitionLock(self.lock_duration_ms, member_id, self._expire)
         for record, kind in changes.values():
+            if kind == AcknowledgeType.RENEW:
+                assert record.lock is not None
+                record.lock.release_one()
+                record.lock = renewed
+                renewed.held += 1
+                continue
+            settled = True
             if kind == AcknowledgeType.RELEASE:
                 released |= self._release(record)
             else:
                 self._settle(record, RecordState.ACKNOWLEDGED if kind == AcknowledgeType.ACCEPT
                              else RecordState.ARCHIVED)
+        if renewed.held:
+            self._add_timer(renewed)
         self._advance_start()
-        if changes:
+        if settled:
             self._changed()
         if released:
             self._on_available()

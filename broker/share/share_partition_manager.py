@@ -37,6 +37,10 @@ log = get_logger("kafka_sim.share")
 
 PartitionKey = tuple[uuid.UUID, int]  # (topic id, partition), as share requests name them
 Acknowledgements = list[tuple[int, int, list[int]]]  # (first offset, last offset, types)
+# ShareFetch v2's ShareAcquireMode (KIP-1206, KIP-1222): whole batches, at most MaxRecords, or
+# no acquisition at all (a fetch that only renews locks; 255 on the wire, -1 read as int8)
+BATCH_OPTIMIZED, RECORD_LIMIT, RENEW_ONLY = 0, 1, -1
+ACQUIRE_MODES = (BATCH_OPTIMIZED, RECORD_LIMIT, RENEW_ONLY)
 
 
 @dataclass(slots=True)
@@ -93,10 +97,13 @@ class SharePartitionManager:
     async def share_fetch(
         self, group_id: str, member_id: str, epoch: int, partitions: list[ShareFetchPartition],
         forgotten: list[PartitionKey], *, max_wait_ms: int, max_bytes: int, max_records: int,
+        acquire_mode: int = BATCH_OPTIMIZED, renew: bool = False,
     ) -> ShareAnswer:
         """One ShareFetch: the session checked and moved on, the acknowledgements applied, then
         records acquired for the member from the session's partitions (parked up to
-        `max_wait_ms` when there are none)."""
+        `max_wait_ms` when there are none). v2: `acquire_mode` RECORD_LIMIT acquires no more
+        than `max_records`, RENEW_ONLY acquires nothing (its acknowledgements renew locks);
+        `renew` allows Renew acknowledgements."""
         key = (group_id, member_id)
         await self.group_configs.overrides(group_id)
         if epoch == INITIAL_EPOCH:
@@ -132,16 +139,18 @@ class SharePartitionManager:
             if not p.topic:
                 data.error = ErrorCode.UNKNOWN_TOPIC_ID
             elif p.acknowledgements:
-                await self._acknowledge(group_id, member_id, p, data)
-        if epoch == FINAL_EPOCH:  # the last request of the session: no records, locks let go
-            self._close(session)
+                await self._acknowledge(group_id, member_id, p, data, renew)
+        if epoch == FINAL_EPOCH or acquire_mode == RENEW_ONLY:
+            if epoch == FINAL_EPOCH:  # the last request of the session: locks let go
+                self._close(session)
             return answer
-        acquired = self._acquire(session, max_bytes, max_records)
+        record_limit = acquire_mode == RECORD_LIMIT
+        acquired = self._acquire(session, max_bytes, max_records, record_limit)
         if not acquired and max_wait_ms > 0 and max_records > 0 and not any(
                 d.error for d in answer.partitions.values()):
             # (MaxBytes 0 is given nothing, as Kafka: it waits out MaxWaitMs, not to spin)
             acquired = await self._park(session, max_wait_ms, max_bytes, max_records,
-                                        acquiring=max_bytes > 0)
+                                        record_limit, acquiring=max_bytes > 0)
         for tp, data in acquired.items():
             known = answer.partitions.get(tp)
             if known is not None:
@@ -179,8 +188,8 @@ class SharePartitionManager:
             int(self.group_configs.value(session.group_id, "share.session.timeout.ms")), expire)
         self.timer.add(session.expiry)
 
-    def _acquire(self, session: ShareSession, max_bytes: int, max_records: int
-                 ) -> dict[PartitionKey, SharePartitionData]:
+    def _acquire(self, session: ShareSession, max_bytes: int, max_records: int,
+                 record_limit: bool = False) -> dict[PartitionKey, SharePartitionData]:
         """Records acquired for the session's member, partition by partition, within the
         request's byte and record budgets (KIP-74: a first batch comes back whatever its size)."""
         out: dict[PartitionKey, SharePartitionData] = {}
@@ -202,7 +211,8 @@ class SharePartitionManager:
                                           min_one_message=True, as_region=False)
                 aborted = partition.log.aborted_transactions_in(start, read.records) \
                     if committed else None
-                acquired = share.acquire(session.member_id, read.records, max_records, aborted)
+                acquired = share.acquire(session.member_id, read.records, max_records, aborted,
+                                         record_limit=record_limit)
             except KafkaError as exc:
                 out[tp] = SharePartitionData(exc.code, exc.message)
                 continue
@@ -213,7 +223,7 @@ class SharePartitionManager:
         return out
 
     async def _park(self, session: ShareSession, max_wait_ms: int, max_bytes: int,
-                    max_records: int, *, acquiring: bool = True
+                    max_records: int, record_limit: bool = False, *, acquiring: bool = True
                     ) -> dict[PartitionKey, SharePartitionData]:
         """Wait in the purgatory until a partition of the session has records to acquire (its
         key is checked on every append and high watermark move, and on every release)."""
@@ -241,7 +251,7 @@ class SharePartitionManager:
 
         def complete() -> None:
             if waiting[0] and self.sessions.get((session.group_id, session.member_id)) is session:
-                acquired.update(self._acquire(session, max_bytes, max_records))
+                acquired.update(self._acquire(session, max_bytes, max_records, record_limit))
 
         op = DelayedShareFetch(max_wait_ms, ready, complete)
         # While the cluster's clock is frozen (`ctl clock freeze`), MaxWaitMs is the consumer's
@@ -264,8 +274,10 @@ class SharePartitionManager:
     # -- ShareAcknowledge ----------------------------------------------------------------------
 
     async def share_acknowledge(self, group_id: str, member_id: str, epoch: int,
-                                partitions: list[ShareFetchPartition]) -> ShareAnswer:
-        """One ShareAcknowledge: within a session (not its first request); -1 closes it."""
+                                partitions: list[ShareFetchPartition], *, renew: bool = False
+                                ) -> ShareAnswer:
+        """One ShareAcknowledge: within a session (not its first request); -1 closes it.
+        `renew` (v2) allows Renew acknowledgements."""
         key = (group_id, member_id)
         await self.group_configs.overrides(group_id)
         if epoch == INITIAL_EPOCH:
@@ -274,27 +286,28 @@ class SharePartitionManager:
         session, error = self._session(key, epoch)
         if session is None:
             return error
-        answer = ShareAnswer(ErrorCode.NONE)
+        answer = ShareAnswer(ErrorCode.NONE, acquisition_lock_timeout_ms=int(
+            self.group_configs.value(group_id, "share.record.lock.duration.ms")))
         for p in partitions:
             answer.partitions[p.key] = data = SharePartitionData()
             if not p.topic:
                 data.error = ErrorCode.UNKNOWN_TOPIC_ID
                 continue
-            await self._acknowledge(group_id, member_id, p, data)
+            await self._acknowledge(group_id, member_id, p, data, renew)
             data.error, data.error_message = data.acknowledge_error, data.acknowledge_error_message
         if epoch == FINAL_EPOCH:
             self._close(session)
         return answer
 
     async def _acknowledge(self, group_id: str, member_id: str, p: ShareFetchPartition,
-                           data: SharePartitionData) -> None:
+                           data: SharePartitionData, renew: bool = False) -> None:
         """Apply the acknowledgements, answered once the share coordinator keeps them."""
         try:
             share, _ = self._share_partition(group_id, p.topic, p.partition)
             if share is None:  # not started here: nothing of it was acquired from this leader
                 raise KafkaError(ErrorCode.INVALID_RECORD_STATE,
                                  f"No records of {p.topic}-{p.partition} were acquired here")
-            share.acknowledge(member_id, p.acknowledgements)
+            share.acknowledge(member_id, p.acknowledgements, renew=renew)
             error = await self.persist(share)
             if error != ErrorCode.NONE:
                 raise KafkaError(error, "the acknowledgement could not be kept")

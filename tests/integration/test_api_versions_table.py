@@ -32,8 +32,10 @@ DIFFERENCES: dict[int, tuple[tuple[int, int] | None, str]] = {
                  "answers UNSUPPORTED_VERSION), v1 as Kafka 4.0 (librdkafka 2.16 needs it)"),
     **{key: ((1, 1), f"{name}: KIP-932 share groups are served (share.version=1), v1 as Kafka "
                      "4.1 (a ZK-mode 3.9 broker has no share group API)")
-       for key, name in ((76, "ShareGroupHeartbeat"), (77, "ShareGroupDescribe"),
-                         (78, "ShareFetch"), (79, "ShareAcknowledge"))},
+       for key, name in ((76, "ShareGroupHeartbeat"), (77, "ShareGroupDescribe"))},
+    **{key: ((1, 2), f"{name}: KIP-932 share groups are served (share.version=1), v1-2 as "
+                     "Kafka 4.2 (record-limit acquisition, lock renewal)")
+       for key, name in ((78, "ShareFetch"), (79, "ShareAcknowledge"))},
     **{key: ((0, 0), f"{name}: inter-broker, a share partition's leader and its share "
                      "coordinator (__share_group_state), as Kafka 4 serves it")
        for key, name in ((83, "InitializeShareGroupState"), (84, "ReadShareGroupState"),

@@ -78,7 +78,7 @@ async def test_api_versions_lists_exactly_the_implemented_ranges(async_broker):
                       # delegation tokens: refused as a ZK 3.9 broker does
                       38: (0, 3), 39: (0, 2), 40: (0, 2), 41: (0, 3),
                       68: (0, 1), 69: (0, 0),  # KIP-848 consumer groups, v1 as Kafka 4.0
-                      76: (1, 1), 77: (1, 1), 78: (1, 1), 79: (1, 1),  # KIP-932, as Kafka 4.1
+                      76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2),  # KIP-932 (fetch and ack as 4.2)
                       84: (0, 0), 85: (0, 0),  # its share state, inter-broker
                       83: (0, 0), 86: (0, 0), 90: (0, 0), 91: (0, 0), 92: (0, 0)}
     await client.close()

@@ -206,9 +206,11 @@ class ShareMember:
 
     async def fetch(self, partitions: dict[bytes, list[int]], *, epoch: int | None = None,
                     acks: dict[tuple[bytes, int], list[tuple[int, int, list[int]]]] | None = None,
-                    max_records: int = 100, max_wait_ms: int = 0, max_bytes: int = 1 << 20):
+                    max_records: int = 100, max_wait_ms: int = 0, max_bytes: int = 1 << 20,
+                    version: int = 1, mode: int = 0):
         acks = acks or {}
-        answer = await self.client.request(SHARE_FETCH, 1, {
+        answer = await self.client.request(SHARE_FETCH, version, {
+            "share_acquire_mode": mode,
             "group_id": self.group, "member_id": self.member_id,
             "share_session_epoch": self.session_epoch if epoch is None else epoch,
             "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": max_bytes,
@@ -364,6 +366,54 @@ async def test_share_fetch_acquires_acknowledges_and_keeps_its_session(async_bro
     assert [p.error_code for t in unknown.topics for p in t.partitions] == [
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
     assert missing.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    await client.close()
+
+
+async def test_share_fetch_v2_acquires_to_the_record_limit_and_renews_locks(async_broker):
+    """KIP-1206: ShareAcquireMode record-limit (1) acquires no more than MaxRecords, cutting a
+    batch; batch-optimized (0) takes the rest of the batch. KIP-1222: Renew acknowledgements
+    (type 4, v2 only) keep records acquired under a new lock; a renew-only fetch (mode 255)
+    acquires nothing."""
+    client, tid = await share_setup(async_broker.port, "s2", "s2t", 5)  # one batch, 0-4
+    member = ShareMember(client, "s2", "m1")
+    assert (await member.beat(["s2t"])).error_code == 0
+    assert acquired(await member.fetch({tid: [0]}, version=2, mode=1, max_records=2)) == {
+        0: [(0, 1, 1)]}
+    assert acquired(await member.fetch({tid: [0]}, version=2, mode=1, max_records=2)) == {
+        0: [(2, 3, 1)]}
+    assert acquired(await member.fetch({tid: [0]}, version=2, mode=0, max_records=1)) == {
+        0: [(4, 4, 1)]}
+    share = async_broker.share_partition_manager.share_partitions[("s2", "s2t", 0)]
+    lock = share.in_flight[0].lock
+
+    def ack(types: list[int], *, renew: bool = True, version: int = 2) -> dict:
+        return {"group_id": "s2", "member_id": "m1", "share_session_epoch": member.session_epoch,
+                "is_renew_ack": renew, "topics": [{"topic_id": tid, "partitions": [
+                    {"partition_index": 0, "acknowledgement_batches": [
+                        {"first_offset": 0, "last_offset": 1, "acknowledge_types": types}]}]}]}
+
+    # Renew needs v2 (v1: not an acknowledge type) and, in ShareAcknowledge, IsRenewAck
+    old = await client.request(SHARE_ACK, 1, ack([4]))
+    member.session_epoch += 1
+    assert old.responses[0].partitions[0].error_code == ErrorCode.INVALID_REQUEST
+    assert (await client.request(SHARE_ACK, 2, ack([4], renew=False))).error_code == \
+        ErrorCode.INVALID_REQUEST
+    renewed = await client.request(SHARE_ACK, 2, ack([4]))
+    member.session_epoch += 1
+    assert (renewed.error_code, renewed.responses[0].partitions[0].error_code) == (0, 0)
+    assert renewed.acquisition_lock_timeout_ms == 30_000
+    assert share.in_flight[0].lock is not lock and share.in_flight[0].lock is share.in_flight[
+        1].lock and share.in_flight[2].lock is not share.in_flight[0].lock  # 2-3 kept theirs
+    assert [share.in_flight[o].delivery_count for o in range(5)] == [1] * 5
+    # A renew-only fetch renews and acquires nothing; an unknown mode is refused
+    only = await member.fetch({tid: [0]}, version=2, mode=-1,
+                              acks={(tid, 0): [(2, 4, [4])]})
+    assert only.responses[0].partitions[0].acknowledge_error_code == 0 and acquired(only) == {}
+    assert (await member.fetch({tid: [0]}, version=2, mode=7)).error_code == \
+        ErrorCode.INVALID_REQUEST
+    done = await member.fetch({tid: [0]}, version=2, acks={(tid, 0): [(0, 4, [1])]})
+    assert done.responses[0].partitions[0].acknowledge_error_code == 0
+    assert share.start_offset == 5
     await client.close()
 
 
