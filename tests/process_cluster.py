@@ -117,6 +117,12 @@ class ProcessCluster:
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())
 
+    def wait_until_all_registered(self) -> None:
+        """Until every broker sees every broker alive (each one's metadata has them all)."""
+        for i in self.ids:
+            wait_until(lambda i=i: len([b for b in self.brokers(i) if b["alive"]])
+                       == len(self.ids), f"broker {i} to see {len(self.ids)} brokers")
+
     def brokers(self, via: int) -> list[dict]:
         answer = self.control(via, "/brokers")
         return answer["brokers"] if isinstance(answer, dict) else answer

@@ -24,9 +24,7 @@ def test_consumer_group_protocol_across_processes_and_a_coordinator_killed(zk_co
     cluster.start()
     consumers: dict[str, Consumer] = {}
     try:
-        for i in cluster.ids:
-            wait_until(lambda i=i: len([b for b in cluster.brokers(i) if b["alive"]]) == 3,
-                       f"broker {i} to see three brokers")
+        cluster.wait_until_all_registered()
         bootstrap = cluster.bootstrap
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic(TOPIC, 3, 3)])[TOPIC].result(30)

@@ -67,9 +67,7 @@ def controller_of(cluster: ProcessCluster, via: int) -> int:  # -1: none now
 def cluster(zk_connect, tmp_path):
     c = ProcessCluster(zk_connect, tmp_path, overrides={"default.replication.factor": "1"})
     c.start()
-    for i in c.ids:
-        wait_until(lambda i=i: len([b for b in c.brokers(i) if b["alive"]]) == 3,
-                   f"broker {i} to see three brokers")
+    c.wait_until_all_registered()
     yield c
     c.stop()
 

@@ -33,9 +33,7 @@ pytestmark = pytest.mark.slow
 def cluster(zk_connect, tmp_path):
     c = ProcessCluster(zk_connect, tmp_path)
     c.start()
-    for i in c.ids:  # every broker knows every other one
-        wait_until(lambda i=i: len([b for b in c.brokers(i) if b["alive"]]) == 3,
-                   f"broker {i} to see three brokers")
+    c.wait_until_all_registered()  # every broker knows every other one
     yield c
     c.stop()
 
@@ -232,9 +230,7 @@ def test_ctl_clock_drives_every_process_clock_and_a_session_expires_on_it(zk_con
     c = ProcessCluster(zk_connect, tmp_path, overrides={"group.initial.rebalance.delay.ms": "0"})
     c.start()
     try:
-        for i in c.ids:
-            wait_until(lambda i=i: len([b for b in c.brokers(i) if b["alive"]]) == 3,
-                       f"broker {i} to see three brokers")
+        c.wait_until_all_registered()
         urls = ",".join(f"http://127.0.0.1:{c.control_ports[i]}" for i in c.ids)
         assert ctl.main(["clock", "freeze", "--urls", urls]) == 0
         states = [c.control(i, "/clock") for i in c.ids]

@@ -49,9 +49,7 @@ def test_an_acl_made_through_one_process_holds_on_every_leader(zk_connect, tmp_p
         "allow.everyone.if.no.acl.found": "true"})
     cluster.start()
     try:
-        for i in cluster.ids:
-            wait_until(lambda i=i: len([b for b in cluster.brokers(i) if b["alive"]]) == 3,
-                       f"broker {i} to see three brokers")
+        cluster.wait_until_all_registered()
         first = f"127.0.0.1:{cluster.ports[0]}"
         admin = KafkaAdminClient(bootstrap_servers=first)
         # Three partitions, three replicas each: a leader in every process, every write followed

@@ -21,9 +21,7 @@ HALT_LINE = b"Shutdown broker because all log dirs in"
 def cluster(zk_connect, tmp_path):
     c = ProcessCluster(zk_connect, tmp_path)
     c.start()
-    for i in c.ids:  # every broker knows every other one
-        wait_until(lambda i=i: len([b for b in c.brokers(i) if b["alive"]]) == 3,
-                   f"broker {i} to see three brokers")
+    c.wait_until_all_registered()  # every broker knows every other one
     yield c
     c.stop()
 

@@ -24,9 +24,7 @@ TOPIC = "zk-moved"
 def cluster(zk_connect, tmp_path):
     c = ProcessCluster(zk_connect, tmp_path)
     c.start()
-    for i in c.ids:
-        wait_until(lambda i=i: len([b for b in c.brokers(i) if b["alive"]]) == 3,
-                   f"broker {i} to see three brokers")
+    c.wait_until_all_registered()
     yield c
     c.stop()
 

@@ -1,8 +1,9 @@
 """Share groups across three broker processes (real ZooKeeper): two confluent-kafka
 ShareConsumers read a topic's records once each, each partition's leader keeping its share partition
 and writing its state to the share coordinator of another process over TCP; when a leader's
-process is killed, the new leader goes on from that state; the coordinating process's control
-API shows the group."""
+process is killed, the new leader goes on from that state; a rejected record is archived and one
+whose lock runs out goes to another consumer; the coordinating process's control API shows the
+group."""
 
 from __future__ import annotations
 
@@ -10,9 +11,23 @@ import time
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
-from tests.integration.test_share_groups import ACCEPT, RELEASE, read_from_earliest, share_consumer
+from tests.integration.test_share_groups import (
+    ACCEPT,
+    REJECT,
+    RELEASE,
+    poll_some,
+    read_from_earliest,
+    share_consumer,
+)
 from tests.process_cluster import ProcessCluster, wait_until
 
 pytestmark = pytest.mark.slow
@@ -23,9 +38,7 @@ def test_share_consumers_across_processes_and_a_leader_killed(zk_connect, tmp_pa
         "offsets.topic.num.partitions": "3", "share.coordinator.state.topic.num.partitions": "3"})
     cluster.start()
     try:
-        for i in cluster.ids:
-            wait_until(lambda i=i: len([b for b in cluster.brokers(i) if b["alive"]]) == 3,
-                       f"broker {i} to see three brokers")
+        cluster.wait_until_all_registered()
         bootstrap = cluster.bootstrap
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic("mp-share", 3, 3)])["mp-share"].result(30)
@@ -90,7 +103,35 @@ def test_share_consumers_across_processes_and_a_leader_killed(zk_connect, tmp_pa
                 got.append(m.value())
                 late.acknowledge(m, ACCEPT)
             late.commit_sync()
-        late.close()
         assert sorted(got, key=int) == [b"%d" % i for i in range(30, 36)]
+        late.close()
+        # A rejected record is archived; one whose lock (1 s here) runs out while its holder
+        # does nothing is delivered to another consumer, its delivery count up by one. (A
+        # topic of one partition, on the two brokers left: both members are given it.)
+        admin.create_topics([NewTopic("mp-locks", 1, 2)])["mp-locks"].result(30)
+        read_from_earliest(bootstrap, "mp-lockers")
+        lock = ConfigResource(ResourceType.GROUP, "mp-lockers", incremental_configs=[
+            ConfigEntry("share.record.lock.duration.ms", "1000",
+                        incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([lock])[lock].result(30)
+        for value in (b"kept", b"rejected"):
+            producer.produce("mp-locks", value)
+        assert producer.flush(30) == 0
+        holder = share_consumer(bootstrap, "mp-lockers", "mp-locks")
+        held: list = []
+        deadline = time.monotonic() + 60
+        while {m.value() for m in held} != {b"kept", b"rejected"}:
+            assert time.monotonic() < deadline, [m.value() for m in held]
+            for m in holder.poll(0.2):
+                held.append(m)
+                if m.value() == b"rejected":
+                    holder.acknowledge(m, REJECT)
+            holder.commit_sync()
+        assert {m.delivery_count() for m in held} == {1}
+        other = share_consumer(bootstrap, "mp-lockers", "mp-locks")
+        again = [(m.value(), m.delivery_count()) for m in poll_some(other, timeout_s=60)]
+        assert again == [(b"kept", 2)]
+        other.close()
+        holder.close()
     finally:
         cluster.stop()

@@ -89,9 +89,7 @@ def test_commit_and_abort_across_processes(zk_connect, tmp_path):
         "transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3"})
     cluster.start()
     try:
-        for i in cluster.ids:
-            wait_until(lambda i=i: len([b for b in cluster.brokers(i) if b["alive"]]) == 3,
-                       f"broker {i} to see three brokers")
+        cluster.wait_until_all_registered()
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic("mp-tx", 3, 3)])["mp-tx"].result(30)
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "mp"})

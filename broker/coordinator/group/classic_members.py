@@ -206,16 +206,8 @@ class ClassicMembers(ConsumerGroups):
         if member is None:
             member = ConsumerGroupMember(member_id, client_id, client_host, rebalance_timeout_ms,
                                          set(subscription.topics), instance_id=instance_id)
-            previous = self._classic_static_predecessor(group, instance_id, unknown)
-            if previous is not None:  # a restart of a static member: no rebalance
-                self.replace_static_member(group, previous, member)
-                if member.subscribed_names != previous.subscribed_names:
-                    group.bump()
-            else:
-                group.members[member_id] = member
-                group.bump()
-            if instance_id is not None:
-                group.static_members[instance_id] = member_id
+            self.admit_member(group, member,
+                              self._classic_static_predecessor(group, instance_id, unknown))
         elif set(subscription.topics) != member.subscribed_names:
             member.subscribed_names = set(subscription.topics)
             group.bump()

@@ -140,17 +140,7 @@ class ConsumerGroups(GroupCoordinatorBase):
                 member_id, client_id, client_host, rebalance_timeout_ms,
                 set(subscribed_topics or ()), regex, instance_id=instance_id, rack_id=rack_id,
                 server_assignor=server_assignor)
-            previous = self.static_predecessor(group, instance_id)
-            if previous is not None:  # it takes over, assignment and epoch: no rebalance
-                self.replace_static_member(group, previous, member)
-                if (member.subscribed_names, member.subscribed_regex) != (
-                        previous.subscribed_names, previous.subscribed_regex):
-                    group.bump()
-            else:
-                group.members[member_id] = member
-                group.bump()
-            if instance_id is not None:
-                group.static_members[instance_id] = member_id
+            self.admit_member(group, member, self.static_predecessor(group, instance_id))
         else:
             member = group.members.get(member_id) if group is not None else None
             if group is None or member is None:
@@ -204,6 +194,22 @@ class ConsumerGroups(GroupCoordinatorBase):
         self.schedule_session(group, member)
         self._watch_revocation(group, member)
         return changed
+
+    def admit_member(self, group: ConsumerGroup, member: ConsumerGroupMember,
+                     previous: ConsumerGroupMember | None) -> None:
+        """A joining member enters the group: in place of the static member it takes over (its
+        assignment and epoch; a new group epoch only if it subscribes otherwise), else as a new
+        member (a new group epoch)."""
+        if previous is not None:  # it takes over, assignment and epoch: no rebalance
+            self.replace_static_member(group, previous, member)
+            if (member.subscribed_names, member.subscribed_regex) != (
+                    previous.subscribed_names, previous.subscribed_regex):
+                group.bump()
+        else:
+            group.members[member.member_id] = member
+            group.bump()
+        if member.instance_id is not None:
+            group.static_members[member.instance_id] = member.member_id
 
     @staticmethod
     def static_predecessor(group: ConsumerGroup, instance_id: str | None
