@@ -186,7 +186,8 @@ async def test_a_classic_member_in_a_consumer_group_is_held_to_its_epoch(async_b
     await client.close()
 
 
-@pytest.mark.broker_config({"group.consumer.migration.policy": "downgrade"})
+@pytest.mark.broker_config({"group.consumer.migration.policy": "downgrade",
+                            "group.initial.rebalance.delay.ms": "0"})
 async def test_an_upgrade_the_policy_does_not_allow_is_refused(async_broker):
     a, b = await members(async_broker.port, "old", "ol", 2, 2)
     error, member_id, generation = await classic_join(b.client, "old", ["ol"])
@@ -218,5 +219,25 @@ async def test_a_classic_member_of_a_consumer_group_is_reloaded_as_one(async_bro
     assert member.classic is not None and member.classic.session_timeout_ms == 10_000
     assert [name for name, _ in member.classic.protocols] == ["range"]
     assert (await sync(b.client, "kept", member_id, generation)).error_code == 0
+    for m in (a, b):
+        await m.client.close()
+
+
+@pytest.mark.broker_config({"group.initial.rebalance.delay.ms": "0"})
+async def test_an_empty_group_of_either_kind_becomes_the_other(async_broker):
+    a, b = await members(async_broker.port, "either", "ei", 2, 1)
+    await a.join(["ei"])
+    assert (await a.beat(epoch=-1)).error_code == 0  # it leaves: an empty consumer group
+    coordinator = async_broker.group_coordinator
+    assert not coordinator.consumer_groups["either"].members
+    error, member_id, generation = await classic_join(b.client, "either", ["ei"])
+    assert error == ErrorCode.NONE and "either" not in coordinator.consumer_groups
+    assert (await sync(b.client, "either", member_id, generation)).error_code == 0
+    assert list(coordinator.group("either").members) == [member_id]
+    left = await b.client.request(LEAVE_GROUP, 3, {"group_id": "either", "members": [
+        {"member_id": member_id, "group_instance_id": None}]})
+    assert left.members[0].error_code == 0
+    joined = await a.join(["ei"])  # an empty classic group: a consumer group again
+    assert joined.error_code == 0 and "either" in coordinator.consumer_groups
     for m in (a, b):
         await m.client.close()

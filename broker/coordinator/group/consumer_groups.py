@@ -394,6 +394,12 @@ class ConsumerGroups(GroupCoordinatorBase):
             log.info("consumer group deleted", group_id=group_id)
         return error
 
+    def give_way_to_classic_group(self, group_id: str) -> None:
+        """A JoinGroup to an empty consumer group: it goes at once (its records as tombstones),
+        and the classic group the JoinGroup makes takes the id."""
+        before = snapshot(self.consumer_groups.pop(group_id))
+        self.spawn(self.write_records(group_id, before))
+
     def forget_consumer_groups(self, partition: int) -> None:
         """The coordinator resigned `partition`: its consumer groups go (members rejoin at the
         new coordinator, whose groups start afresh)."""

@@ -77,7 +77,7 @@ class GroupCoordinator(GroupOffsets, GroupSessions, ClassicMembers, ShareGroups)
                 client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
                 callback)
         if consumer_group is not None:  # an empty consumer group becomes a classic one
-            self.spawn(self.delete_consumer_group(group_id))
+            self.give_way_to_classic_group(group_id)
         is_unknown = member_id == UNKNOWN_MEMBER_ID
         group = self.group(group_id)
         if group is None:

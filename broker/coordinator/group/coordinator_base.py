@@ -277,3 +277,6 @@ class GroupCoordinatorBase(ABC):
 
     @abstractmethod
     async def delete_consumer_group(self, group_id: str) -> ErrorCode: ...
+
+    @abstractmethod
+    def give_way_to_classic_group(self, group_id: str) -> None: ...
