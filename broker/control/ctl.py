@@ -17,6 +17,7 @@ from broker.control.control_client import (
     ControlClient,
     ControlError,
 )
+from broker.control.fault_schedule import KINDS, FaultSchedule, ScheduleRunner
 
 PROG = "kafka-sim ctl"
 
@@ -105,6 +106,29 @@ def cmd_fault_list(client: ControlClient, args: argparse.Namespace) -> str:
 def cmd_fault_clear(client: ControlClient, args: argparse.Namespace) -> str:
     cleared = client.clear_faults(id=args.id, broker=args.broker)
     return f"cleared {cleared} fault(s)"
+
+
+def cmd_fault_schedule(client: ControlClient, args: argparse.Namespace) -> str:
+    """Apply a seed's fault schedule to the running cluster, in real time, printing each step;
+    Ctrl-C ends it, its faults cleared and a stopped broker started."""
+    kinds = [k.strip() for k in args.kinds.split(",")] if args.kinds else list(KINDS)
+    try:
+        brokers = args.brokers if args.brokers is not None else len(client.brokers())
+        schedule = FaultSchedule.from_seed(args.seed, brokers=brokers,
+                                           kinds=kinds, duration_s=args.duration,
+                                           faults_per_s=args.rate)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.dry_run:
+        return schedule.describe()
+    print(schedule.describe(), flush=True)
+    runner = ScheduleRunner(client, schedule, on_step=lambda line: print(line, flush=True))
+    try:
+        runner.run()
+    except KeyboardInterrupt:
+        runner.stop_faults()
+        return f"seed {args.seed}: interrupted, its faults ended"
+    return f"seed {args.seed}: {len(schedule.faults)} fault(s) applied and ended"
 
 
 def _describe_disk_fault(f: dict) -> str:
@@ -310,6 +334,20 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--count", type=int, metavar="N",
                      help="apply N times (default: until cleared)")
     leaf(fault, "list", cmd_fault_list, "list active faults")
+    schedule = leaf(fault, "schedule", cmd_fault_schedule,
+                    "apply the faults a seed schedules (delays, errors, dropped answers, closed "
+                    "connections, broker restarts), in real time")
+    schedule.add_argument("--seed", type=int, required=True, metavar="N")
+    schedule.add_argument("--duration", type=float, default=30.0, metavar="S",
+                          help="seconds the schedule spans (default 30)")
+    schedule.add_argument("--rate", type=float, default=0.5, metavar="R",
+                          help="faults a second (default 0.5)")
+    schedule.add_argument("--kinds", metavar="K,K", help="among delay, error, drop, "
+                          "disconnect, restart (default: all)")
+    schedule.add_argument("--brokers", type=int, metavar="N",
+                          help="brokers to schedule for (default: the cluster's)")
+    schedule.add_argument("--dry-run", action="store_true",
+                          help="print the schedule without applying it")
     clear = leaf(fault, "clear", cmd_fault_clear, "clear one fault, a broker's, or all")
     clear.add_argument("--id", type=int, metavar="N", help="only this fault")
     clear.add_argument("--broker", type=int, metavar="ID", help="only this broker's faults")
@@ -389,6 +427,9 @@ def main(argv: list[str]) -> int:
     except ControlError as exc:
         print(f"{PROG}: {exc.message}", file=sys.stderr)
         return 1
+    except UsageError as exc:  # an argument only the command can judge
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
