@@ -81,6 +81,12 @@ def _migration_policy(value: str) -> str:
     return value.lower()
 
 
+def _defect(value: str) -> str:
+    if value not in ("", "high-watermark-ignores-isr"):
+        raise ValueError(f"expected empty or high-watermark-ignores-isr; got {value!r}")
+    return value
+
+
 def _assignors(value: str) -> list[str]:
     names = [n.strip() for n in value.split(",") if n.strip()]
     unknown = [n for n in names if n not in ("uniform", "range")]
@@ -279,6 +285,10 @@ PROPERTIES: tuple[Property, ...] = (
              "whether a group changes kind while it has members (Kafka 4): upgrade (a classic "
              "group becomes a consumer group when a member joins with ConsumerGroupHeartbeat), "
              "downgrade (back when only classic members are left), bidirectional, or disabled"),
+    Property("simulation.defect", _defect, "",
+             "a deliberate bug, to show `kafka-sim simulate`'s checker catching it: "
+             "high-watermark-ignores-isr moves a leader's high watermark to its log end offset "
+             "without waiting for the ISR (acks=all then acknowledges what one crash can lose)"),
     Property("zookeeper.connect", str, "",
              "host:port[,host:port][/chroot] of ZooKeeper: one broker per process; empty: embedded"),
     Property("zookeeper.session.timeout.ms", int, "18000",

@@ -604,6 +604,18 @@ class LogManager:
         self.begin_shutdown()
         self.finish_shutdown()
 
+    def crash(self) -> None:
+        """A killed broker's logs: every descriptor closed as it stands, with no last fsync,
+        checkpoint, producer snapshot or clean-shutdown marker, so the next start recovers them
+        (`kafka-sim simulate`'s crashes)."""
+        for log in [*self._logs.values(), *self._future_logs.values()]:
+            for segment in log.segments:
+                segment.close_unflushed()
+        self._logs.clear()
+        self._future_logs.clear()
+        self.flusher.close()
+        self.files.close_all()
+
     def begin_shutdown(self) -> None:
         """Every log's last fsyncs and producer snapshot handed to the flusher; its files closed.
         Nothing for an offline dir: not clean, handle_log_dir_failure closed its logs, the next

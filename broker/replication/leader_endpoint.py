@@ -4,6 +4,7 @@ the embedded cluster, which calls the leader broker's ReplicaManager directly.""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -69,8 +70,10 @@ class InProcessLeaderEndpoint:
 
     answers_when_asked = True
 
-    def __init__(self, lookup: Callable[[], LeaderReplicaManager | None]) -> None:
+    def __init__(self, lookup: Callable[[], LeaderReplicaManager | None],
+                 delay_s: Callable[[], float] = lambda: 0.0) -> None:
         self._lookup = lookup
+        self._delay_s = delay_s  # one way, each way: a simulated slow link (0 in process)
 
     def _leader(self) -> LeaderReplicaManager:
         rm = self._lookup()
@@ -79,7 +82,13 @@ class InProcessLeaderEndpoint:
         return rm
 
     async def fetch(self, params, metadata, partitions, forgotten):
-        return await self._leader().fetch_in_session(params, metadata, partitions, forgotten)
+        delay = self._delay_s()
+        if delay:
+            await asyncio.sleep(delay)
+        answer = await self._leader().fetch_in_session(params, metadata, partitions, forgotten)
+        if delay:
+            await asyncio.sleep(delay)
+        return answer
 
     async def offsets_for_leader_epoch(self, requests):
         rm = self._leader()

@@ -55,6 +55,7 @@ class Partition:
     replicas: list[int] = field(default_factory=list)
     isr: list[int] = field(default_factory=list)
     remote_replicas: dict[int, ReplicaState] = field(default_factory=dict)
+    hw_ignores_isr: bool = False  # simulation.defect=high-watermark-ignores-isr: a deliberate bug
 
     @property
     def key(self) -> tuple[str, int]:
@@ -213,7 +214,7 @@ class Partition:
         if not self.is_leader:
             return False
         new_hw = self.log.log_end_offset
-        for r in self.isr:
+        for r in () if self.hw_ignores_isr else self.isr:
             if r != self.local_broker_id:
                 replica = self.remote_replicas.get(r)
                 new_hw = min(new_hw, replica.log_end_offset if replica else -1)

@@ -85,6 +85,7 @@ class ReplicationSettings:
     replica_fetch_wait_max_ms: int = 500
     replica_fetch_max_bytes: int = 1_048_576
     fetch_session_cache_slots: int = 1000  # max.incremental.fetch.session.cache.slots
+    high_watermark_ignores_isr: bool = False  # simulation.defect: a deliberate bug
 
 
 class ReplicaManager:
@@ -169,7 +170,8 @@ class ReplicaManager:
                 log_ = self.log_manager.create_log(*key, config, topic_id)
             partition = replication.partition.Partition(
                 state.topic, state.partition, log_, self.broker_id, self.clock.now_ms,
-                self._request_isr_change)
+                self._request_isr_change,
+                hw_ignores_isr=self.settings.high_watermark_ignores_isr)
             self.partitions[key] = partition
             self._watch_log(key, log_)
             self.alter_log_dirs.start(key)  # a move found at start-up goes on (if there is one)

@@ -48,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_parser(name, help=f"{help_text} (kafka-sim {name} --help)", add_help=False)
     sub.add_parser("pipeline", help="Spark jobs over a data directory (kafka-sim pipeline --help)",
                    add_help=False)
+    sub.add_parser("simulate", help="a seeded simulation of the cluster under faults, checked "
+                                    "for lost writes and other anomalies (kafka-sim simulate "
+                                    "--help)", add_help=False)
     return parser
 
 
@@ -127,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         return ctl_main(argv[1:])
     if argv[:1] and argv[0] in TOOLS:  # clients of a running broker, as Kafka's scripts
         return _tool(argv[0])(argv[1:])
+    if argv[:1] == ["simulate"]:
+        from broker.simulation.command import main as simulate_main
+
+        return simulate_main(argv[1:])
     if argv[:1] == ["pipeline"]:
         from pipeline.cli import main as pipeline_main  # Spark is an optional extra
 

@@ -48,13 +48,15 @@ def broker_config(base: BrokerConfig, index: int, num_brokers: int) -> BrokerCon
 
 
 class Cluster:
-    def __init__(self, config: BrokerConfig, num_brokers: int = 3, *, clock: Clock | None = None) -> None:
+    def __init__(self, config: BrokerConfig, num_brokers: int = 3, *, clock: Clock | None = None,
+                 store: EmbeddedMetadataStore | None = None) -> None:
         if num_brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         config.data_dir.mkdir(parents=True, exist_ok=True)
         self.config = config
-        self.store = EmbeddedMetadataStore(config.data_dir / STORE_DIR,
-                                           legacy_file=config.data_dir / LEGACY_STORE_FILE)
+        # The simulation passes an in-memory store (one thread, nothing written for it)
+        self.store = store or EmbeddedMetadataStore(config.data_dir / STORE_DIR,
+                                                    legacy_file=config.data_dir / LEGACY_STORE_FILE)
         self.context = ClusterContext(config, self.store, clock or VirtualClock())
         self.configs = {c.broker_id: c for c in
                         (broker_config(config, i, num_brokers) for i in range(num_brokers))}

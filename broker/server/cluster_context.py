@@ -86,6 +86,11 @@ class ClusterContext:
         self.controller_channel = InProcessControllerChannel(self)
         self.cluster_id = ""  # read (or made) by start()
         self.loop_monitor = LoopMonitor()
+        # The simulation runs on one thread: fsyncs and checkpoints are written in place, the
+        # loop's watchdog is not started, and the in-process links can be cut.
+        self.inline_io = False
+        self.cut_links: set[frozenset[int]] = set()  # broker pairs that cannot reach each other
+        self.link_delays: dict[frozenset[int], float] = {}  # broker pair -> seconds one way
 
     async def start(self) -> None:
         """Before the first broker starts: the store's persistent roots and the cluster id, the
@@ -94,7 +99,8 @@ class ClusterContext:
             await self.store.ensure_path(root)
         self.cluster_id = await self._cluster_id(self.config["cluster.id"])
         self.reaper.start()
-        self.loop_monitor.start()
+        if not self.inline_io:
+            self.loop_monitor.start()
 
     async def stop(self) -> None:
         """Once every broker has stopped."""
@@ -170,13 +176,22 @@ class ClusterContext:
     def running(self, broker_id: int) -> RunningBroker | None:
         return self.running_brokers.get(broker_id)
 
+    def reachable(self, a: int, b: int) -> bool:
+        """Whether broker `a` can reach broker `b` (a simulated network partition cuts pairs)."""
+        return not self.cut_links or frozenset((a, b)) not in self.cut_links
+
     def leader_endpoint(self, follower: RunningBroker, leader_id: int) -> LeaderEndpoint:
         """How `follower` fetches from broker `leader_id`: its ReplicaManager, called directly."""
         def lookup() -> ReplicaManager | None:
             leader = self.running(leader_id)
-            return leader.replica_manager if leader is not None and follower.running else None
+            if leader is None or not follower.running:
+                return None
+            return (leader.replica_manager if self.reachable(follower.broker_id, leader_id)
+                    else None)
 
-        return replication.leader_endpoint.InProcessLeaderEndpoint(lookup)
+        link = frozenset((follower.broker_id, leader_id))
+        return replication.leader_endpoint.InProcessLeaderEndpoint(
+            lookup, lambda: self.link_delays.get(link, 0.0))
 
     def marker_transport(self, coordinator: RunningBroker) -> MarkerTransport:
         """How `coordinator`'s transaction coordinator reaches partition leaders: direct calls."""
@@ -204,6 +219,8 @@ class InProcessMarkerTransport:
         leader = self._context.running(broker_id)
         if leader is None or not leader.running or not self._coordinator.running:
             raise ConnectionError(f"broker {broker_id} is not running")
+        if not self._context.reachable(self._coordinator.broker_id, broker_id):
+            raise ConnectionError(f"broker {broker_id} cannot be reached")
         request = {"markers": [marker.to_wire() for marker in markers]}
         fault = self._context.faults.match(broker_id, WRITE_TXN_MARKERS, request)
         if fault is not None:

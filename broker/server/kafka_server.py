@@ -127,7 +127,8 @@ class KafkaServer:
             disk=context.disk_faults_for(self.broker_id),
             failure_channel=self.log_dir_failure_channel,
             max_open_files=config["log.segment.open.files.max"],
-            flusher=LogFlusher(on_error=self._on_flush_error))
+            flusher=LogFlusher(threaded=not context.inline_io,
+                               on_error=self._on_flush_error))
         self.metadata_cache = MetadataCache(context.timer)
         # Topic configs for the controller's requests over the wire, which carry none.
         # Client quotas: the stored ones at start, then each change the notifications name
@@ -147,6 +148,7 @@ class KafkaServer:
                 config["replica.fetch.wait.max.ms"],
                 config["replica.fetch.max.bytes"],
                 config["max.incremental.fetch.session.cache.slots"],
+                config["simulation.defect"] == "high-watermark-ignores-isr",
             ),
             known_partition=lambda topic, index: (
                 self.metadata_cache.partition_state(topic, index) is not None),
@@ -331,13 +333,13 @@ class KafkaServer:
         for name, (host, port) in list(self.addresses.items()):
             # The TLS handshake runs inside the loop's transport, a few bytes at a time (never
             # blocking it); one that fails or stalls (connections.max.idle.ms, at most 60 s)
-            # closes that connection before _on_connection. (StreamWriter.start_tls after the
+            # closes that connection before serve_connection. (StreamWriter.start_tls after the
             # connection quotas would count it sooner, but stalls under uvloop.)
             ssl_context = self.security[name].ssl_context
             # Bound now (its port is known), served only once the broker is registered: as
             # Kafka's enableRequestProcessing, no request sees a cluster without this broker.
             server = await asyncio.start_server(
-                functools.partial(self._on_connection, name), host, port, ssl=ssl_context,
+                functools.partial(self.serve_connection, name), host, port, ssl=ssl_context,
                 start_serving=False,
                 ssl_handshake_timeout=min(TLS_HANDSHAKE_TIMEOUT_S, self.config[
                     "connections.max.idle.ms"] / 1000) if ssl_context is not None else None)
@@ -374,13 +376,19 @@ class KafkaServer:
         log.info("broker started", broker_id=self.broker_id, host=self.address[0],
                  port=self.address[1], log_dirs=",".join(self.log_manager.dirs))
 
-    async def stop(self) -> None:
-        """Leave the cluster as a crashed broker would, then close down locally."""
+    async def stop(self, *, crash: bool = False) -> None:
+        """Leave the cluster as a crashed broker would, then close down locally. With `crash`, as
+        a killed process: nothing more is flushed or checkpointed (the next start recovers the
+        logs), and the store ends the broker's session only after zookeeper.session.timeout.ms,
+        as ZooKeeper notices a dead client."""
         if not self.running:
             return
         self.running = False
         for server in self._servers:
             server.close()
+        if crash:  # a killed process answers nothing more
+            for task in self._connections:
+                task.cancel()
         self.context.running_brokers.pop(self.broker_id, None)
         self.topic_configs.stop()
         if self.controller is not None:
@@ -388,7 +396,12 @@ class KafkaServer:
             self.controller = None
         if self.session is not None:
             session, self.session = self.session, None
-            await self.store.close_session(session)  # our nodes vanish; watchers react
+            if crash:
+                asyncio.get_running_loop().call_later(
+                    self.config["zookeeper.session.timeout.ms"] / 1000,
+                    lambda: asyncio.ensure_future(self.store.close_session(session)))
+            else:
+                await self.store.close_session(session)  # our nodes vanish; watchers react
         for task in (self._session_task, self._election):
             if task is not None:
                 task.cancel()
@@ -412,9 +425,13 @@ class KafkaServer:
         self.idle_sweeper.close()
         if self.authorizer is not None:
             self.authorizer.close()
-        # Every log's last writes and fsyncs, then the checkpoints and the clean-shutdown marker,
-        # in a worker thread (nothing else uses the logs any more): the loop never waits on them.
-        await asyncio.to_thread(self.log_manager.shutdown)
+        if crash:
+            self.log_manager.crash()
+        else:
+            # Every log's last writes and fsyncs, then the checkpoints and the clean-shutdown
+            # marker, in a worker thread (nothing else uses the logs any more): the loop never
+            # waits on them.
+            await asyncio.to_thread(self.log_manager.shutdown)
         log.info("broker stopped", broker_id=self.broker_id)
 
     # -- a failed log dir (Kafka's ReplicaManager.handleLogDirFailure) ---------------------------
@@ -490,9 +507,11 @@ class KafkaServer:
         """A log cleaner pass: reading and writing in a worker thread, the swaps on the loop."""
         return await run_steps_in_worker(self.log_manager.clean_logs_stepwise())
 
-    async def _on_connection(
+    async def serve_connection(
         self, listener: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        """Serve one client connection of `listener` until it closes (its listening socket's
+        callback; the simulation calls it with in-memory streams)."""
         task = asyncio.current_task()
         assert task is not None
         peer = writer.get_extra_info("peername") or ("?", 0)
@@ -559,7 +578,7 @@ class KafkaServer:
         self.session = self.store.create_session()
         try:
             await self.store.create_json(paths.broker(self.broker_id), registration(
-                self.advertised_endpoints(), self.config.inter_broker_listener_name, wall_clock_ms(),
+                self.advertised_endpoints(), self.config.inter_broker_listener_name, self.wall_ms(),
                 self.config.security_protocols,
             ), ephemeral=True, session=self.session)
         except NodeExistsError:
@@ -569,6 +588,17 @@ class KafkaServer:
                 f"broker {self.broker_id} is already registered at {paths.broker(self.broker_id)} by "
                 "another ZooKeeper session: a broker with this id is running, or one that crashed "
                 "has not yet timed out (zookeeper.session.timeout.ms)") from None
+
+    async def expire_session(self) -> None:
+        """The store ends this broker's session, as ZooKeeper expires one it has not heard from:
+        its ephemeral nodes vanish (the controller takes it for dead, and a controller it ran
+        steps down), then it registers again in a new session (`kafka-sim simulate`'s fault)."""
+        if not self.running or self.session is None:
+            return
+        session, self.session = self.session, None
+        await self.store.close_session(session)
+        self._on_session_change("LOST")
+        self._on_session_change("CONNECTED")
 
     def _on_session_change(self, state: str) -> None:
         """The store's session expired ("LOST": our ephemeral nodes are gone, so the cluster takes
@@ -609,7 +639,7 @@ class KafkaServer:
         while self.running:
             try:
                 await self.store.create_json(paths.CONTROLLER, {
-                    "version": 1, "brokerid": self.broker_id, "timestamp": str(wall_clock_ms()),
+                    "version": 1, "brokerid": self.broker_id, "timestamp": str(self.wall_ms()),
                 }, ephemeral=True, session=self.session)
             except NodeExistsError:
                 if await self.store.exists(paths.CONTROLLER, watch=self._on_controller_change):

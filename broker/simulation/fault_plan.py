@@ -1,0 +1,72 @@
+"""The simulation's faults, drawn from the seed before the run: broker crashes with a torn log
+tail, partitions between brokers and between clients and a broker, slow links, dropped
+responses, ZooKeeper session expiries and controller moves."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+KINDS = ("crash", "partition", "client-partition", "delay", "drop", "session-expiry",
+         "controller-move")
+INSTANT = {"session-expiry", "controller-move"}
+FAULTS_PER_MINUTE = 6.0
+QUIET_START_MS = 3_000  # the workload's clients start before the first fault
+
+
+@dataclass(slots=True, frozen=True)
+class PlannedFault:
+    at_ms: int
+    kind: str
+    broker: int
+    duration_ms: int = 0  # 0: an instant fault
+    detail: int = 0  # delay: added ms one way; crash: bytes torn off each active segment at most
+
+    def describe(self) -> str:
+        what = {"crash": f"crash broker {self.broker} (tear up to {self.detail} B)",
+                "partition": f"cut broker {self.broker} from the other brokers",
+                "client-partition": f"cut the clients from broker {self.broker}",
+                "delay": f"slow broker {self.broker}'s links by {self.detail} ms",
+                "drop": f"broker {self.broker} drops Produce and Fetch responses",
+                "session-expiry": f"expire broker {self.broker}'s ZooKeeper session",
+                "controller-move": "expire the controller's ZooKeeper session"}[self.kind]
+        during = f" for {self.duration_ms / 1000:g} s" if self.duration_ms else ""
+        return f"{self.at_ms / 1000:8.3f}s {what}{during}"
+
+
+def parse_kinds(text: str) -> tuple[str, ...]:
+    """`crash,partition` -> the kinds, in KINDS order; ValueError names an unknown one."""
+    if text.strip().lower() in ("", "all"):
+        return KINDS
+    if text.strip().lower() == "none":
+        return ()
+    asked = {k.strip() for k in text.split(",") if k.strip()}
+    unknown = sorted(asked - set(KINDS))
+    if unknown:
+        raise ValueError(f"unknown fault kind {', '.join(unknown)} (known: {', '.join(KINDS)})")
+    return tuple(k for k in KINDS if k in asked)
+
+
+def plan_faults(seed: int, brokers: list[int], duration_ms: int, kinds: tuple[str, ...] = KINDS,
+                per_minute: float = FAULTS_PER_MINUTE) -> list[PlannedFault]:
+    """The faults of seed `seed`: the same list for the same arguments."""
+    rng = random.Random(f"kafka-sim faults {seed}")
+    window = duration_ms - QUIET_START_MS
+    if not kinds or window <= 0:
+        return []
+    count = max(1, round(window / 60_000 * per_minute))
+    faults = []
+    for at in sorted(rng.randrange(QUIET_START_MS, duration_ms) for _ in range(count)):
+        kind = rng.choice(kinds)
+        broker = rng.choice(brokers)
+        if kind in INSTANT:
+            faults.append(PlannedFault(at, kind, broker))
+        elif kind == "crash":
+            faults.append(PlannedFault(at, kind, broker, rng.randint(8_000, 20_000),
+                                       rng.choice((0, 64, 4096))))
+        elif kind == "delay":
+            faults.append(PlannedFault(at, kind, broker, rng.randint(2_000, 10_000),
+                                       rng.choice((20, 100, 400))))
+        else:
+            faults.append(PlannedFault(at, kind, broker, rng.randint(2_000, 12_000)))
+    return faults

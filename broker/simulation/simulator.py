@@ -1,0 +1,435 @@
+"""One seeded simulation: the embedded cluster, the built-in workload and the seed's faults on a
+SimulatedLoop, the replica sampler writing the brokers' states down, and the checker at the end.
+The same seed (and the same arguments, code and machine) gives the same history and digest."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import random
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker.config import build_config
+from broker.metadata.embedded_store import EmbeddedMetadataStore
+from broker.server.cluster import Cluster
+from broker.simulation.checker import Anomaly, FinalLog, check
+from broker.simulation.fault_plan import KINDS, PlannedFault, plan_faults
+from broker.simulation.history import History
+from broker.simulation.sim_loop import SimulatedLoop
+from broker.simulation.sim_network import SimulatedNetwork
+from broker.simulation.workload import (
+    CREATE_TOPICS,
+    Actor,
+    ClusterView,
+    IdempotentProducer,
+    OffsetCommitter,
+    Reader,
+    TransactionalProducer,
+    WorkloadSpec,
+)
+from timer import VirtualClock
+
+# The simulated wall clock starts at 2026-01-01T00:00:00Z, whatever the real date.
+WALL_EPOCH_MS = 1_767_225_600_000
+SAMPLE_EVERY_MS = 50
+HEAL_TIMEOUT_MS = 120_000
+BROKER_PROPERTIES = {
+    # Kafka's settings for durability: acks=all needs two replicas, no unclean elections.
+    "min.insync.replicas": "2",
+    "unclean.leader.election.enable": "false",
+    "offsets.topic.replication.factor": "3",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
+    "group.initial.rebalance.delay.ms": "0",
+    # Failures are noticed within seconds of simulated time (Kafka's defaults are 10-30 s).
+    "zookeeper.session.timeout.ms": "6000",
+    "replica.lag.time.max.ms": "5000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "2000",
+    "control.listener": "",
+    "listeners": "PLAINTEXT://127.0.0.1:0",
+}
+
+
+@dataclass(slots=True)
+class SimulationResult:
+    seed: int
+    digest: str
+    history: History
+    anomalies: list[Anomaly]
+    faults: list[PlannedFault]
+    simulated_ms: int
+    real_s: float
+    healed: bool
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def simulate(seed: int, data_dir: Path, *, duration_ms: int = 60_000,
+             kinds: tuple[str, ...] = KINDS, faults: list[PlannedFault] | None = None,
+             defect: str = "", brokers: int = 3, spec: WorkloadSpec | None = None,
+             ) -> SimulationResult:
+    """Run seed `seed` (with `faults` instead of the seed's own, for --shrink) in `data_dir`."""
+    started = time.perf_counter()
+    plan = faults if faults is not None else plan_faults(seed, list(range(brokers)),
+                                                         duration_ms, kinds)
+    loop = SimulatedLoop()
+    try:
+        with _seeded_ids(seed):
+            run = _Simulation(seed, data_dir, duration_ms, plan, defect, brokers,
+                              spec or WorkloadSpec())
+            result = loop.run_until_complete(run.run())
+    finally:
+        _cancel_remaining(loop)
+        loop.close()
+    result.real_s = time.perf_counter() - started
+    return result
+
+
+def _cancel_remaining(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what is still running (a failed run's tasks) and let it finish, as asyncio.run."""
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+
+@contextlib.contextmanager
+def _seeded_ids(seed: int) -> Iterator[None]:
+    """Random ids (topic ids, member ids, the cluster id) drawn from the seed while it runs."""
+    rng = random.Random(f"kafka-sim ids {seed}")
+    real_uuid4, state = uuid.uuid4, random.getstate()
+    uuid.uuid4 = lambda: uuid.UUID(int=rng.getrandbits(128), version=4)
+    random.seed(f"kafka-sim random {seed}")
+    try:
+        yield
+    finally:
+        uuid.uuid4 = real_uuid4
+        random.setstate(state)
+
+
+class _Simulation:
+    def __init__(self, seed: int, data_dir: Path, duration_ms: int, plan: list[PlannedFault],
+                 defect: str, brokers: int, spec: WorkloadSpec) -> None:
+        self.seed = seed
+        self.data_dir = data_dir
+        self.duration_ms = duration_ms
+        self.plan = plan
+        self.defect = defect
+        self.num_brokers = brokers
+        self.spec = spec
+        self.rng = random.Random(f"kafka-sim workload {seed}")
+
+    def now_ms(self) -> int:
+        return int(self.loop.time() * 1000)
+
+    def wall_ms(self) -> int:
+        return WALL_EPOCH_MS + self.now_ms()
+
+    async def run(self) -> SimulationResult:
+        self.loop = asyncio.get_running_loop()
+        self.history = History(self.now_ms)
+        clock = VirtualClock(self.now_ms, self.wall_ms)
+        config = build_config({**BROKER_PROPERTIES, "log.dirs": str(self.data_dir),
+                               "simulation.defect": self.defect}, environ={})
+        self.cluster = Cluster(config, self.num_brokers, clock=clock,
+                               store=EmbeddedMetadataStore())
+        self.cluster.context.inline_io = True
+        self.network = SimulatedNetwork(self.loop)
+        await self.cluster.start()
+        for broker_id in self.cluster.configs:
+            self.network.listen(f"broker-{broker_id}", functools.partial(self._accept, broker_id))
+        self.down: set[int] = set()
+        self.active: dict[str, int] = {}  # fault kind -> the broker it holds
+        await self._create_topic()
+        sampler = asyncio.ensure_future(self._sample())
+        self.history.record("start", seed=self.seed, brokers=self.num_brokers,
+                            faults=len(self.plan))
+        actors = self._actors()
+        work = [asyncio.ensure_future(a.run(self.duration_ms)) for a in actors]
+        faults = asyncio.ensure_future(self._apply_faults())
+        await asyncio.gather(*work, faults)
+        await self._heal()
+        healed = await self._wait_until_healed()
+        final = await self._read_back()
+        sampler.cancel()
+        for actor in actors:
+            actor.view.close()
+        self.history.record("end", healed=healed)
+        anomalies = check(self.history, final, healed, self.spec.topic)
+        await self.cluster.stop()
+        counts = {kind: len(self.history.of_kind(kind)) for kind in
+                  ("ack", "unknown", "read", "txn-commit", "txn-abort", "txn-unknown", "commit",
+                   "fault", "fault-skipped")}
+        return SimulationResult(self.seed, self.history.digest(), self.history, anomalies,
+                                self.plan, self.now_ms(), 0.0, healed, counts)
+
+    async def _accept(self, broker_id: int, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter) -> None:
+        broker = self.cluster.brokers.get(broker_id)
+        if broker is None or not broker.running:
+            writer.close()  # as a refused connection: the client sees it closed at once
+            return
+        await broker.serve_connection("PLAINTEXT", reader, writer)
+
+    async def _create_topic(self) -> None:
+        """The workload's topic, created as a client creates one (CreateTopics, then Metadata
+        until every partition has a leader)."""
+        view = ClusterView(self.network, "admin", sorted(self.cluster.configs),
+                           random.Random(self.seed), self.spec.topic)
+        created = None
+        while created is None:
+            created = await view.any_broker(CREATE_TOPICS, 5, {
+                "topics": [{"name": self.spec.topic, "num_partitions": self.spec.partitions,
+                            "replication_factor": min(3, self.num_brokers), "assignments": [],
+                            "configs": []}], "timeout_ms": 10_000, "validate_only": False})
+        while len(view.leaders) < self.spec.partitions:
+            await asyncio.sleep(0.01)
+            await view.refresh()
+        view.close()
+
+    def _actors(self) -> list[Actor]:
+        brokers = sorted(self.cluster.configs)
+
+        def make(cls, name: str, **kw) -> Actor:
+            rng = random.Random(f"{self.seed} {name}")
+            return cls(name, self.network, self.history, brokers, rng, self.spec, self.wall_ms,
+                       **kw)
+
+        readers = [make(Reader, f"reader-{p}", partition=p) for p in range(self.spec.partitions)]
+        return [*(make(IdempotentProducer, f"idem-{i}")
+                  for i in range(self.spec.idempotent_producers)),
+                *(make(TransactionalProducer, f"txn-{i}")
+                  for i in range(self.spec.transactional_producers)),
+                *readers, make(OffsetCommitter, "committer", readers=readers)]
+
+    # -- faults --------------------------------------------------------------------------------
+
+    async def _apply_faults(self) -> None:
+        for number, fault in enumerate(self.plan, 1):
+            await asyncio.sleep(max(0.0, fault.at_ms / 1000 - self.loop.time()))
+            skipped = self._why_not(fault)
+            if skipped:
+                self.history.record("fault-skipped", number=number, kind=fault.kind,
+                                    broker=fault.broker, why=skipped)
+                continue
+            self.history.record("fault", number=number, kind=fault.kind, broker=fault.broker,
+                                duration_ms=fault.duration_ms, detail=fault.detail)
+            await self._start_fault(fault)
+            if fault.duration_ms:
+                self.active[fault.kind] = fault.broker
+                self.loop.call_later(fault.duration_ms / 1000,
+                                     lambda f=fault: asyncio.ensure_future(self._end_fault(f)))
+
+    def _why_not(self, fault: PlannedFault) -> str:
+        """Why the fault is not applied now ('' when it is): one of a kind at a time, and a
+        crash only when every replica is in sync (a second crash before the first one's broker
+        caught up could lose acknowledged records legitimately: Kafka does not fsync)."""
+        if fault.kind in self.active:
+            return f"a {fault.kind} fault is on"
+        if fault.kind == "crash":
+            if self.down:
+                return "a broker is down"
+            if not self._in_sync():
+                return "a replica is out of sync"
+        if fault.kind in ("session-expiry", "controller-move", "drop", "delay") and \
+                fault.broker in self.down:
+            return "that broker is down"
+        return ""
+
+    def _in_sync(self) -> bool:
+        for broker in self.cluster.brokers.values():
+            if not broker.running:
+                return False
+            for partition in broker.replica_manager.partitions.values():
+                if partition.is_leader and set(partition.isr) != set(partition.replicas):
+                    return False
+        return True
+
+    async def _start_fault(self, fault: PlannedFault) -> None:
+        broker = self.cluster.brokers[fault.broker]
+        others = [b for b in self.cluster.configs if b != fault.broker]
+        context = self.cluster.context
+        if fault.kind == "crash":
+            self.down.add(fault.broker)
+            await broker.stop(crash=True)
+            self._tear_tails(fault.broker, fault.detail)
+        elif fault.kind == "partition":
+            context.cut_links.update(frozenset((fault.broker, b)) for b in others)
+        elif fault.kind == "client-partition":
+            self.network.partition(self._clients(), [f"broker-{fault.broker}"])
+        elif fault.kind == "delay":
+            self.network.delay(f"broker-{fault.broker}", fault.detail / 1000)
+            context.link_delays.update(dict.fromkeys(
+                (frozenset((fault.broker, b)) for b in others), fault.detail / 1000))
+        elif fault.kind == "drop":
+            for api in ("Produce", "Fetch"):
+                context.faults.add(fault.broker, api, drop_response=True)
+        elif fault.kind == "session-expiry":
+            await broker.expire_session()
+        elif fault.kind == "controller-move":
+            controller = self.cluster.active_controller()
+            holder = next((b for b in self.cluster.brokers.values()
+                           if b.controller is controller), None) if controller else None
+            if holder is not None:
+                await holder.expire_session()
+
+    async def _end_fault(self, fault: PlannedFault) -> None:
+        self.active.pop(fault.kind, None)
+        self.history.record("fault-end", kind=fault.kind, broker=fault.broker)
+        context = self.cluster.context
+        if fault.kind == "crash":
+            await self._restart(fault.broker)
+        elif fault.kind == "partition":
+            context.cut_links.difference_update(
+                frozenset((fault.broker, b)) for b in self.cluster.configs)
+        elif fault.kind == "client-partition":
+            self.network.heal(self._clients(), [f"broker-{fault.broker}"])
+        elif fault.kind == "delay":
+            self.network.delay(f"broker-{fault.broker}", 0)
+            context.link_delays.clear()
+        elif fault.kind == "drop":
+            context.faults.clear(broker_id=fault.broker)
+
+    async def _restart(self, broker_id: int) -> None:
+        """Start the crashed broker again, once the store has let its old session go."""
+        while broker_id in self.down:
+            try:
+                await self.cluster.start_broker(broker_id)
+            except Exception as exc:  # noqa: BLE001 - its old session lingers: try again
+                self.history.record("restart-refused", broker=broker_id,
+                                    why=type(exc).__name__)
+                await asyncio.sleep(1.0)
+                continue
+            self.down.discard(broker_id)
+            self.history.record("broker-start", broker=broker_id)
+
+    def _tear_tails(self, broker_id: int, most_bytes: int) -> None:
+        """Cut up to `most_bytes` off the end of each partition's newest segment: what a power
+        loss takes of writes never fsynced (a torn last batch included)."""
+        if not most_bytes:
+            return
+        rng = random.Random(f"{self.seed} tear {self.now_ms()} {broker_id}")
+        root = self.data_dir / f"broker-{broker_id}"
+        for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+            segments = sorted(folder.glob("*.log"))
+            if not segments:
+                continue
+            newest = segments[-1]
+            size = newest.stat().st_size
+            cut = min(size, rng.randint(0, most_bytes))
+            if cut:
+                with open(newest, "r+b") as f:
+                    f.truncate(size - cut)
+                self.history.record("torn", broker=broker_id, log=folder.name, bytes=cut)
+
+    def _clients(self) -> list[str]:
+        names = [f"idem-{i}" for i in range(self.spec.idempotent_producers)]
+        names += [f"txn-{i}" for i in range(self.spec.transactional_producers)]
+        return [*names, *(f"reader-{p}" for p in range(self.spec.partitions)), "committer"]
+
+    async def _heal(self) -> None:
+        self.history.record("heal")
+        self.active.clear()
+        self.cluster.context.cut_links.clear()
+        self.cluster.context.link_delays.clear()
+        self.cluster.context.faults.clear()
+        self.network.heal()
+        for broker_id in sorted(self.down):
+            await self._restart(broker_id)
+
+    # -- the sampler and the end -------------------------------------------------------------
+
+    async def _sample(self) -> None:
+        """Every broker's replicas and controller state, written down when they change."""
+        last: dict[tuple, tuple] = {}
+        while True:
+            for broker in list(self.cluster.brokers.values()):
+                if not broker.running:
+                    continue
+                rm = broker.replica_manager
+                controller = broker.controller
+                state = (controller is not None,
+                         controller.epoch if controller is not None else -1, rm.controller_epoch)
+                if last.get(("c", broker.broker_id)) != state:
+                    last[("c", broker.broker_id)] = state
+                    self.history.record("controller", broker=broker.broker_id, active=state[0],
+                                        epoch=state[1], accepted=state[2])
+                for (topic, index), p in sorted(rm.partitions.items()):
+                    state = (p.is_leader, p.leader_epoch, p.high_watermark, p.log_end_offset,
+                             tuple(sorted(p.isr)))
+                    key = (broker.broker_id, topic, index)
+                    if last.get(key) != state:
+                        last[key] = state
+                        self.history.record(
+                            "replica", broker=broker.broker_id, partition=f"{topic}-{index}",
+                            leader=state[0], epoch=state[1], hw=state[2], leo=state[3],
+                            isr=state[4])
+            await asyncio.sleep(SAMPLE_EVERY_MS / 1000)
+
+    async def _wait_until_healed(self) -> bool:
+        """Every replica of every partition in sync with its leader, and no transaction open on
+        the workload's topic (its last stable offset at the high watermark)."""
+        deadline = self.now_ms() + HEAL_TIMEOUT_MS
+        probe = Reader("checker", self.network, self.history, sorted(self.cluster.configs),
+                       random.Random(self.seed), self.spec, self.wall_ms, partition=0)
+        try:
+            while self.now_ms() < deadline:
+                if self._caught_up() and await self._stable(probe):
+                    return True
+                await asyncio.sleep(0.2)
+            return False
+        finally:
+            probe.view.close()
+
+    def _caught_up(self) -> bool:
+        brokers = self.cluster.brokers
+        if not all(b.running for b in brokers.values()):
+            return False
+        for broker in brokers.values():
+            for key, p in broker.replica_manager.partitions.items():
+                if not p.is_leader:
+                    continue
+                if set(p.isr) != set(p.replicas) or p.high_watermark != p.log_end_offset:
+                    return False
+                for r in p.replicas:
+                    replica = brokers[r].replica_manager.partitions.get(key)
+                    if replica is None or replica.log_end_offset != p.log_end_offset:
+                        return False
+        return True
+
+    async def _stable(self, probe: Reader) -> bool:
+        for partition in range(self.spec.partitions):
+            probe.partition = partition
+            probe.view.leaders.clear()
+            fetched = await probe.fetch(1, 0)
+            if fetched is None or fetched.last_stable_offset != fetched.high_watermark:
+                return False
+        return True
+
+    async def _read_back(self) -> dict[int, FinalLog]:
+        final: dict[int, FinalLog] = {}
+        reader = Reader("checker", self.network, self.history, sorted(self.cluster.configs),
+                        random.Random(self.seed), self.spec, self.wall_ms, partition=0)
+        for partition in range(self.spec.partitions):
+            reader.partition = partition
+            log = final[partition] = FinalLog()
+            for isolation, into in ((0, log.records), (1, log.committed)):
+                position, high_watermark = 0, None
+                while high_watermark is None or position < high_watermark:
+                    fetched = await reader.fetch(isolation, position)
+                    if fetched is None:
+                        continue
+                    into.update(fetched.records)
+                    high_watermark = fetched.high_watermark
+                    if fetched.next_offset == position and position < high_watermark:
+                        break  # nothing more can be read (should not happen once healed)
+                    position = fetched.next_offset
+        reader.view.close()
+        return final

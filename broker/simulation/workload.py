@@ -1,0 +1,426 @@
+"""The simulation's built-in workload: idempotent and transactional producers, read_committed
+readers and an offset committer, each a simulated client host, writing down in the history what
+the cluster told them (acknowledged offsets, records read, commits) for the checker."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from broker.simulation.history import History
+from broker.simulation.sim_client import RequestFailed, SimClient
+from broker.simulation.sim_network import SimulatedNetwork
+from protocol.errors import ErrorCode
+from protocol.records import decode_batch, encode_batch, iter_batches
+
+METADATA, PRODUCE, FETCH, OFFSET_COMMIT, OFFSET_FETCH = 3, 0, 1, 8, 9
+FIND_COORDINATOR, CREATE_TOPICS, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = (
+    10, 19, 22, 24, 26)
+DELIVERY_TIMEOUT_MS = 20_000  # as a producer's delivery.timeout.ms: then the outcome is unknown
+RETRY_BACKOFF_MS = 100
+
+# Answers after which the same request may be sent again (a client's retriable errors).
+RETRIABLE = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_ENOUGH_REPLICAS,
+             ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT,
+             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE,
+             ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.FENCED_LEADER_EPOCH,
+             ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NETWORK_EXCEPTION,
+             ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+             ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+             ErrorCode.UNSTABLE_OFFSET_COMMIT, ErrorCode.OFFSET_NOT_AVAILABLE}
+COORDINATOR_MOVED = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR}
+
+
+@dataclass(slots=True)
+class WorkloadSpec:
+    topic: str = "sim"
+    partitions: int = 3
+    idempotent_producers: int = 2
+    transactional_producers: int = 1
+    group: str = "sim-offsets"
+
+
+class ClusterView:
+    """What one simulated client host knows of the cluster: partition leaders and coordinators,
+    asked again after an error, and one connection per broker."""
+
+    def __init__(self, network: SimulatedNetwork, host: str, brokers: list[int],
+                 rng: random.Random, topic: str) -> None:
+        self.network = network
+        self.host = host
+        self.brokers = brokers
+        self.rng = rng
+        self.topic = topic
+        self.leaders: dict[int, int] = {}
+        self._clients: dict[int, SimClient] = {}
+
+    def client(self, broker_id: int) -> SimClient:
+        client = self._clients.get(broker_id)
+        if client is None:
+            client = self._clients[broker_id] = SimClient(self.network, self.host,
+                                                          f"broker-{broker_id}")
+        return client
+
+    async def any_broker(self, api_key: int, version: int, body: dict):
+        """The request to the brokers in a random order until one answers (None: none did)."""
+        for broker_id in self.rng.sample(self.brokers, len(self.brokers)):
+            try:
+                return await self.client(broker_id).request(api_key, version, body, 2.0)
+            except RequestFailed:
+                continue
+        return None
+
+    async def refresh(self) -> None:
+        answer = await self.any_broker(METADATA, 12, {
+            "topics": [{"name": self.topic, "topic_id": bytes(16)}],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        if answer is None:
+            return
+        for topic in answer.topics:
+            for p in topic.partitions:
+                if p.error_code == 0 and p.leader_id >= 0:
+                    self.leaders[p.partition_index] = p.leader_id
+                else:
+                    self.leaders.pop(p.partition_index, None)
+
+    async def leader(self, partition: int) -> int | None:
+        if partition not in self.leaders:
+            await self.refresh()
+        return self.leaders.get(partition)
+
+    async def coordinator(self, key_type: int, key: str) -> int | None:
+        answer = await self.any_broker(FIND_COORDINATOR, 4, {"key_type": key_type,
+                                                             "coordinator_keys": [key]})
+        if answer is None or answer.coordinators[0].error_code != 0:
+            return None
+        return answer.coordinators[0].node_id
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+
+
+class Actor:
+    """One client host of the workload, with its own view of the cluster and its own rng."""
+
+    def __init__(self, name: str, network: SimulatedNetwork, history: History,
+                 brokers: list[int], rng: random.Random, spec: WorkloadSpec,
+                 wall_ms: Callable[[], int]) -> None:
+        self.name = name
+        self.history = history
+        self.rng = rng
+        self.spec = spec
+        self.wall_ms = wall_ms
+        self.view = ClusterView(network, name, brokers, rng, spec.topic)
+        self.loop = asyncio.get_running_loop()
+
+    def now_ms(self) -> int:
+        return int(self.loop.time() * 1000)
+
+    async def sleep_ms(self, ms: int) -> None:
+        await asyncio.sleep(ms / 1000)
+
+    def batch(self, values: list[str], producer_id: int, epoch: int, sequence: int,
+              transactional: bool = False) -> bytes:
+        now = self.wall_ms()
+        return encode_batch([(None, v.encode(), [], now) for v in values],
+                            producer_id=producer_id, producer_epoch=epoch,
+                            base_sequence=sequence, is_transactional=transactional)
+
+    async def produce(self, partition: int, records: bytes, deadline_ms: int,
+                      transactional_id: str | None = None) -> tuple[str, int]:
+        """Send one batch until its leader settles it: ("ack", base offset), ("fatal", code)
+        when the producer must start again, ("timeout", -1) when its delivery timeout ran out."""
+        while self.now_ms() < deadline_ms:
+            leader = await self.view.leader(partition)
+            if leader is None:
+                await self.sleep_ms(RETRY_BACKOFF_MS)
+                continue
+            try:
+                answer = await self.view.client(leader).request(PRODUCE, 9, {
+                    "transactional_id": transactional_id, "acks": -1, "timeout_ms": 3000,
+                    "topic_data": [{"name": self.spec.topic, "partition_data": [
+                        {"index": partition, "records": records}]}]})
+            except RequestFailed:
+                self.view.leaders.pop(partition, None)
+                await self.sleep_ms(RETRY_BACKOFF_MS)
+                continue
+            result = answer.responses[0].partition_responses[0]
+            code = ErrorCode(result.error_code)
+            if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+                return "ack", result.base_offset
+            if code not in RETRIABLE:
+                return "fatal", int(code)
+            self.view.leaders.pop(partition, None)
+            await self.sleep_ms(RETRY_BACKOFF_MS)
+        return "timeout", -1
+
+    async def init_producer_id(self, transactional_id: str | None, deadline_ms: int
+                               ) -> tuple[int, int]:
+        """(producer id, epoch), or (-1, -1) when the deadline came first."""
+        body = {"transactional_id": transactional_id, "transaction_timeout_ms": 10_000,
+                "producer_id": -1, "producer_epoch": -1}
+        while self.now_ms() < deadline_ms:
+            answer = None
+            if transactional_id is None:
+                answer = await self.view.any_broker(INIT_PRODUCER_ID, 4, body)
+            else:
+                coordinator = await self.view.coordinator(1, transactional_id)
+                if coordinator is not None:
+                    with contextlib.suppress(RequestFailed):
+                        answer = await self.view.client(coordinator).request(
+                            INIT_PRODUCER_ID, 4, body)
+            if answer is not None and answer.error_code == 0:
+                return answer.producer_id, answer.producer_epoch
+            await self.sleep_ms(RETRY_BACKOFF_MS)
+        return -1, -1
+
+
+class IdempotentProducer(Actor):
+    """enable.idempotence with one batch in flight: each batch is sent again with its sequence
+    until acknowledged; when its outcome cannot be known, the producer takes a new id."""
+
+    async def run(self, until_ms: int) -> None:
+        producer_id = epoch = -1
+        sequences: dict[int, int] = {}
+        counter = 0
+        while self.now_ms() < until_ms:
+            await self.sleep_ms(self.rng.randint(20, 120))
+            if producer_id < 0:
+                producer_id, epoch = await self.init_producer_id(None, until_ms)
+                sequences = {}
+                if producer_id < 0:
+                    continue
+            partition = self.rng.randrange(self.spec.partitions)
+            values = [f"{self.name}-{counter + i}" for i in range(self.rng.randint(1, 3))]
+            counter += len(values)
+            sequence = sequences.get(partition, 0)
+            outcome, offset = await self.produce(
+                partition, self.batch(values, producer_id, epoch, sequence),
+                self.now_ms() + DELIVERY_TIMEOUT_MS)
+            if outcome == "ack":
+                sequences[partition] = sequence + len(values)
+                self.history.record("ack", producer=self.name, partition=partition,
+                                    offset=offset, values=tuple(values))
+            else:
+                self.history.record("unknown", producer=self.name, partition=partition,
+                                    values=tuple(values), why=outcome if offset < 0 else offset)
+                producer_id = -1
+
+
+class TransactionalProducer(Actor):
+    """Transactions over one or two partitions, most committed, some aborted; a failure aborts
+    the transaction, or leaves its outcome unknown when the commit was sent."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._sequences: dict[tuple[int, int, int], int] = {}  # (id, epoch, partition) -> next
+
+    async def run(self, until_ms: int) -> None:
+        transactional_id = f"{self.name}-id"
+        producer_id = epoch = -1
+        number = 0
+        while self.now_ms() < until_ms:
+            await self.sleep_ms(self.rng.randint(50, 300))
+            if producer_id < 0:
+                producer_id, epoch = await self.init_producer_id(transactional_id, until_ms)
+                if producer_id < 0:
+                    continue
+            number += 1
+            txn = f"{self.name}.{number}"
+            partitions = sorted(self.rng.sample(range(self.spec.partitions),
+                                                self.rng.randint(1, min(2, self.spec.partitions))))
+            values = {p: [f"{txn}-{p}-{i}" for i in range(self.rng.randint(1, 3))]
+                      for p in partitions}
+            written = await self._write(transactional_id, producer_id, epoch, values)
+            commit = written and self.rng.random() < 0.7
+            ended = await self._end(transactional_id, producer_id, epoch, commit)
+            shown = tuple((p, tuple(v)) for p, v in values.items())
+            if ended:
+                self.history.record("txn-commit" if commit else "txn-abort", producer=self.name,
+                                    txn=txn, values=shown)
+            elif commit:
+                self.history.record("txn-unknown", producer=self.name, txn=txn, values=shown)
+            else:  # never committed: the next InitProducerId (or the timeout) aborts it
+                self.history.record("txn-abort", producer=self.name, txn=txn, values=shown)
+            if not (written and ended):
+                producer_id = -1  # a new epoch: sequences start again
+
+    async def _coordinator_request(self, transactional_id: str, api_key: int, version: int,
+                                   body: dict, deadline_ms: int) -> int:
+        """The request to the transaction coordinator until it answers other than retriable."""
+        while self.now_ms() < deadline_ms:
+            coordinator = await self.view.coordinator(1, transactional_id)
+            if coordinator is not None:
+                try:
+                    answer = await self.view.client(coordinator).request(api_key, version, body)
+                except RequestFailed:
+                    answer = None
+                if answer is not None:
+                    code = answer.error_code if api_key == END_TXN else max(
+                        (r.partition_error_code for t in answer.results_by_topic_v3_and_below
+                         for r in t.results_by_partition), default=0)
+                    if code not in RETRIABLE:
+                        return code
+            await self.sleep_ms(RETRY_BACKOFF_MS)
+        return int(ErrorCode.REQUEST_TIMED_OUT)
+
+    async def _write(self, transactional_id: str, producer_id: int, epoch: int,
+                     values: dict[int, list[str]]) -> bool:
+        deadline = self.now_ms() + DELIVERY_TIMEOUT_MS
+        added = await self._coordinator_request(transactional_id, ADD_PARTITIONS_TO_TXN, 3, {
+            "v3_and_below_transactional_id": transactional_id,
+            "v3_and_below_producer_id": producer_id, "v3_and_below_producer_epoch": epoch,
+            "v3_and_below_topics": [{"name": self.spec.topic, "partitions": list(values)}]},
+            deadline)
+        if added != 0:
+            self.history.record("txn-failed", producer=self.name, step="AddPartitionsToTxn",
+                                error=ErrorCode(added).name)
+            return False
+        for partition, batch_values in values.items():
+            sequence = self._sequences.get((producer_id, epoch, partition), 0)
+            outcome, code = await self.produce(
+                partition, self.batch(batch_values, producer_id, epoch, sequence, True),
+                deadline, transactional_id)
+            if outcome != "ack":
+                self.history.record("txn-failed", producer=self.name, step="Produce",
+                                    error=outcome if code < 0 else ErrorCode(code).name)
+                return False
+            self._sequences[(producer_id, epoch, partition)] = sequence + len(batch_values)
+        return True
+
+    async def _end(self, transactional_id: str, producer_id: int, epoch: int,
+                   commit: bool) -> bool:
+        code = await self._coordinator_request(transactional_id, END_TXN, 3, {
+            "transactional_id": transactional_id, "producer_id": producer_id,
+            "producer_epoch": epoch, "committed": commit}, self.now_ms() + DELIVERY_TIMEOUT_MS)
+        return code == 0
+
+
+@dataclass(slots=True)
+class FetchedRecords:
+    """What one Fetch gave a read_committed reader: data records and where to fetch next."""
+    records: list[tuple[int, str]] = field(default_factory=list)  # (offset, value)
+    next_offset: int = 0
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+
+
+def committed_records(data: bytes, aborted: list[tuple[int, int]], position: int
+                      ) -> FetchedRecords:
+    """The records a read_committed consumer keeps from a Fetch answer: control batches and the
+    batches of aborted transactions (the answer's AbortedTransactions list) left out."""
+    out = FetchedRecords(next_offset=position)
+    pending = sorted(aborted, key=lambda a: a[1])  # (producer id, first offset)
+    aborting: set[int] = set()
+    for pos, header in iter_batches(data):
+        while pending and pending[0][1] <= header.last_offset:
+            aborting.add(pending.pop(0)[0])
+        out.next_offset = max(out.next_offset, header.next_offset)
+        if header.is_control:
+            aborting.discard(header.producer_id)
+            continue
+        if header.is_transactional and header.producer_id in aborting:
+            continue
+        _, records = decode_batch(data, pos)
+        out.records.extend((r.offset, (r.value or b"").decode()) for r in records
+                           if r.offset >= position)
+    return out
+
+
+class Reader(Actor):
+    """A read_committed consumer of one partition, from offset 0, writing down every record."""
+
+    def __init__(self, *args, partition: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.partition = partition
+        self.position = 0
+
+    async def fetch(self, isolation: int, position: int) -> FetchedRecords | None:
+        leader = await self.view.leader(self.partition)
+        if leader is None:
+            await self.sleep_ms(RETRY_BACKOFF_MS)
+            return None
+        try:
+            answer = await self.view.client(leader).request(FETCH, 12, {
+                "replica_id": -1, "max_wait_ms": 200, "min_bytes": 1, "max_bytes": 1 << 20,
+                "isolation_level": isolation, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": self.spec.topic, "partitions": [{
+                    "partition": self.partition, "current_leader_epoch": -1,
+                    "fetch_offset": position, "last_fetched_epoch": -1, "log_start_offset": -1,
+                    "partition_max_bytes": 1 << 20}]}],
+                "forgotten_topics_data": [], "rack_id": ""})
+        except RequestFailed:
+            self.view.leaders.pop(self.partition, None)
+            await self.sleep_ms(RETRY_BACKOFF_MS)
+            return None
+        result = answer.responses[0].partitions[0]
+        if result.error_code != 0:
+            if result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                self.history.record("out-of-range", reader=self.name, partition=self.partition,
+                                    offset=position)
+            self.view.leaders.pop(self.partition, None)
+            await self.sleep_ms(RETRY_BACKOFF_MS)
+            return None
+        aborted = [(a.producer_id, a.first_offset) for a in result.aborted_transactions or ()]
+        fetched = committed_records(bytes(result.records or b""), aborted, position)
+        fetched.high_watermark = result.high_watermark
+        fetched.last_stable_offset = result.last_stable_offset
+        return fetched
+
+    async def run(self, until_ms: int) -> None:
+        while self.now_ms() < until_ms:
+            fetched = await self.fetch(1, self.position)
+            if fetched is None:
+                continue
+            for offset, value in fetched.records:
+                self.history.record("read", reader=self.name, partition=self.partition,
+                                    offset=offset, value=value)
+            self.position = fetched.next_offset
+
+
+class OffsetCommitter(Actor):
+    """Commits the readers' positions for group `spec.group` (a group with no members, as
+    `kafka-consumer-groups --reset-offsets` commits) and reads them back with require_stable."""
+
+    def __init__(self, *args, readers: list[Reader], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.readers = readers
+
+    async def _coordinator_call(self, api_key: int, version: int, body: dict):
+        coordinator = await self.view.coordinator(0, self.spec.group)
+        if coordinator is None:
+            return None
+        try:
+            return await self.view.client(coordinator).request(api_key, version, body)
+        except RequestFailed:
+            return None
+
+    async def run(self, until_ms: int) -> None:
+        while self.now_ms() < until_ms:
+            await self.sleep_ms(self.rng.randint(300, 700))
+            positions = {r.partition: r.position for r in self.readers}
+            answer = await self._coordinator_call(OFFSET_COMMIT, 8, {
+                "group_id": self.spec.group, "generation_id_or_member_epoch": -1,
+                "member_id": "", "group_instance_id": None,
+                "topics": [{"name": self.spec.topic, "partitions": [
+                    {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
+                     "committed_metadata": ""} for p, o in sorted(positions.items())]}]})
+            if answer is not None:
+                for p in answer.topics[0].partitions:
+                    if p.error_code == 0:
+                        self.history.record("commit", partition=p.partition_index,
+                                            offset=positions[p.partition_index])
+            sent = self.now_ms()
+            answer = await self._coordinator_call(OFFSET_FETCH, 7, {
+                "group_id": self.spec.group, "require_stable": True,
+                "topics": [{"name": self.spec.topic,
+                            "partition_indexes": sorted(positions)}]})
+            if answer is not None and answer.error_code == 0:
+                for p in answer.topics[0].partitions:
+                    if p.error_code == 0:
+                        self.history.record("committed", partition=p.partition_index,
+                                            offset=p.committed_offset, asked_ms=sent)
