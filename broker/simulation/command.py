@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from broker.server.log_setup import configure_logging
@@ -70,14 +71,15 @@ def main(argv: list[str]) -> int:
     result = None
     for seed in range(args.seed, args.seed + args.seeds):
         plan = plan_faults(seed, [0, 1, 2], duration_ms, kinds)
-        if keep is not None:
-            plan = [f for i, f in enumerate(plan, 1) if i in keep]
+        # the faults' numbers in the seed's own schedule, as --keep names them
+        numbers = [n for n in range(1, len(plan) + 1) if keep is None or n in keep]
+        plan = [plan[n - 1] for n in numbers]
         result = _run(seed, plan, duration_ms, args)
-        _print_result(result, args)
+        _print_result(result, numbers, args)
         if result.anomalies:
             failed += 1
             if args.shrink:
-                _shrink(result, args)
+                _shrink(result, numbers, args)
     if args.seeds > 1:
         print(f"{args.seeds} seeds, {failed} with anomalies")
     if args.report is not None and result is not None:
@@ -106,7 +108,8 @@ def _run(seed: int, plan: list[PlannedFault], duration_ms: int,
                         defect=args.defect)
 
 
-def _print_result(result: SimulationResult, args: argparse.Namespace) -> None:
+def _print_result(result: SimulationResult, numbers: list[int],
+                  args: argparse.Namespace) -> None:
     c = result.counts
     speed = result.simulated_ms / 1000 / max(result.real_s, 1e-9)
     print(f"seed {result.seed}: {result.simulated_ms / 1000:.1f} simulated s in "
@@ -116,8 +119,8 @@ def _print_result(result: SimulationResult, args: argparse.Namespace) -> None:
           f"({c['txn-unknown']} unknown), {c['read']} records read, {c['commit']} offset commits")
     skipped = {e.get("number"): e.get("why") for e in result.history.of_kind("fault-skipped")}
     print(f"  faults: {len(result.faults)} planned, {len(skipped)} skipped")
-    for number, fault in enumerate(result.faults, 1):
-        mark = f" (skipped: {skipped[number]})" if number in skipped else ""
+    for i, (number, fault) in enumerate(zip(numbers, result.faults, strict=True), 1):
+        mark = f" (skipped: {skipped[i]})" if i in skipped else ""
         print(f"   {number:3}. {fault.describe()}{mark}")
     if not result.anomalies:
         print("  no anomaly" + ("" if result.healed else " (the cluster did not heal)"))
@@ -146,25 +149,34 @@ def _first_of_each(anomalies: list[Anomaly], per_kind: int = 3) -> list[Anomaly]
     return out
 
 
-def _shrink(failed: SimulationResult, args: argparse.Namespace) -> None:
-    """Leave out one fault at a time, keeping the omission whenever the run still fails."""
-    plan = list(failed.faults)
+def smallest_failing(plan: list[PlannedFault],
+                     fails: Callable[[list[PlannedFault]], bool]) -> list[int]:
+    """The numbers (from 1) of a smaller schedule that still fails: each fault left out in turn,
+    for good whenever the run without it still fails (what remains is needed, one at a time)."""
     numbers = list(range(1, len(plan) + 1))
-    duration_ms = int(args.duration * 1000)
     i = 0
-    while i < len(plan):
-        trial = plan[:i] + plan[i + 1:]
-        result = _run(failed.seed, trial, duration_ms, args)
-        print(f"  shrink: without fault {numbers[i]}: "
-              f"{len(result.anomalies)} anomalies")
-        if result.anomalies:
-            plan, numbers = trial, numbers[:i] + numbers[i + 1:]
+    while i < len(numbers):
+        trial = numbers[:i] + numbers[i + 1:]
+        if fails([plan[n - 1] for n in trial]):
+            numbers = trial
         else:
             i += 1
+    return numbers
+
+
+def _shrink(failed: SimulationResult, names: list[int], args: argparse.Namespace) -> None:
+    duration_ms = int(args.duration * 1000)
+
+    def fails(trial: list[PlannedFault]) -> bool:
+        result = _run(failed.seed, trial, duration_ms, args)
+        print(f"  shrink: {len(trial)} faults: {len(result.anomalies)} anomalies")
+        return bool(result.anomalies)
+
+    numbers = [names[i - 1] for i in smallest_failing(failed.faults, fails)]
     kept = ",".join(map(str, numbers))
     print(f"  smallest failing schedule: faults {kept or 'none'} of seed {failed.seed}")
-    for fault in plan:
-        print(f"        {fault.describe()}")
+    for number in numbers:
+        print(f"        {failed.faults[names.index(number)].describe()}")
     which = f"--faults {args.faults} --keep {kept}" if kept else "--faults none"
     print(f"  replay: kafka-sim simulate --seed {failed.seed} --duration {args.duration:g} "
           f"{which}" + (f" --defect {args.defect}" if args.defect else ""))

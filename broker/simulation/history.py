@@ -49,18 +49,26 @@ class History:
         return [e for e in self.events if e.kind in kinds]
 
     def around(self, at_ms: int, about: str | None = None, window_ms: int = 15_000,
-               limit: int = 14) -> list[Event]:
-        """What led to an anomaly at `at_ms`: the faults, restarts and torn logs of the
-        `window_ms` before it, and the latest events about partition `about` ("sim-1")."""
-        topic, _, index = (about or "").rpartition("-")
-        out = []
+               faults: int = 6, latest: int = 10) -> list[Event]:
+        """What led to an anomaly at `at_ms`: the last `faults` faults, restarts and torn logs of
+        the `window_ms` before it, and the `latest` events about partition `about` ("sim-1")."""
+        _, _, index = (about or "").rpartition("-")
+        shown: list[Event] = []
+        wanted = {"cluster": faults, "partition": latest}
         for event in reversed(self.events):
             if event.at_ms > at_ms + 100:
                 continue
-            if event.at_ms < at_ms - window_ms or len(out) >= limit:
+            if event.at_ms < at_ms - window_ms or not any(wanted.values()):
                 break
             partition = event.get("partition")
-            if event.kind in WHAT_LED_TO_IT or (about is not None and (
-                    partition == about or event.kind != "replica" and str(partition) == index)):
-                out.append(event)
-        return out[::-1]
+            if event.kind in WHAT_LED_TO_IT:
+                which = "cluster"
+            elif about is not None and (partition == about or event.kind != "replica"
+                                        and str(partition) == index):
+                which = "partition"
+            else:
+                continue
+            if wanted[which]:
+                wanted[which] -= 1
+                shown.append(event)
+        return shown[::-1]
