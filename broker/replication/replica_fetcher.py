@@ -264,6 +264,8 @@ class ReplicaFetcher:
             changed.cancel()
             if not fetch.done():
                 fetch.cancel()  # the leader answers the parked fetch as abandoned
+            elif not fetch.cancelled():
+                fetch.exception()  # seen, even when this task is cancelled as it failed
         if not fetch.done() or fetch.cancelled():
             self.session.handle_error()  # the leader's epoch may have moved: start a new session
             try:

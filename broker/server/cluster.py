@@ -127,7 +127,14 @@ class Cluster:
         await asyncio.to_thread(write_meta_properties, config.log_dirs, self.cluster_id, broker_id)
         broker = KafkaServer(config, self.context)
         self.brokers[broker_id] = broker
-        await broker.start()
+        try:
+            await broker.start()
+        except BaseException:
+            # Refused after it began to serve (its crashed predecessor's registration is still
+            # there, say): nothing is left half-started, and a later start may try again.
+            if broker.running:
+                await broker.stop()
+            raise
 
     async def stop_broker(self, broker_id: int) -> None:
         broker = self.broker(broker_id)

@@ -26,13 +26,14 @@ class FinalLog:
     committed: dict[int, str] = field(default_factory=dict)
 
 
-def check(history: History, final: dict[int, FinalLog], healed: bool, topic: str
+def check(history: History, final: dict[int, FinalLog], unhealed: str, topic: str
           ) -> list[Anomaly]:
+    """The anomalies of a run; `unhealed` says what was still wrong when the run stopped
+    waiting for the cluster to heal ('' when it healed)."""
     found: list[Anomaly] = []
-    if not healed:
+    if unhealed:
         end = history.events[-1].at_ms if history.events else 0
-        found.append(Anomaly("not-healed", end, "the cluster did not get every replica back in "
-                             "sync, with no transaction open, once the faults ended"))
+        found.append(Anomaly("not-healed", end, f"once the faults ended: {unhealed}"))
     found += _acknowledged_writes(history, final, topic)
     found += _duplicates_and_order(history, final, topic)
     found += _reads(history, final, topic)

@@ -12,7 +12,13 @@ from pathlib import Path
 
 from broker.server.log_setup import configure_logging
 from broker.simulation.checker import Anomaly
-from broker.simulation.fault_plan import KINDS, PlannedFault, parse_kinds, plan_faults
+from broker.simulation.fault_plan import (
+    FAULTS_PER_MINUTE,
+    KINDS,
+    PlannedFault,
+    parse_kinds,
+    plan_faults,
+)
 from broker.simulation.report import write_report
 from broker.simulation.simulator import SimulationResult, simulate
 
@@ -35,6 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--faults", default="all", metavar="KINDS",
                         help=f"fault kinds to draw, comma-separated, or all, or none "
                              f"(default all: {','.join(KINDS)})")
+    parser.add_argument("--rate", type=float, default=FAULTS_PER_MINUTE, metavar="PER_MINUTE",
+                        help=f"faults drawn per simulated minute (default {FAULTS_PER_MINUTE:g})")
     parser.add_argument("--keep", default=None, metavar="I,J",
                         help="apply only these faults of the seed's schedule (numbers as "
                              "printed; --shrink prints the list to replay)")
@@ -62,15 +70,16 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         print(f"kafka-sim simulate: {exc}", file=sys.stderr)
         return 2
-    if args.duration <= 0 or args.seeds < 1:
-        print("kafka-sim simulate: --duration and --seeds must be positive", file=sys.stderr)
+    if args.duration <= 0 or args.seeds < 1 or args.rate < 0:
+        print("kafka-sim simulate: --duration, --seeds and --rate must be positive",
+              file=sys.stderr)
         return 2
     configure_logging("critical")  # the brokers' own lines would drown the report
     duration_ms = int(args.duration * 1000)
     failed = 0
     result = None
     for seed in range(args.seed, args.seed + args.seeds):
-        plan = plan_faults(seed, [0, 1, 2], duration_ms, kinds)
+        plan = plan_faults(seed, [0, 1, 2], duration_ms, kinds, args.rate)
         # the faults' numbers in the seed's own schedule, as --keep names them
         numbers = [n for n in range(1, len(plan) + 1) if keep is None or n in keep]
         plan = [plan[n - 1] for n in numbers]
@@ -116,7 +125,8 @@ def _print_result(result: SimulationResult, numbers: list[int],
           f"{result.real_s:.1f} s ({speed:.0f}x), digest {result.digest}")
     print(f"  workload: {c['ack']} writes acknowledged ({c['unknown']} unknown), "
           f"{c['txn-commit']} transactions committed, {c['txn-abort']} aborted "
-          f"({c['txn-unknown']} unknown), {c['read']} records read, {c['commit']} offset commits")
+          f"({c['txn-unknown']} unknown), {c['read']} records read, {c['commit']} offset "
+          f"commits; {c['requests']} requests")
     skipped = {e.get("number"): e.get("why") for e in result.history.of_kind("fault-skipped")}
     print(f"  faults: {len(result.faults)} planned, {len(skipped)} skipped")
     for i, (number, fault) in enumerate(zip(numbers, result.faults, strict=True), 1):
@@ -133,10 +143,18 @@ def _print_result(result: SimulationResult, numbers: list[int],
     shown = sum(1 for _ in _first_of_each(result.anomalies))
     if shown < len(result.anomalies):
         print(f"    ... and {len(result.anomalies) - shown} more of these kinds")
-    print(f"  replay: kafka-sim simulate --seed {result.seed} --duration "
-          f"{args.duration:g} --faults {args.faults}"
-          + (f" --keep {args.keep}" if args.keep else "")
-          + (f" --defect {args.defect}" if args.defect else ""))
+    print(f"  replay: {_replay(result.seed, args, args.keep)}")
+
+
+def _replay(seed: int, args: argparse.Namespace, keep: str | None) -> str:
+    """The command line that runs seed `seed` again with the faults `keep` names."""
+    line = f"kafka-sim simulate --seed {seed} --duration {args.duration:g}"
+    line += f" --faults {args.faults}" if keep != "" else " --faults none"
+    if args.rate != FAULTS_PER_MINUTE:
+        line += f" --rate {args.rate:g}"
+    if keep:
+        line += f" --keep {keep}"
+    return line + (f" --defect {args.defect}" if args.defect else "")
 
 
 def _first_of_each(anomalies: list[Anomaly], per_kind: int = 3) -> list[Anomaly]:
@@ -177,6 +195,4 @@ def _shrink(failed: SimulationResult, names: list[int], args: argparse.Namespace
     print(f"  smallest failing schedule: faults {kept or 'none'} of seed {failed.seed}")
     for number in numbers:
         print(f"        {failed.faults[names.index(number)].describe()}")
-    which = f"--faults {args.faults} --keep {kept}" if kept else "--faults none"
-    print(f"  replay: kafka-sim simulate --seed {failed.seed} --duration {args.duration:g} "
-          f"{which}" + (f" --defect {args.defect}" if args.defect else ""))
+    print(f"  replay: {_replay(failed.seed, args, kept)}")

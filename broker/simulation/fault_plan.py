@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-KINDS = ("crash", "partition", "client-partition", "delay", "drop", "session-expiry",
+KINDS = ("crash", "disk", "partition", "client-partition", "delay", "drop", "session-expiry",
          "controller-move")
 INSTANT = {"session-expiry", "controller-move"}
 FAULTS_PER_MINUTE = 6.0
@@ -20,11 +20,15 @@ class PlannedFault:
     kind: str
     broker: int
     duration_ms: int = 0  # 0: an instant fault
-    detail: int = 0  # delay: added ms one way; crash: bytes torn off each active segment at most
+    # delay: added ms one way; crash: bytes torn off each active segment at most; disk: writes
+    # that still succeed before they fail; partition: 1 when ZooKeeper is cut off too
+    detail: int = 0
 
     def describe(self) -> str:
         what = {"crash": f"crash broker {self.broker} (tear up to {self.detail} B)",
-                "partition": f"cut broker {self.broker} from the other brokers",
+                "disk": f"broker {self.broker}'s disk fails (EIO) after {self.detail} writes",
+                "partition": f"cut broker {self.broker} from the other brokers"
+                             + (" and ZooKeeper" if self.detail else ""),
                 "client-partition": f"cut the clients from broker {self.broker}",
                 "delay": f"slow broker {self.broker}'s links by {self.detail} ms",
                 "drop": f"broker {self.broker} drops Produce and Fetch responses",
@@ -64,9 +68,15 @@ def plan_faults(seed: int, brokers: list[int], duration_ms: int, kinds: tuple[st
         elif kind == "crash":
             faults.append(PlannedFault(at, kind, broker, rng.randint(8_000, 20_000),
                                        rng.choice((0, 64, 4096))))
+        elif kind == "disk":
+            faults.append(PlannedFault(at, kind, broker, rng.randint(8_000, 20_000),
+                                       rng.randint(0, 50)))
         elif kind == "delay":
             faults.append(PlannedFault(at, kind, broker, rng.randint(2_000, 10_000),
                                        rng.choice((20, 100, 400))))
+        elif kind == "partition":
+            faults.append(PlannedFault(at, kind, broker, rng.randint(2_000, 12_000),
+                                       rng.randint(0, 1)))
         else:
             faults.append(PlannedFault(at, kind, broker, rng.randint(2_000, 12_000)))
     return faults

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 # Events shown before any anomaly: what the cluster went through
-WHAT_LED_TO_IT = {"fault", "fault-end", "torn", "broker-start", "heal"}
+WHAT_LED_TO_IT = {"fault", "fault-end", "torn", "halted", "session-expired", "broker-start",
+                  "heal"}
 
 
 @dataclass(slots=True, frozen=True)

@@ -48,6 +48,7 @@ class SimClient:
                 raise RequestFailed(f"{self.broker}: {exc}") from exc
             self._reading = asyncio.ensure_future(self._read_responses(self._reader))
         self._correlation += 1
+        self.network.requests += 1
         correlation = self._correlation
         future = asyncio.get_running_loop().create_future()
         self._waiting[correlation] = (api_key, version, future)

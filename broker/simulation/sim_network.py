@@ -113,6 +113,7 @@ class SimulatedNetwork:
         self._cuts: set[frozenset[str]] = set()
         self._extra_delay: dict[str, float] = {}  # host -> added one-way latency
         self.held: list[_Endpoint] = []
+        self.requests = 0  # sent by the simulated clients (SimClient counts them)
         self._ports = itertools.count(40000)
 
     def listen(self, host: str, accept: Accept) -> None:

@@ -147,6 +147,9 @@ class _Simulation:
             self.network.listen(f"broker-{broker_id}", functools.partial(self._accept, broker_id))
         self.down: set[int] = set()
         self.active: dict[str, int] = {}  # fault kind -> the broker it holds
+        self.healing = False
+        self.cluster.context.on_broker_halt = lambda broker_id: self.history.record(
+            "halted", broker=broker_id)
         await self._create_topic()
         sampler = asyncio.ensure_future(self._sample())
         self.history.record("start", seed=self.seed, brokers=self.num_brokers,
@@ -156,17 +159,19 @@ class _Simulation:
         faults = asyncio.ensure_future(self._apply_faults())
         await asyncio.gather(*work, faults)
         await self._heal()
-        healed = await self._wait_until_healed()
+        unhealed = await self._wait_until_healed()
+        healed = not unhealed
         final = await self._read_back()
         sampler.cancel()
         for actor in actors:
             actor.view.close()
-        self.history.record("end", healed=healed)
-        anomalies = check(self.history, final, healed, self.spec.topic)
+        self.history.record("end", healed=healed, why=unhealed)
+        anomalies = check(self.history, final, unhealed, self.spec.topic)
         await self.cluster.stop()
         counts = {kind: len(self.history.of_kind(kind)) for kind in
                   ("ack", "unknown", "read", "txn-commit", "txn-abort", "txn-unknown", "commit",
                    "fault", "fault-skipped")}
+        counts["requests"] = self.network.requests
         return SimulationResult(self.seed, self.history.digest(), self.history, anomalies,
                                 self.plan, self.now_ms(), 0.0, healed, counts)
 
@@ -233,7 +238,7 @@ class _Simulation:
         caught up could lose acknowledged records legitimately: Kafka does not fsync)."""
         if fault.kind in self.active:
             return f"a {fault.kind} fault is on"
-        if fault.kind == "crash":
+        if fault.kind in ("crash", "disk"):
             if self.down:
                 return "a broker is down"
             if not self._in_sync():
@@ -260,8 +265,16 @@ class _Simulation:
             self.down.add(fault.broker)
             await broker.stop(crash=True)
             self._tear_tails(fault.broker, fault.detail)
+        elif fault.kind == "disk":
+            # Its next writes fail: the log dir goes offline and the broker halts (its only dir).
+            self.down.add(fault.broker)
+            context.disk_faults_for(fault.broker).add("write", "EIO", after_ops=fault.detail)
         elif fault.kind == "partition":
             context.cut_links.update(frozenset((fault.broker, b)) for b in others)
+            if fault.detail:  # ZooKeeper too: its session expires after the session timeout
+                timeout_s = self.cluster.config["zookeeper.session.timeout.ms"] / 1000
+                self.loop.call_later(timeout_s, lambda: asyncio.ensure_future(
+                    self._expire_while_cut(fault)))
         elif fault.kind == "client-partition":
             self.network.partition(self._clients(), [f"broker-{fault.broker}"])
         elif fault.kind == "delay":
@@ -280,11 +293,26 @@ class _Simulation:
             if holder is not None:
                 await holder.expire_session()
 
+    async def _expire_while_cut(self, fault: PlannedFault) -> None:
+        """The cut broker's ZooKeeper session expires: the controller takes it for dead and
+        elects other leaders. It registers again at once (its link to ZooKeeper back before its
+        links to the brokers): a leader that kept answering meanwhile learns it is not one."""
+        broker = self.cluster.brokers[fault.broker]
+        if self.active.get("partition") == fault.broker and broker.running:
+            self.history.record("session-expired", broker=fault.broker)
+            await broker.expire_session()
+
     async def _end_fault(self, fault: PlannedFault) -> None:
+        if self.healing:
+            return  # the end of the run healed it already
         self.active.pop(fault.kind, None)
         self.history.record("fault-end", kind=fault.kind, broker=fault.broker)
         context = self.cluster.context
         if fault.kind == "crash":
+            await self._restart(fault.broker)
+        elif fault.kind == "disk":  # a new disk: the broker starts again and recovers its logs
+            context.clear_disk_faults(broker_id=fault.broker)
+            await self._stop_halted(fault.broker)
             await self._restart(fault.broker)
         elif fault.kind == "partition":
             context.cut_links.difference_update(
@@ -296,6 +324,13 @@ class _Simulation:
             context.link_delays.clear()
         elif fault.kind == "drop":
             context.faults.clear(broker_id=fault.broker)
+
+    async def _stop_halted(self, broker_id: int) -> None:
+        """A broker whose disk failed has halted itself; one that wrote nothing meanwhile is
+        stopped as a killed process."""
+        broker = self.cluster.brokers[broker_id]
+        if broker.running:
+            await broker.stop(crash=True)
 
     async def _restart(self, broker_id: int) -> None:
         """Start the crashed broker again, once the store has let its old session go."""
@@ -335,12 +370,16 @@ class _Simulation:
         return [*names, *(f"reader-{p}" for p in range(self.spec.partitions)), "committer"]
 
     async def _heal(self) -> None:
+        self.healing = True
         self.history.record("heal")
         self.active.clear()
         self.cluster.context.cut_links.clear()
         self.cluster.context.link_delays.clear()
         self.cluster.context.faults.clear()
+        self.cluster.context.clear_disk_faults()
         self.network.heal()
+        for broker_id in sorted(self.down):
+            await self._stop_halted(broker_id)
         for broker_id in sorted(self.down):
             await self._restart(broker_id)
 
@@ -373,45 +412,57 @@ class _Simulation:
                             isr=state[4])
             await asyncio.sleep(SAMPLE_EVERY_MS / 1000)
 
-    async def _wait_until_healed(self) -> bool:
-        """Every replica of every partition in sync with its leader, and no transaction open on
-        the workload's topic (its last stable offset at the high watermark)."""
+    async def _wait_until_healed(self) -> str:
+        """'' once every replica of every partition is in sync with its leader and no
+        transaction is open on the workload's topic (its last stable offset at the high
+        watermark); else, at the deadline, what is still wrong."""
         deadline = self.now_ms() + HEAL_TIMEOUT_MS
         probe = Reader("checker", self.network, self.history, sorted(self.cluster.configs),
                        random.Random(self.seed), self.spec, self.wall_ms, partition=0)
         try:
-            while self.now_ms() < deadline:
-                if self._caught_up() and await self._stable(probe):
-                    return True
+            while True:
+                wrong = self._out_of_sync() or await self._unstable(probe)
+                if not wrong or self.now_ms() >= deadline:
+                    return wrong
                 await asyncio.sleep(0.2)
-            return False
         finally:
             probe.view.close()
 
-    def _caught_up(self) -> bool:
+    def _out_of_sync(self) -> str:
         brokers = self.cluster.brokers
-        if not all(b.running for b in brokers.values()):
-            return False
-        for broker in brokers.values():
-            for key, p in broker.replica_manager.partitions.items():
+        for broker_id, broker in sorted(brokers.items()):
+            if not broker.running:
+                return f"broker {broker_id} is not running"
+        for broker_id, broker in sorted(brokers.items()):
+            for (topic, index), p in sorted(broker.replica_manager.partitions.items()):
                 if not p.is_leader:
                     continue
-                if set(p.isr) != set(p.replicas) or p.high_watermark != p.log_end_offset:
-                    return False
+                where = f"{topic}-{index} (leader {broker_id}, epoch {p.leader_epoch})"
+                if set(p.isr) != set(p.replicas):
+                    return f"{where} has ISR {sorted(p.isr)} of {sorted(p.replicas)}"
+                if p.high_watermark != p.log_end_offset:
+                    return (f"{where} has high watermark {p.high_watermark} below its log end "
+                            f"offset {p.log_end_offset}")
                 for r in p.replicas:
-                    replica = brokers[r].replica_manager.partitions.get(key)
+                    replica = brokers[r].replica_manager.partitions.get((topic, index))
                     if replica is None or replica.log_end_offset != p.log_end_offset:
-                        return False
-        return True
+                        return (f"{where}: broker {r}'s log ends at "
+                                f"{replica.log_end_offset if replica else 'nothing'}, "
+                                f"the leader's at {p.log_end_offset}")
+        return ""
 
-    async def _stable(self, probe: Reader) -> bool:
+    async def _unstable(self, probe: Reader) -> str:
         for partition in range(self.spec.partitions):
             probe.partition = partition
             probe.view.leaders.clear()
             fetched = await probe.fetch(1, 0)
-            if fetched is None or fetched.last_stable_offset != fetched.high_watermark:
-                return False
-        return True
+            if fetched is None:
+                return f"{self.spec.topic}-{partition} cannot be read"
+            if fetched.last_stable_offset != fetched.high_watermark:
+                return (f"{self.spec.topic}-{partition} has a transaction open: last stable "
+                        f"offset {fetched.last_stable_offset}, high watermark "
+                        f"{fetched.high_watermark}")
+        return ""
 
     async def _read_back(self) -> dict[int, FinalLog]:
         final: dict[int, FinalLog] = {}

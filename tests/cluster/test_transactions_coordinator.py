@@ -400,3 +400,21 @@ async def test_a_lost_marker_response_is_retried(cluster):
     headers = [h for _, h in iter_batches(log.read(0, 1 << 20).records)]
     assert [(h.is_control, h.producer_id) for h in headers] == [(True, pid), (True, pid)]
     await client.close()
+
+
+async def test_a_coordinator_still_leading_in_a_newer_epoch_keeps_its_state(cluster):
+    """A leader epoch bump that leaves this broker the leader (an ISR change, another broker's
+    session expiry) does not reload the partition: a transaction goes on, and an append in
+    flight is not answered NOT_COORDINATOR (the simulator's seed 28 at --rate 12 left a
+    transaction hanging when a reload read an unreplicated AddPartitions record as written)."""
+    client = await connect(cluster)
+    coordinator = cluster.brokers[0].transaction_coordinator
+    pid = (await init(client, "stay")).producer_id
+    await add(client, "stay", pid, 0, [("t", 0)])
+    partition = coordinator.manager.partition_for("stay")
+    epoch = coordinator.manager.owned[partition]
+    coordinator.on_leadership(partition, True, epoch + 5)
+    assert coordinator.manager.owned[partition] == epoch and not coordinator.manager.loading
+    assert await end(client, "stay", pid, 0, True) == 0  # no COORDINATOR_LOAD_IN_PROGRESS
+    await state_becomes(client, "stay", "CompleteCommit")
+    await client.close()

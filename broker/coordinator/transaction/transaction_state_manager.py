@@ -91,9 +91,11 @@ class TransactionStateManager:
                 if self.partition_for(t.transactional_id) in self.owned]
 
     def on_elected(self, partition: int, coordinator_epoch: int) -> None:
-        if coordinator_epoch in (self.owned.get(partition), self._loading_epochs.get(partition)):
+        if partition in self.owned or partition in self._loading_epochs:
+            # Still the leader, in a newer leader epoch: as Kafka (which calls onElection only
+            # for a new leader), the coordinator goes on with its state and epoch. Loading again
+            # would read records not yet replicated as if written, and drop what is in flight.
             return
-        self.on_resigned(partition)  # a newer election: load again under the new epoch
         self._loading_epochs[partition] = coordinator_epoch
         try:
             task = asyncio.get_running_loop().create_task(self._load(partition, coordinator_epoch))

@@ -23,8 +23,8 @@ def history() -> History:
     return History(Clock())
 
 
-def kinds(h: History, final: dict[int, FinalLog], healed: bool = True) -> list[str]:
-    return [a.kind for a in check(h, final, healed, "sim")]
+def kinds(h: History, final: dict[int, FinalLog], unhealed: str = "") -> list[str]:
+    return [a.kind for a in check(h, final, unhealed, "sim")]
 
 
 def log(records: dict[int, str], committed: dict[int, str] | None = None) -> FinalLog:
@@ -52,7 +52,7 @@ def test_a_history_that_keeps_the_guarantees_has_no_anomaly():
 def test_a_lost_and_a_moved_acknowledged_write():
     h = history()
     h.record("ack", producer="idem-0", partition=0, offset=0, values=("idem-0-0", "idem-0-1"))
-    found = check(h, {0: log({0: "idem-0-1"})}, True, "sim")
+    found = check(h, {0: log({0: "idem-0-1"})}, "", "sim")
     assert [a.kind for a in found] == ["inconsistent-offset", "lost-write"]
     assert found[1].partition == "sim-0" and "idem-0-1" in found[0].text
 
@@ -119,7 +119,7 @@ def test_two_controllers_in_one_epoch_and_a_stale_controller_epoch():
 def test_a_cluster_that_never_heals_is_an_anomaly():
     h = history()
     h.record("end", healed=False)
-    assert kinds(h, {}, healed=False) == ["not-healed"]
+    assert kinds(h, {}, unhealed="sim-0 has ISR [0] of [0, 1, 2]") == ["not-healed"]
 
 
 def test_the_digest_names_the_history():
