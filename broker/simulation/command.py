@@ -38,9 +38,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="run N seeds from --seed on (default 1)")
     parser.add_argument("--duration", type=float, default=60.0, metavar="SECONDS",
                         help="simulated seconds of workload and faults (default 60)")
-    parser.add_argument("--faults", default="all", metavar="KINDS",
-                        help=f"fault kinds to draw, comma-separated, or all, or none "
-                             f"(default all: {','.join(KINDS)})")
+    parser.add_argument("--faults", default="default", metavar="KINDS",
+                        help=f"fault kinds to draw, comma-separated, or all, default or none "
+                             f"(all: {','.join(KINDS)}; default: all but power-loss)")
     parser.add_argument("--rate", type=float, default=FAULTS_PER_MINUTE, metavar="PER_MINUTE",
                         help=f"faults drawn per simulated minute (default {FAULTS_PER_MINUTE:g})")
     parser.add_argument("--keep", default=None, metavar="I,J",

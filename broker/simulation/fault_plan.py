@@ -1,16 +1,20 @@
-"""The simulation's faults, drawn from the seed before the run: broker crashes with a torn log
-tail, partitions between brokers and between clients and a broker, slow links, dropped
-responses, ZooKeeper session expiries and controller moves."""
+"""The simulation's faults, drawn from the seed before the run: broker crashes (a power loss
+tearing the log tail, when asked for), failing disks, partitions between brokers and between
+clients and a broker, slow links, dropped responses, ZooKeeper session expiries and controller
+moves."""
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
 
-KINDS = ("crash", "disk", "partition", "client-partition", "delay", "drop", "session-expiry",
-         "controller-move")
+KINDS = ("crash", "power-loss", "disk", "partition", "client-partition", "delay", "drop",
+         "session-expiry", "controller-move")
+# Without power-loss: Kafka does not fsync each write, and a broker that loses power can lose
+# records the others had too, once the ISR has shrunk to it alone (KIP-966's gap).
+DEFAULT_KINDS = tuple(k for k in KINDS if k != "power-loss")
 INSTANT = {"session-expiry", "controller-move"}
-FAULTS_PER_MINUTE = 6.0
+FAULTS_PER_MINUTE = 12.0
 QUIET_START_MS = 3_000  # the workload's clients start before the first fault
 
 
@@ -20,12 +24,14 @@ class PlannedFault:
     kind: str
     broker: int
     duration_ms: int = 0  # 0: an instant fault
-    # delay: added ms one way; crash: bytes torn off each active segment at most; disk: writes
-    # that still succeed before they fail; partition: 1 when ZooKeeper is cut off too
+    # delay: added ms one way; power-loss: bytes torn off each active segment at most; disk:
+    # writes that still succeed before they fail; partition: 1 when ZooKeeper is cut off too
     detail: int = 0
 
     def describe(self) -> str:
-        what = {"crash": f"crash broker {self.broker} (tear up to {self.detail} B)",
+        what = {"crash": f"kill broker {self.broker}",
+                "power-loss": f"broker {self.broker} loses power (its log tails torn, up to "
+                              f"{self.detail} B)",
                 "disk": f"broker {self.broker}'s disk fails (EIO) after {self.detail} writes",
                 "partition": f"cut broker {self.broker} from the other brokers"
                              + (" and ZooKeeper" if self.detail else ""),
@@ -40,7 +46,9 @@ class PlannedFault:
 
 def parse_kinds(text: str) -> tuple[str, ...]:
     """`crash,partition` -> the kinds, in KINDS order; ValueError names an unknown one."""
-    if text.strip().lower() in ("", "all"):
+    if text.strip().lower() in ("", "default"):
+        return DEFAULT_KINDS
+    if text.strip().lower() == "all":
         return KINDS
     if text.strip().lower() == "none":
         return ()
@@ -51,7 +59,8 @@ def parse_kinds(text: str) -> tuple[str, ...]:
     return tuple(k for k in KINDS if k in asked)
 
 
-def plan_faults(seed: int, brokers: list[int], duration_ms: int, kinds: tuple[str, ...] = KINDS,
+def plan_faults(seed: int, brokers: list[int], duration_ms: int,
+                kinds: tuple[str, ...] = DEFAULT_KINDS,
                 per_minute: float = FAULTS_PER_MINUTE) -> list[PlannedFault]:
     """The faults of seed `seed`: the same list for the same arguments."""
     rng = random.Random(f"kafka-sim faults {seed}")
@@ -66,8 +75,10 @@ def plan_faults(seed: int, brokers: list[int], duration_ms: int, kinds: tuple[st
         if kind in INSTANT:
             faults.append(PlannedFault(at, kind, broker))
         elif kind == "crash":
+            faults.append(PlannedFault(at, kind, broker, rng.randint(8_000, 20_000)))
+        elif kind == "power-loss":
             faults.append(PlannedFault(at, kind, broker, rng.randint(8_000, 20_000),
-                                       rng.choice((0, 64, 4096))))
+                                       rng.choice((64, 4096))))
         elif kind == "disk":
             faults.append(PlannedFault(at, kind, broker, rng.randint(8_000, 20_000),
                                        rng.randint(0, 50)))

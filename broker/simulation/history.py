@@ -51,25 +51,21 @@ class History:
 
     def around(self, at_ms: int, about: str | None = None, window_ms: int = 15_000,
                faults: int = 6, latest: int = 10) -> list[Event]:
-        """What led to an anomaly at `at_ms`: the last `faults` faults, restarts and torn logs of
-        the `window_ms` before it, and the `latest` events about partition `about` ("sim-1")."""
+        """What led to an anomaly at `at_ms`: the latest `latest` events about partition `about`
+        ("sim-1") up to then, and the faults, restarts and torn logs of the `window_ms` around
+        it (after it too: an acknowledged write is lost by what comes later), at most `faults`
+        of them, the nearest first."""
         _, _, index = (about or "").rpartition("-")
-        shown: list[Event] = []
-        wanted = {"cluster": faults, "partition": latest}
+        mine = []
         for event in reversed(self.events):
-            if event.at_ms > at_ms + 100:
-                continue
-            if event.at_ms < at_ms - window_ms or not any(wanted.values()):
+            if len(mine) >= latest or event.at_ms < at_ms - window_ms:
                 break
             partition = event.get("partition")
-            if event.kind in WHAT_LED_TO_IT:
-                which = "cluster"
-            elif about is not None and (partition == about or event.kind != "replica"
-                                        and str(partition) == index):
-                which = "partition"
-            else:
-                continue
-            if wanted[which]:
-                wanted[which] -= 1
-                shown.append(event)
-        return shown[::-1]
+            if event.at_ms <= at_ms and about is not None and event.kind not in WHAT_LED_TO_IT \
+                    and (partition == about or event.kind != "replica" and str(partition) == index):
+                mine.append(event)
+        cluster = [e for e in self.events if e.kind in WHAT_LED_TO_IT
+                   and abs(e.at_ms - at_ms) <= window_ms
+                   and (e.kind != "torn" or e.get("log") == about)]  # its own log's tear only
+        cluster = sorted(cluster, key=lambda e: abs(e.at_ms - at_ms))[:faults]
+        return sorted([*mine, *cluster], key=lambda e: e.at_ms)

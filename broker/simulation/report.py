@@ -11,7 +11,7 @@ from broker.simulation.simulator import SimulationResult
 
 WIDTH, LEFT, ROW = 1100, 150, 26
 BROKER_COLOURS = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#9c755f"]
-FAULT_COLOURS = {"crash": "#e15759", "disk": "#ff9da7", "partition": "#f28e2b", "client-partition": "#edc948",
+FAULT_COLOURS = {"crash": "#e15759", "power-loss": "#8b0000", "disk": "#ff9da7", "partition": "#f28e2b", "client-partition": "#edc948",
                  "delay": "#76b7b2", "drop": "#b07aa1", "session-expiry": "#9c755f",
                  "controller-move": "#59a14f"}
 

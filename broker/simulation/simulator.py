@@ -18,7 +18,7 @@ from broker.config import build_config
 from broker.metadata.embedded_store import EmbeddedMetadataStore
 from broker.server.cluster import Cluster
 from broker.simulation.checker import Anomaly, FinalLog, check
-from broker.simulation.fault_plan import KINDS, PlannedFault, plan_faults
+from broker.simulation.fault_plan import DEFAULT_KINDS, PlannedFault, plan_faults
 from broker.simulation.history import History
 from broker.simulation.sim_loop import SimulatedLoop
 from broker.simulation.sim_network import SimulatedNetwork
@@ -71,7 +71,7 @@ class SimulationResult:
 
 
 def simulate(seed: int, data_dir: Path, *, duration_ms: int = 60_000,
-             kinds: tuple[str, ...] = KINDS, faults: list[PlannedFault] | None = None,
+             kinds: tuple[str, ...] = DEFAULT_KINDS, faults: list[PlannedFault] | None = None,
              defect: str = "", brokers: int = 3, spec: WorkloadSpec | None = None,
              ) -> SimulationResult:
     """Run seed `seed` (with `faults` instead of the seed's own, for --shrink) in `data_dir`."""
@@ -238,7 +238,7 @@ class _Simulation:
         caught up could lose acknowledged records legitimately: Kafka does not fsync)."""
         if fault.kind in self.active:
             return f"a {fault.kind} fault is on"
-        if fault.kind in ("crash", "disk"):
+        if fault.kind in ("crash", "power-loss", "disk"):
             if self.down:
                 return "a broker is down"
             if not self._in_sync():
@@ -261,7 +261,7 @@ class _Simulation:
         broker = self.cluster.brokers[fault.broker]
         others = [b for b in self.cluster.configs if b != fault.broker]
         context = self.cluster.context
-        if fault.kind == "crash":
+        if fault.kind in ("crash", "power-loss"):
             self.down.add(fault.broker)
             await broker.stop(crash=True)
             self._tear_tails(fault.broker, fault.detail)
@@ -308,7 +308,7 @@ class _Simulation:
         self.active.pop(fault.kind, None)
         self.history.record("fault-end", kind=fault.kind, broker=fault.broker)
         context = self.cluster.context
-        if fault.kind == "crash":
+        if fault.kind in ("crash", "power-loss"):
             await self._restart(fault.broker)
         elif fault.kind == "disk":  # a new disk: the broker starts again and recovers its logs
             context.clear_disk_faults(broker_id=fault.broker)

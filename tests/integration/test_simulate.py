@@ -102,5 +102,5 @@ def test_a_bad_fault_kind_is_one_line_and_status_2():
     run = simulate_cli("--faults", "crash,flood")
     assert run.returncode == 2
     assert run.stderr.strip() == ("kafka-sim simulate: unknown fault kind flood (known: crash, "
-                                  "partition, client-partition, delay, drop, session-expiry, "
-                                  "controller-move)")
+                                  "power-loss, disk, partition, client-partition, delay, drop, "
+                                  "session-expiry, controller-move)")

@@ -135,13 +135,14 @@ def test_one_seed_one_fault_plan():
     first = plan_faults(7, [0, 1, 2], 120_000)
     assert first == plan_faults(7, [0, 1, 2], 120_000)
     assert first != plan_faults(8, [0, 1, 2], 120_000)
-    assert len(first) == 12 and all(3_000 <= f.at_ms < 120_000 for f in first)
+    assert len(first) == 23 and all(3_000 <= f.at_ms < 120_000 for f in first)  # 12 a minute
     assert {f.kind for f in plan_faults(7, [0, 1, 2], 600_000, ("crash",))} == {"crash"}
     assert plan_faults(7, [0, 1, 2], 60_000, ()) == []
 
 
 def test_fault_kinds_parse_or_name_the_unknown_one():
     assert parse_kinds("all") == KINDS and parse_kinds("none") == ()
+    assert parse_kinds("default") == tuple(k for k in KINDS if k != "power-loss")
     assert parse_kinds("drop,crash") == ("crash", "drop")
     with pytest.raises(ValueError, match="unknown fault kind flood"):
         parse_kinds("crash,flood")
