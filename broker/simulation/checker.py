@@ -26,10 +26,11 @@ class FinalLog:
     committed: dict[int, str] = field(default_factory=dict)
 
 
-def check(history: History, final: dict[int, FinalLog], unhealed: str, topic: str
-          ) -> list[Anomaly]:
+def check(history: History, final: dict[int, FinalLog], unhealed: str, topic: str,
+          compacted: dict[int, str] | None = None, compacted_topic: str = "") -> list[Anomaly]:
     """The anomalies of a run; `unhealed` says what was still wrong when the run stopped
-    waiting for the cluster to heal ('' when it healed)."""
+    waiting for the cluster to heal ('' when it healed); `compacted`, the compacted topic's
+    partition read back (offset -> "key=value")."""
     found: list[Anomaly] = []
     if unhealed:
         end = history.events[-1].at_ms if history.events else 0
@@ -40,6 +41,7 @@ def check(history: History, final: dict[int, FinalLog], unhealed: str, topic: st
     found += _transactions(history, final, topic)
     found += _committed_offsets(history)
     found += _replicas(history)
+    found += _compaction(history, compacted or {}, f"{compacted_topic}-0")
     return sorted(found, key=lambda a: (a.at_ms, a.kind, a.text))
 
 
@@ -203,4 +205,33 @@ def _replicas(history: History) -> list[Anomaly]:
                                f"{partition} on leader {broker} (epoch {epoch}): high "
                                f"watermark {high_watermarks[key]} -> {hw}", partition))
         high_watermarks[key] = max(hw, high_watermarks.get(key, -1))
+    return out
+
+
+def _compaction(history: History, compacted: dict[int, str], partition: str) -> list[Anomaly]:
+    """A compacted partition keeps every key's latest record: an acknowledged record is at its
+    offset unless a later record of its key is in the log (the cleaner removed it), and no
+    record is there twice."""
+    out = []
+    latest: dict[str, int] = {}  # key -> its last offset in the log
+    seen: dict[str, int] = {}
+    for offset, value in sorted(compacted.items()):
+        latest[value.split("=")[0]] = offset
+        if value in seen:
+            out.append(Anomaly("duplicate", history.events[-1].at_ms if history.events else 0,
+                               f"{value} at {partition}:{seen[value]} and :{offset}", partition))
+        seen[value] = offset
+    for ack in history.of_kind("keyed-ack"):
+        for i, value in enumerate(ack.get("values")):
+            offset = ack.get("offset") + i
+            if compacted.get(offset) == value:
+                continue
+            if value in seen:
+                out.append(Anomaly("inconsistent-offset", ack.at_ms,
+                                   f"{value} acknowledged at {partition}:{offset} is at offset "
+                                   f"{seen[value]}", partition))
+            elif latest.get(value.split("=")[0], -1) <= offset:
+                out.append(Anomaly("lost-write", ack.at_ms,
+                                   f"{value} acknowledged at {partition}:{offset} is gone, and "
+                                   "no later record of its key is in the log", partition))
     return out

@@ -126,7 +126,9 @@ def _print_result(result: SimulationResult, numbers: list[int],
     print(f"  workload: {c['ack']} writes acknowledged ({c['unknown']} unknown), "
           f"{c['txn-commit']} transactions committed, {c['txn-abort']} aborted "
           f"({c['txn-unknown']} unknown), {c['read']} records read, {c['commit']} offset "
-          f"commits; {c['requests']} requests")
+          f"commits, {c['keyed-records']} keyed records acknowledged ({c['compacted-away']} "
+          f"compacted away since); "
+          f"{c['requests']} requests")
     skipped = {e.get("number"): e.get("why") for e in result.history.of_kind("fault-skipped")}
     print(f"  faults: {len(result.faults)} planned, {len(skipped)} skipped")
     for i, (number, fault) in enumerate(zip(numbers, result.faults, strict=True), 1):

@@ -27,6 +27,7 @@ from broker.simulation.workload import (
     Actor,
     ClusterView,
     IdempotentProducer,
+    KeyedProducer,
     OffsetCommitter,
     Reader,
     TransactionalProducer,
@@ -55,6 +56,12 @@ BROKER_PROPERTIES = {
     "control.listener": "",
     "listeners": "PLAINTEXT://127.0.0.1:0",
 }
+
+
+# Segments that roll every few seconds of the workload and a cleaner that takes them at once, so
+# that a simulated minute sees the log cleaner compact the keyed records.
+COMPACTED_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "4096",
+                     "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0"}
 
 
 @dataclass(slots=True)
@@ -162,16 +169,23 @@ class _Simulation:
         unhealed = await self._wait_until_healed()
         healed = not unhealed
         final = await self._read_back()
+        compacted = await self._read_back_compacted()
         sampler.cancel()
         for actor in actors:
             actor.view.close()
         self.history.record("end", healed=healed, why=unhealed)
-        anomalies = check(self.history, final, unhealed, self.spec.topic)
+        anomalies = check(self.history, final, unhealed, self.spec.topic, compacted,
+                          self.spec.compacted_topic)
         await self.cluster.stop()
         counts = {kind: len(self.history.of_kind(kind)) for kind in
                   ("ack", "unknown", "read", "txn-commit", "txn-abort", "txn-unknown", "commit",
-                   "fault", "fault-skipped")}
+                   "keyed-ack", "fault", "fault-skipped")}
         counts["requests"] = self.network.requests
+        counts["keyed-records"] = sum(len(e.get("values"))
+                                      for e in self.history.of_kind("keyed-ack"))
+        counts["compacted-away"] = sum(
+            1 for e in self.history.of_kind("keyed-ack")
+            for i, v in enumerate(e.get("values")) if compacted.get(e.get("offset") + i) != v)
         return SimulationResult(self.seed, self.history.digest(), self.history, anomalies,
                                 self.plan, self.now_ms(), 0.0, healed, counts)
 
@@ -188,15 +202,23 @@ class _Simulation:
         until every partition has a leader)."""
         view = ClusterView(self.network, "admin", sorted(self.cluster.configs),
                            random.Random(self.seed), self.spec.topic)
+        replicas = min(3, self.num_brokers)
         created = None
         while created is None:
             created = await view.any_broker(CREATE_TOPICS, 5, {
                 "topics": [{"name": self.spec.topic, "num_partitions": self.spec.partitions,
-                            "replication_factor": min(3, self.num_brokers), "assignments": [],
-                            "configs": []}], "timeout_ms": 10_000, "validate_only": False})
-        while len(view.leaders) < self.spec.partitions:
-            await asyncio.sleep(0.01)
-            await view.refresh()
+                            "replication_factor": replicas, "assignments": [], "configs": []},
+                           {"name": self.spec.compacted_topic, "num_partitions": 1,
+                            "replication_factor": replicas, "assignments": [],
+                            "configs": [{"name": k, "value": v}
+                                        for k, v in COMPACTED_CONFIGS.items()]}],
+                "timeout_ms": 10_000, "validate_only": False})
+        for topic, partitions in ((self.spec.topic, self.spec.partitions),
+                                  (self.spec.compacted_topic, 1)):
+            view.topic, view.leaders = topic, {}
+            while len(view.leaders) < partitions:
+                await asyncio.sleep(0.01)
+                await view.refresh()
         view.close()
 
     def _actors(self) -> list[Actor]:
@@ -212,6 +234,8 @@ class _Simulation:
                   for i in range(self.spec.idempotent_producers)),
                 *(make(TransactionalProducer, f"txn-{i}")
                   for i in range(self.spec.transactional_producers)),
+                *(make(KeyedProducer, f"keyed-{i}", topic=self.spec.compacted_topic)
+                  for i in range(self.spec.keyed_producers)),
                 *readers, make(OffsetCommitter, "committer", readers=readers)]
 
     # -- faults --------------------------------------------------------------------------------
@@ -366,6 +390,7 @@ class _Simulation:
 
     def _clients(self) -> list[str]:
         names = [f"idem-{i}" for i in range(self.spec.idempotent_producers)]
+        names += [f"keyed-{i}" for i in range(self.spec.keyed_producers)]
         names += [f"txn-{i}" for i in range(self.spec.transactional_producers)]
         return [*names, *(f"reader-{p}" for p in range(self.spec.partitions)), "committer"]
 
@@ -463,6 +488,25 @@ class _Simulation:
                         f"offset {fetched.last_stable_offset}, high watermark "
                         f"{fetched.high_watermark}")
         return ""
+
+    async def _read_back_compacted(self) -> dict[int, str]:
+        """The compacted topic's partition from its log start, as a consumer reads it."""
+        reader = Reader("checker", self.network, self.history, sorted(self.cluster.configs),
+                        random.Random(self.seed), self.spec, self.wall_ms, partition=0,
+                        topic=self.spec.compacted_topic)
+        records: dict[int, str] = {}
+        position, high_watermark = 0, None
+        while high_watermark is None or position < high_watermark:
+            fetched = await reader.fetch(0, position)
+            if fetched is None:
+                continue
+            records.update(fetched.records)
+            high_watermark = fetched.high_watermark
+            if fetched.next_offset == position:
+                break
+            position = fetched.next_offset
+        reader.view.close()
+        return records
 
     async def _read_back(self) -> dict[int, FinalLog]:
         final: dict[int, FinalLog] = {}

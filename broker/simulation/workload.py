@@ -41,6 +41,9 @@ class WorkloadSpec:
     idempotent_producers: int = 2
     transactional_producers: int = 1
     group: str = "sim-offsets"
+    compacted_topic: str = "sim-compacted"  # one partition, cleanup.policy=compact
+    keyed_producers: int = 1
+    keys: int = 20
 
 
 class ClusterView:
@@ -108,13 +111,13 @@ class Actor:
 
     def __init__(self, name: str, network: SimulatedNetwork, history: History,
                  brokers: list[int], rng: random.Random, spec: WorkloadSpec,
-                 wall_ms: Callable[[], int]) -> None:
+                 wall_ms: Callable[[], int], topic: str | None = None) -> None:
         self.name = name
         self.history = history
         self.rng = rng
         self.spec = spec
         self.wall_ms = wall_ms
-        self.view = ClusterView(network, name, brokers, rng, spec.topic)
+        self.view = ClusterView(network, name, brokers, rng, topic or spec.topic)
         self.loop = asyncio.get_running_loop()
 
     def now_ms(self) -> int:
@@ -124,9 +127,11 @@ class Actor:
         await asyncio.sleep(ms / 1000)
 
     def batch(self, values: list[str], producer_id: int, epoch: int, sequence: int,
-              transactional: bool = False) -> bytes:
+              transactional: bool = False, keyed: bool = False) -> bytes:
+        """A batch of `values`; `keyed`: each record's key is its value up to '=' ("k3=...")."""
         now = self.wall_ms()
-        return encode_batch([(None, v.encode(), [], now) for v in values],
+        return encode_batch([(v.split("=")[0].encode() if keyed else None, v.encode(), [], now)
+                             for v in values],
                             producer_id=producer_id, producer_epoch=epoch,
                             base_sequence=sequence, is_transactional=transactional)
 
@@ -142,7 +147,7 @@ class Actor:
             try:
                 answer = await self.view.client(leader).request(PRODUCE, 9, {
                     "transactional_id": transactional_id, "acks": -1, "timeout_ms": 3000,
-                    "topic_data": [{"name": self.spec.topic, "partition_data": [
+                    "topic_data": [{"name": self.view.topic, "partition_data": [
                         {"index": partition, "records": records}]}]})
             except RequestFailed:
                 self.view.leaders.pop(partition, None)
@@ -183,6 +188,13 @@ class IdempotentProducer(Actor):
     """enable.idempotence with one batch in flight: each batch is sent again with its sequence
     until acknowledged; when its outcome cannot be known, the producer takes a new id."""
 
+    ACK, UNKNOWN = "ack", "unknown"  # its events
+
+    def next_batch(self, counter: int) -> tuple[int, list[str]]:
+        """The partition and the values of its next batch."""
+        return (self.rng.randrange(self.spec.partitions),
+                [f"{self.name}-{counter + i}" for i in range(self.rng.randint(1, 3))])
+
     async def run(self, until_ms: int) -> None:
         producer_id = epoch = -1
         sequences: dict[int, int] = {}
@@ -194,21 +206,32 @@ class IdempotentProducer(Actor):
                 sequences = {}
                 if producer_id < 0:
                     continue
-            partition = self.rng.randrange(self.spec.partitions)
-            values = [f"{self.name}-{counter + i}" for i in range(self.rng.randint(1, 3))]
+            partition, values = self.next_batch(counter)
             counter += len(values)
             sequence = sequences.get(partition, 0)
             outcome, offset = await self.produce(
-                partition, self.batch(values, producer_id, epoch, sequence),
+                partition, self.batch(values, producer_id, epoch, sequence,
+                                      keyed=self.ACK != "ack"),
                 self.now_ms() + DELIVERY_TIMEOUT_MS)
             if outcome == "ack":
                 sequences[partition] = sequence + len(values)
-                self.history.record("ack", producer=self.name, partition=partition,
+                self.history.record(self.ACK, producer=self.name, partition=partition,
                                     offset=offset, values=tuple(values))
             else:
-                self.history.record("unknown", producer=self.name, partition=partition,
+                self.history.record(self.UNKNOWN, producer=self.name, partition=partition,
                                     values=tuple(values), why=outcome if offset < 0 else offset)
                 producer_id = -1
+
+
+class KeyedProducer(IdempotentProducer):
+    """An idempotent producer of keyed records ("k7=keyed-0-12") to the compacted topic's one
+    partition, each key written again and again, so the log cleaner has work."""
+
+    ACK, UNKNOWN = "keyed-ack", "keyed-unknown"
+
+    def next_batch(self, counter: int) -> tuple[int, list[str]]:
+        return 0, [f"k{self.rng.randrange(self.spec.keys)}={self.name}-{counter + i}"
+                   for i in range(self.rng.randint(1, 3))]
 
 
 class TransactionalProducer(Actor):
@@ -348,7 +371,7 @@ class Reader(Actor):
             answer = await self.view.client(leader).request(FETCH, 12, {
                 "replica_id": -1, "max_wait_ms": 200, "min_bytes": 1, "max_bytes": 1 << 20,
                 "isolation_level": isolation, "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": self.spec.topic, "partitions": [{
+                "topics": [{"topic": self.view.topic, "partitions": [{
                     "partition": self.partition, "current_leader_epoch": -1,
                     "fetch_offset": position, "last_fetched_epoch": -1, "log_start_offset": -1,
                     "partition_max_bytes": 1 << 20}]}],

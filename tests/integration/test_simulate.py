@@ -61,6 +61,7 @@ def test_the_same_faults_on_a_correct_broker_lose_nothing(tmp_path):
     counts = result.counts
     assert counts["ack"] > 100 and counts["read"] > 100 and counts["txn-commit"] > 10
     assert counts["fault"] == 2 and counts["commit"] > 10
+    assert counts["keyed-records"] > 100 and counts["compacted-away"] > 0  # the cleaner ran
     assert result.history.of_kind("broker-start")  # the crashed broker came back
 
 

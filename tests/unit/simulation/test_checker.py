@@ -146,3 +146,18 @@ def test_fault_kinds_parse_or_name_the_unknown_one():
     assert parse_kinds("drop,crash") == ("crash", "drop")
     with pytest.raises(ValueError, match="unknown fault kind flood"):
         parse_kinds("crash,flood")
+
+
+def test_a_compacted_partition_keeps_each_keys_latest_record():
+    h = history()
+    h.record("keyed-ack", producer="keyed-0", partition=0, offset=0,
+             values=("k1=keyed-0-0", "k1=keyed-0-1", "k2=keyed-0-2"))
+
+    def found(compacted: dict[int, str]) -> list[str]:
+        return [a.kind for a in check(h, {}, "", "sim", compacted, "sim-compacted")]
+
+    assert found({1: "k1=keyed-0-1", 2: "k2=keyed-0-2"}) == []  # offset 0 compacted away
+    assert found({0: "k1=keyed-0-0", 1: "k1=keyed-0-1", 2: "k2=keyed-0-2"}) == []  # not yet
+    assert found({2: "k2=keyed-0-2"}) == ["lost-write", "lost-write"]  # k1's latest is gone
+    assert found({1: "k1=keyed-0-1", 3: "k2=keyed-0-2"}) == ["inconsistent-offset"]
+    assert found({1: "k1=keyed-0-1", 2: "k2=keyed-0-2", 3: "k2=keyed-0-2"}) == ["duplicate"]
