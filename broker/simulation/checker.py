@@ -40,6 +40,7 @@ def check(history: History, final: dict[int, FinalLog], unhealed: str, topic: st
     found += _reads(history, final, topic)
     found += _transactions(history, final, topic)
     found += _committed_offsets(history)
+    found += _group_commits(history)
     found += _replicas(history)
     found += _compaction(history, compacted or {}, f"{compacted_topic}-0")
     return sorted(found, key=lambda a: (a.at_ms, a.kind, a.text))
@@ -156,6 +157,23 @@ def _committed_offsets(history: History) -> list[Anomaly]:
                                    f"partition {event.get('partition')}: committed offset "
                                    f"{event.get('offset')} read after {max(before)} was "
                                    "acknowledged"))
+    return out
+
+
+def _group_commits(history: History) -> list[Anomaly]:
+    """A consumer group's members commit where they have read to, each partition from where the
+    last owner committed: an accepted commit below an earlier one is a fenced member's, taken."""
+    out = []
+    last: dict[int, tuple[int, str, int]] = {}  # partition -> (offset, member, epoch)
+    for event in history.of_kind("group-commit"):
+        partition, offset = event.get("partition"), event.get("offset")
+        before = last.get(partition)
+        if before is not None and offset < before[0]:
+            out.append(Anomaly("committed-offset-backwards", event.at_ms,
+                               f"partition {partition}: {event.get('member')} (epoch "
+                               f"{event.get('epoch')}) committed {offset} after {before[1]} "
+                               f"(epoch {before[2]}) committed {before[0]}"))
+        last[partition] = (offset, event.get("member"), event.get("epoch"))
     return out
 
 

@@ -26,6 +26,7 @@ from broker.simulation.workload import (
     CREATE_TOPICS,
     Actor,
     ClusterView,
+    GroupMember,
     IdempotentProducer,
     KeyedProducer,
     OffsetCommitter,
@@ -49,6 +50,8 @@ BROKER_PROPERTIES = {
     "offsets.topic.num.partitions": "3",
     "transaction.state.log.num.partitions": "3",
     "group.initial.rebalance.delay.ms": "0",
+    "group.consumer.heartbeat.interval.ms": "1000",
+    "group.consumer.session.timeout.ms": "10000",
     # Failures are noticed within seconds of simulated time (Kafka's defaults are 10-30 s).
     "zookeeper.session.timeout.ms": "6000",
     "replica.lag.time.max.ms": "5000",
@@ -236,7 +239,8 @@ class _Simulation:
                   for i in range(self.spec.transactional_producers)),
                 *(make(KeyedProducer, f"keyed-{i}", topic=self.spec.compacted_topic)
                   for i in range(self.spec.keyed_producers)),
-                *readers, make(OffsetCommitter, "committer", readers=readers)]
+                *readers, make(OffsetCommitter, "committer", readers=readers),
+                *(make(GroupMember, f"member-{i}") for i in range(self.spec.group_members))]
 
     # -- faults --------------------------------------------------------------------------------
 
@@ -391,6 +395,7 @@ class _Simulation:
     def _clients(self) -> list[str]:
         names = [f"idem-{i}" for i in range(self.spec.idempotent_producers)]
         names += [f"keyed-{i}" for i in range(self.spec.keyed_producers)]
+        names += [f"member-{i}" for i in range(self.spec.group_members)]
         names += [f"txn-{i}" for i in range(self.spec.transactional_producers)]
         return [*names, *(f"reader-{p}" for p in range(self.spec.partitions)), "committer"]
 

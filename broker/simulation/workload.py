@@ -19,6 +19,7 @@ from protocol.records import decode_batch, encode_batch, iter_batches
 METADATA, PRODUCE, FETCH, OFFSET_COMMIT, OFFSET_FETCH = 3, 0, 1, 8, 9
 FIND_COORDINATOR, CREATE_TOPICS, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = (
     10, 19, 22, 24, 26)
+CONSUMER_GROUP_HEARTBEAT = 68
 DELIVERY_TIMEOUT_MS = 20_000  # as a producer's delivery.timeout.ms: then the outcome is unknown
 RETRY_BACKOFF_MS = 100
 
@@ -41,6 +42,8 @@ class WorkloadSpec:
     idempotent_producers: int = 2
     transactional_producers: int = 1
     group: str = "sim-offsets"
+    consumer_group: str = "sim-consumers"  # its members speak KIP-848's protocol
+    group_members: int = 2
     compacted_topic: str = "sim-compacted"  # one partition, cleanup.policy=compact
     keyed_producers: int = 1
     keys: int = 20
@@ -58,6 +61,7 @@ class ClusterView:
         self.rng = rng
         self.topic = topic
         self.leaders: dict[int, int] = {}
+        self.topic_id = bytes(16)
         self._clients: dict[int, SimClient] = {}
 
     def client(self, broker_id: int) -> SimClient:
@@ -83,6 +87,8 @@ class ClusterView:
         if answer is None:
             return
         for topic in answer.topics:
+            if topic.error_code == 0:
+                self.topic_id = bytes(topic.topic_id)
             for p in topic.partitions:
                 if p.error_code == 0 and p.leader_id >= 0:
                     self.leaders[p.partition_index] = p.leader_id
@@ -362,37 +368,53 @@ class Reader(Actor):
         self.partition = partition
         self.position = 0
 
-    async def fetch(self, isolation: int, position: int) -> FetchedRecords | None:
+    async def fetch(self, isolation: int, position: int, max_wait_ms: int = 200
+                    ) -> FetchedRecords | None:
+        """One Fetch of this reader's partition from `position` (None: try again)."""
         leader = await self.view.leader(self.partition)
         if leader is None:
             await self.sleep_ms(RETRY_BACKOFF_MS)
             return None
+        fetched = await self.fetch_from(leader, {self.partition: position}, isolation,
+                                        max_wait_ms)
+        return fetched.get(self.partition)
+
+    async def fetch_from(self, leader: int, positions: dict[int, int], isolation: int,
+                         max_wait_ms: int) -> dict[int, FetchedRecords]:
+        """One Fetch of the partitions `leader` leads, from their positions: what each gave,
+        those that failed left out (their leader is asked for again)."""
         try:
             answer = await self.view.client(leader).request(FETCH, 12, {
-                "replica_id": -1, "max_wait_ms": 200, "min_bytes": 1, "max_bytes": 1 << 20,
+                "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1,
+                "max_bytes": 1 << 20,
                 "isolation_level": isolation, "session_id": 0, "session_epoch": -1,
                 "topics": [{"topic": self.view.topic, "partitions": [{
-                    "partition": self.partition, "current_leader_epoch": -1,
-                    "fetch_offset": position, "last_fetched_epoch": -1, "log_start_offset": -1,
-                    "partition_max_bytes": 1 << 20}]}],
+                    "partition": p, "current_leader_epoch": -1, "fetch_offset": position,
+                    "last_fetched_epoch": -1, "log_start_offset": -1,
+                    "partition_max_bytes": 1 << 20} for p, position in sorted(positions.items())]}],
                 "forgotten_topics_data": [], "rack_id": ""})
         except RequestFailed:
-            self.view.leaders.pop(self.partition, None)
+            for p in positions:
+                self.view.leaders.pop(p, None)
             await self.sleep_ms(RETRY_BACKOFF_MS)
-            return None
-        result = answer.responses[0].partitions[0]
-        if result.error_code != 0:
-            if result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                self.history.record("out-of-range", reader=self.name, partition=self.partition,
-                                    offset=position)
-            self.view.leaders.pop(self.partition, None)
+            return {}
+        out = {}
+        for result in answer.responses[0].partitions:
+            p = result.partition_index
+            if result.error_code != 0:
+                if result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    self.history.record("out-of-range", reader=self.name, partition=p,
+                                        offset=positions[p])
+                self.view.leaders.pop(p, None)
+                continue
+            aborted = [(a.producer_id, a.first_offset) for a in result.aborted_transactions or ()]
+            fetched = committed_records(bytes(result.records or b""), aborted, positions[p])
+            fetched.high_watermark = result.high_watermark
+            fetched.last_stable_offset = result.last_stable_offset
+            out[p] = fetched
+        if len(out) < len(positions):
             await self.sleep_ms(RETRY_BACKOFF_MS)
-            return None
-        aborted = [(a.producer_id, a.first_offset) for a in result.aborted_transactions or ()]
-        fetched = committed_records(bytes(result.records or b""), aborted, position)
-        fetched.high_watermark = result.high_watermark
-        fetched.last_stable_offset = result.last_stable_offset
-        return fetched
+        return out
 
     async def run(self, until_ms: int) -> None:
         while self.now_ms() < until_ms:
@@ -447,3 +469,128 @@ class OffsetCommitter(Actor):
                     if p.error_code == 0:
                         self.history.record("committed", partition=p.partition_index,
                                             offset=p.committed_offset, asked_ms=sent)
+
+
+class GroupMember(Actor):
+    """A consumer of `spec.topic` in the KIP-848 group `spec.consumer_group`: it heartbeats with
+    the partitions it owns, takes what the coordinator assigns from the committed offsets,
+    commits with its member epoch, and commits a partition before it gives it up. Records it
+    reads are written down as a reader's are; commits the coordinator accepts as group-commit."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.member_id = f"{self.name}-{self.rng.getrandbits(64):016x}"  # v1: the client names it
+        self.epoch = 0
+        self.owned: dict[int, int] = {}  # partition -> next offset to read
+        self.interval_ms = 1_000
+
+    async def _group_call(self, api_key: int, version: int, body: dict):
+        coordinator = await self.view.coordinator(0, self.spec.consumer_group)
+        if coordinator is None:
+            return None
+        try:
+            return await self.view.client(coordinator).request(api_key, version, body)
+        except RequestFailed:
+            return None
+
+    async def _heartbeat(self, leaving: bool = False) -> None:
+        if not self.view.topic_id.strip(b"\0"):
+            await self.view.refresh()
+        answer = await self._group_call(CONSUMER_GROUP_HEARTBEAT, 1, {
+            "group_id": self.spec.consumer_group, "member_id": self.member_id,
+            "member_epoch": -1 if leaving else self.epoch, "instance_id": None, "rack_id": None,
+            "rebalance_timeout_ms": 10_000, "subscribed_topic_names": [self.spec.topic],
+            "subscribed_topic_regex": None, "server_assignor": None,
+            "topic_partitions": [{"topic_id": self.view.topic_id,
+                                  "partitions": sorted(self.owned)}] if self.owned else []})
+        if answer is None or leaving:
+            return
+        code = ErrorCode(answer.error_code)
+        if code in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
+            self.history.record("fenced", member=self.name, epoch=self.epoch, error=code.name)
+            self.epoch, self.owned = 0, {}  # join again, owning nothing
+            return
+        if code != ErrorCode.NONE:
+            return
+        self.epoch = answer.member_epoch
+        self.interval_ms = answer.heartbeat_interval_ms or self.interval_ms
+        if answer.assignment is None:
+            return
+        target = {p for t in answer.assignment.topic_partitions
+                  if bytes(t.topic_id) == self.view.topic_id for p in t.partitions}
+        revoked = sorted(set(self.owned) - target)
+        if revoked:
+            await self._commit(revoked)
+            for p in revoked:
+                del self.owned[p]
+            self.history.record("revoked", member=self.name, epoch=self.epoch,
+                                partitions=tuple(revoked))
+        added = sorted(target - set(self.owned))
+        if added:
+            committed = await self._committed(added)
+            if committed is not None:
+                self.owned.update(committed)
+                self.history.record("assigned", member=self.name, epoch=self.epoch,
+                                    partitions=tuple(added))
+
+    async def _committed(self, partitions: list[int]) -> dict[int, int] | None:
+        answer = await self._group_call(OFFSET_FETCH, 7, {
+            "group_id": self.spec.consumer_group, "require_stable": True,
+            "topics": [{"name": self.spec.topic, "partition_indexes": partitions}]})
+        if answer is None or answer.error_code != 0 or \
+                any(p.error_code != 0 for p in answer.topics[0].partitions):
+            return None
+        return {p.partition_index: max(p.committed_offset, 0) for p in answer.topics[0].partitions}
+
+    async def _commit(self, partitions: list[int]) -> None:
+        positions = {p: self.owned[p] for p in partitions if p in self.owned}
+        if not positions or self.epoch <= 0:
+            return
+        epoch = self.epoch
+        answer = await self._group_call(OFFSET_COMMIT, 9, {
+            "group_id": self.spec.consumer_group, "generation_id_or_member_epoch": epoch,
+            "member_id": self.member_id, "group_instance_id": None,
+            "topics": [{"name": self.spec.topic, "partitions": [
+                {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
+                 "committed_metadata": ""} for p, o in sorted(positions.items())]}]})
+        if answer is None:
+            return
+        for p in answer.topics[0].partitions:
+            if p.error_code == 0:
+                self.history.record("group-commit", member=self.name, epoch=epoch,
+                                    partition=p.partition_index,
+                                    offset=positions[p.partition_index])
+
+    async def run(self, until_ms: int) -> None:
+        reader = Reader(self.name, self.view.network, self.history, self.view.brokers, self.rng,
+                        self.spec, self.wall_ms, partition=0)
+        reader.view = self.view  # one host, one set of connections
+        next_heartbeat = next_commit = 0
+        while self.now_ms() < until_ms:
+            if self.now_ms() >= next_heartbeat:
+                await self._heartbeat()
+                next_heartbeat = self.now_ms() + self.interval_ms
+            if self.now_ms() >= next_commit:
+                await self._commit(sorted(self.owned))
+                next_commit = self.now_ms() + 500
+            if not self.owned:
+                await self.sleep_ms(100)
+                continue
+            by_leader: dict[int | None, dict[int, int]] = {}
+            for partition, position in sorted(self.owned.items()):
+                leader = await self.view.leader(partition)
+                by_leader.setdefault(leader, {})[partition] = position
+            if None in by_leader:
+                await self.sleep_ms(RETRY_BACKOFF_MS)
+            for leader, positions in sorted((k, v) for k, v in by_leader.items() if k is not None):
+                fetched = await reader.fetch_from(leader, positions, 1, 100)
+                for partition, got in sorted(fetched.items()):
+                    if self.owned.get(partition) != positions[partition]:
+                        continue  # given up (or moved on) while the fetch was out
+                    for offset, value in got.records:
+                        self.history.record("read", reader=self.name, partition=partition,
+                                            offset=offset, value=value)
+                    self.owned[partition] = got.next_offset
+        await self._commit(sorted(self.owned))
+        await self._heartbeat(leaving=True)
+

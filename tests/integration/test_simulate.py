@@ -62,6 +62,8 @@ def test_the_same_faults_on_a_correct_broker_lose_nothing(tmp_path):
     assert counts["ack"] > 100 and counts["read"] > 100 and counts["txn-commit"] > 10
     assert counts["fault"] == 2 and counts["commit"] > 10
     assert counts["keyed-records"] > 100 and counts["compacted-away"] > 0  # the cleaner ran
+    members = {e.get("member") for e in result.history.of_kind("group-commit")}
+    assert members == {"member-0", "member-1"}  # the group's partitions were shared out
     assert result.history.of_kind("broker-start")  # the crashed broker came back
 
 

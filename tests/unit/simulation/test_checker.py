@@ -161,3 +161,15 @@ def test_a_compacted_partition_keeps_each_keys_latest_record():
     assert found({2: "k2=keyed-0-2"}) == ["lost-write", "lost-write"]  # k1's latest is gone
     assert found({1: "k1=keyed-0-1", 3: "k2=keyed-0-2"}) == ["inconsistent-offset"]
     assert found({1: "k1=keyed-0-1", 2: "k2=keyed-0-2", 3: "k2=keyed-0-2"}) == ["duplicate"]
+
+
+def test_a_group_member_committing_below_the_last_owner():
+    h = history()
+    h.record("group-commit", member="member-0", epoch=3, partition=1, offset=40)
+    h.record("group-commit", member="member-1", epoch=5, partition=1, offset=55)
+    h.record("group-commit", member="member-1", epoch=5, partition=2, offset=7)
+    assert kinds(h, {}) == []
+    h.record("group-commit", member="member-0", epoch=3, partition=1, offset=41)  # a zombie
+    found = check(h, {}, "", "sim")
+    assert [a.kind for a in found] == ["committed-offset-backwards"]
+    assert "member-0 (epoch 3) committed 41 after member-1 (epoch 5) committed 55" in found[0].text
