@@ -33,7 +33,7 @@ def check(history: History, final: dict[int, FinalLog], unhealed: str, topic: st
     partition read back (offset -> "key=value")."""
     found: list[Anomaly] = []
     if unhealed:
-        end = history.events[-1].at_ms if history.events else 0
+        end = history.last_ms
         found.append(Anomaly("not-healed", end, f"once the faults ended: {unhealed}"))
     found += _acknowledged_writes(history, final, topic)
     found += _duplicates_and_order(history, final, topic)
@@ -74,7 +74,7 @@ def _duplicates_and_order(history: History, final: dict[int, FinalLog], topic: s
                           ) -> list[Anomaly]:
     """No record twice in a partition; one producer's records in the order it sent them."""
     out = []
-    end = history.events[-1].at_ms if history.events else 0
+    end = history.last_ms
     # Only acknowledged records have an order to keep: a batch given up on may still arrive
     # after the producer went on under a new producer id, as with a real client.
     acknowledged = {v for ack in history.of_kind("ack") for v in ack.get("values")}
@@ -236,7 +236,7 @@ def _compaction(history: History, compacted: dict[int, str], partition: str) -> 
     for offset, value in sorted(compacted.items()):
         latest[value.split("=")[0]] = offset
         if value in seen:
-            out.append(Anomaly("duplicate", history.events[-1].at_ms if history.events else 0,
+            out.append(Anomaly("duplicate", history.last_ms,
                                f"{value} at {partition}:{seen[value]} and :{offset}", partition))
         seen[value] = offset
     for ack in history.of_kind("keyed-ack"):

@@ -42,6 +42,11 @@ class History:
         self._digest.update(f"{event.at_ms}|{kind}|{event.fields!r}\n".encode())
         return event
 
+    @property
+    def last_ms(self) -> int:
+        """When the last event happened (0 before any)."""
+        return self.events[-1].at_ms if self.events else 0
+
     def digest(self) -> str:
         """sha256 of the event trace, the first 16 hex digits: equal for equal histories."""
         return self._digest.hexdigest()[:16]

@@ -169,6 +169,16 @@ class Actor:
             await self.sleep_ms(RETRY_BACKOFF_MS)
         return "timeout", -1
 
+    async def group_call(self, group: str, api_key: int, version: int, body: dict):
+        """The request to `group`'s coordinator; None when it cannot be found or answer."""
+        coordinator = await self.view.coordinator(0, group)
+        if coordinator is None:
+            return None
+        try:
+            return await self.view.client(coordinator).request(api_key, version, body)
+        except RequestFailed:
+            return None
+
     async def init_producer_id(self, transactional_id: str | None, deadline_ms: int
                                ) -> tuple[int, int]:
         """(producer id, epoch), or (-1, -1) when the deadline came first."""
@@ -435,20 +445,11 @@ class OffsetCommitter(Actor):
         super().__init__(*args, **kwargs)
         self.readers = readers
 
-    async def _coordinator_call(self, api_key: int, version: int, body: dict):
-        coordinator = await self.view.coordinator(0, self.spec.group)
-        if coordinator is None:
-            return None
-        try:
-            return await self.view.client(coordinator).request(api_key, version, body)
-        except RequestFailed:
-            return None
-
     async def run(self, until_ms: int) -> None:
         while self.now_ms() < until_ms:
             await self.sleep_ms(self.rng.randint(300, 700))
             positions = {r.partition: r.position for r in self.readers}
-            answer = await self._coordinator_call(OFFSET_COMMIT, 8, {
+            answer = await self.group_call(self.spec.group, OFFSET_COMMIT, 8, {
                 "group_id": self.spec.group, "generation_id_or_member_epoch": -1,
                 "member_id": "", "group_instance_id": None,
                 "topics": [{"name": self.spec.topic, "partitions": [
@@ -460,7 +461,7 @@ class OffsetCommitter(Actor):
                         self.history.record("commit", partition=p.partition_index,
                                             offset=positions[p.partition_index])
             sent = self.now_ms()
-            answer = await self._coordinator_call(OFFSET_FETCH, 7, {
+            answer = await self.group_call(self.spec.group, OFFSET_FETCH, 7, {
                 "group_id": self.spec.group, "require_stable": True,
                 "topics": [{"name": self.spec.topic,
                             "partition_indexes": sorted(positions)}]})
@@ -484,19 +485,10 @@ class GroupMember(Actor):
         self.owned: dict[int, int] = {}  # partition -> next offset to read
         self.interval_ms = 1_000
 
-    async def _group_call(self, api_key: int, version: int, body: dict):
-        coordinator = await self.view.coordinator(0, self.spec.consumer_group)
-        if coordinator is None:
-            return None
-        try:
-            return await self.view.client(coordinator).request(api_key, version, body)
-        except RequestFailed:
-            return None
-
     async def _heartbeat(self, leaving: bool = False) -> None:
         if not self.view.topic_id.strip(b"\0"):
             await self.view.refresh()
-        answer = await self._group_call(CONSUMER_GROUP_HEARTBEAT, 1, {
+        answer = await self.group_call(self.spec.consumer_group, CONSUMER_GROUP_HEARTBEAT, 1, {
             "group_id": self.spec.consumer_group, "member_id": self.member_id,
             "member_epoch": -1 if leaving else self.epoch, "instance_id": None, "rack_id": None,
             "rebalance_timeout_ms": 10_000, "subscribed_topic_names": [self.spec.topic],
@@ -534,7 +526,7 @@ class GroupMember(Actor):
                                     partitions=tuple(added))
 
     async def _committed(self, partitions: list[int]) -> dict[int, int] | None:
-        answer = await self._group_call(OFFSET_FETCH, 7, {
+        answer = await self.group_call(self.spec.consumer_group, OFFSET_FETCH, 7, {
             "group_id": self.spec.consumer_group, "require_stable": True,
             "topics": [{"name": self.spec.topic, "partition_indexes": partitions}]})
         if answer is None or answer.error_code != 0 or \
@@ -547,7 +539,7 @@ class GroupMember(Actor):
         if not positions or self.epoch <= 0:
             return
         epoch = self.epoch
-        answer = await self._group_call(OFFSET_COMMIT, 9, {
+        answer = await self.group_call(self.spec.consumer_group, OFFSET_COMMIT, 9, {
             "group_id": self.spec.consumer_group, "generation_id_or_member_epoch": epoch,
             "member_id": self.member_id, "group_instance_id": None,
             "topics": [{"name": self.spec.topic, "partitions": [
