@@ -74,6 +74,25 @@ def main(argv: list[str]) -> int:
         print("kafka-sim simulate: --duration, --seeds and --rate must be positive",
               file=sys.stderr)
         return 2
+    if args.report is not None and not args.report.parent.is_dir():
+        print(f"kafka-sim simulate: --report: no folder {args.report.parent} to write it in",
+              file=sys.stderr)
+        return 2
+    try:
+        return _simulate_seeds(args, kinds, keep)
+    except CommandError as exc:
+        print(f"kafka-sim simulate: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+class CommandError(Exception):
+    """What the user asked for cannot be done (a folder that cannot be written): one line."""
+
+
+def _simulate_seeds(args: argparse.Namespace, kinds: tuple[str, ...], keep: set[int] | None
+                    ) -> int:
     configure_logging("critical")  # the brokers' own lines would drown the report
     duration_ms = int(args.duration * 1000)
     failed = 0
@@ -92,7 +111,10 @@ def main(argv: list[str]) -> int:
     if args.seeds > 1:
         print(f"{args.seeds} seeds, {failed} with anomalies")
     if args.report is not None and result is not None:
-        write_report(result, args.report)
+        try:
+            write_report(result, args.report)
+        except OSError as exc:
+            raise CommandError(f"--report: {exc}") from None
         print(f"report: {args.report}")
     return 1 if failed else 0
 
@@ -110,7 +132,10 @@ def _run(seed: int, plan: list[PlannedFault], duration_ms: int,
          args: argparse.Namespace) -> SimulationResult:
     if args.data_dir is not None:
         folder = args.data_dir / f"seed-{seed}"
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CommandError(f"--data-dir: {exc}") from None
         return simulate(seed, folder, duration_ms=duration_ms, faults=plan, defect=args.defect)
     with tempfile.TemporaryDirectory(prefix=f"kafka-sim-seed-{seed}-") as folder:
         return simulate(seed, Path(folder), duration_ms=duration_ms, faults=plan,

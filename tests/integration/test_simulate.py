@@ -107,3 +107,14 @@ def test_a_bad_fault_kind_is_one_line_and_status_2():
     assert run.stderr.strip() == ("kafka-sim simulate: unknown fault kind flood (known: crash, "
                                   "power-loss, disk, partition, client-partition, delay, drop, "
                                   "session-expiry, controller-move)")
+
+
+def test_folders_that_cannot_be_written_are_one_line_and_status_2(tmp_path):
+    run = simulate_cli("--report", str(tmp_path / "missing" / "r.html"))
+    assert run.returncode == 2
+    assert run.stderr.strip() == (f"kafka-sim simulate: --report: no folder "
+                                  f"{tmp_path / 'missing'} to write it in")
+    (tmp_path / "a-file").write_text("")
+    run = simulate_cli("--data-dir", str(tmp_path / "a-file"))
+    assert run.returncode == 2 and run.stderr.count("\n") == 1
+    assert run.stderr.startswith("kafka-sim simulate: --data-dir: [Errno 20] Not a directory")
