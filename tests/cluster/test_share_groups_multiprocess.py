@@ -107,7 +107,10 @@ def test_share_consumers_across_processes_and_a_leader_killed(zk_connect, tmp_pa
         late.close()
         # A rejected record is archived; one whose lock (1 s here) runs out while its holder
         # does nothing is delivered to another consumer, its delivery count up by one. (A
-        # topic of one partition, on the two brokers left: both members are given it.)
+        # topic of one partition, on the two brokers left: both members are given it.) A new
+        # admin client: librdkafka's sends CreateTopics to the controller it last heard of, and
+        # the killed broker may have been the controller (the old one kept connecting to it).
+        admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic("mp-locks", 1, 2)])["mp-locks"].result(30)
         read_from_earliest(bootstrap, "mp-lockers")
         lock = ConfigResource(ResourceType.GROUP, "mp-lockers", incremental_configs=[
