@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from broker.security.plain import plain_token
@@ -30,11 +31,16 @@ class BrokerUnreachable(ConnectionError):
     """The other broker could not be reached, or the connection broke mid-request."""
 
 
+Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
 class BrokerClient:
     def __init__(self, host: str, port: int, client_id: str, *,
-                 connect_timeout_s: float = 5.0, security: ClientSecurity | None = None) -> None:
+                 connect_timeout_s: float = 5.0, security: ClientSecurity | None = None,
+                 connect: Callable[[], Awaitable[Streams]] | None = None) -> None:
         self.host, self.port = host, port
         self.security = security
+        self._connect = connect  # instead of TCP (the simulation's in-memory network)
         self.client_id = client_id
         self.connect_timeout_s = connect_timeout_s
         self._reader: asyncio.StreamReader | None = None
@@ -67,6 +73,7 @@ class BrokerClient:
         if self._writer is None:
             context = self.security.ssl_context if self.security is not None else None
             self._reader, self._writer = await asyncio.wait_for(
+                self._connect() if self._connect is not None else
                 asyncio.open_connection(self.host, self.port, ssl=context,
                                         server_hostname=self.host if context else None),
                 self.connect_timeout_s)

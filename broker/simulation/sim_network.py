@@ -113,14 +113,11 @@ class SimulatedNetwork:
         self._cuts: set[frozenset[str]] = set()
         self._extra_delay: dict[str, float] = {}  # host -> added one-way latency
         self.held: list[_Endpoint] = []
-        self.requests = 0  # sent by the simulated clients (SimClient counts them)
+        self.requests = 0  # sent by the simulated clients (their ClusterView counts them)
         self._ports = itertools.count(40000)
 
     def listen(self, host: str, accept: Accept) -> None:
         self._listeners[host] = accept
-
-    def unlisten(self, host: str) -> None:
-        self._listeners.pop(host, None)
 
     def latency(self, link: tuple[str, str]) -> float:
         return LATENCY_S + self._extra_delay.get(link[0], 0.0) + self._extra_delay.get(link[1], 0.0)
@@ -149,9 +146,6 @@ class SimulatedNetwork:
         held, self.held = self.held, []
         for endpoint in held:
             endpoint._deliver()  # one still cut goes back to `held`
-
-    def reachable(self, a: str, b: str) -> bool:
-        return not self.cut(a, b)
 
     async def connect(self, client: str, server: str, timeout_s: float
                       ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

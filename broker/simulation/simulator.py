@@ -164,15 +164,14 @@ class _Simulation:
         sampler = asyncio.ensure_future(self._sample())
         self.history.record("start", seed=self.seed, brokers=self.num_brokers,
                             faults=len(self.plan))
-        actors = self._actors()
+        self.actors = actors = self._actors()
         work = [asyncio.ensure_future(a.run(self.duration_ms)) for a in actors]
         faults = asyncio.ensure_future(self._apply_faults())
         await asyncio.gather(*work, faults)
         await self._heal()
         unhealed = await self._wait_until_healed()
         healed = not unhealed
-        final = await self._read_back()
-        compacted = await self._read_back_compacted()
+        final, compacted = await self._read_back()
         sampler.cancel()
         for actor in actors:
             actor.view.close()
@@ -393,11 +392,7 @@ class _Simulation:
                 self.history.record("torn", broker=broker_id, log=folder.name, bytes=cut)
 
     def _clients(self) -> list[str]:
-        names = [f"idem-{i}" for i in range(self.spec.idempotent_producers)]
-        names += [f"keyed-{i}" for i in range(self.spec.keyed_producers)]
-        names += [f"member-{i}" for i in range(self.spec.group_members)]
-        names += [f"txn-{i}" for i in range(self.spec.transactional_producers)]
-        return [*names, *(f"reader-{p}" for p in range(self.spec.partitions)), "committer"]
+        return [actor.name for actor in self.actors]  # each a host of its own
 
     async def _heal(self) -> None:
         self.healing = True
@@ -447,8 +442,7 @@ class _Simulation:
         transaction is open on the workload's topic (its last stable offset at the high
         watermark); else, at the deadline, what is still wrong."""
         deadline = self.now_ms() + HEAL_TIMEOUT_MS
-        probe = Reader("checker", self.network, self.history, sorted(self.cluster.configs),
-                       random.Random(self.seed), self.spec, self.wall_ms, partition=0)
+        probe = self._checker()
         try:
             while True:
                 wrong = self._out_of_sync() or await self._unstable(probe)
@@ -494,42 +488,23 @@ class _Simulation:
                         f"{fetched.high_watermark}")
         return ""
 
-    async def _read_back_compacted(self) -> dict[int, str]:
-        """The compacted topic's partition from its log start, as a consumer reads it."""
-        reader = Reader("checker", self.network, self.history, sorted(self.cluster.configs),
-                        random.Random(self.seed), self.spec, self.wall_ms, partition=0,
-                        topic=self.spec.compacted_topic)
-        records: dict[int, str] = {}
-        position, high_watermark = 0, None
-        while high_watermark is None or position < high_watermark:
-            fetched = await reader.fetch(0, position)
-            if fetched is None:
-                continue
-            records.update(fetched.records)
-            high_watermark = fetched.high_watermark
-            if fetched.next_offset == position:
-                break
-            position = fetched.next_offset
-        reader.view.close()
-        return records
+    def _checker(self, topic: str | None = None) -> Reader:
+        """The checker's own client: a reader of `topic` (the workload's), partition 0 until
+        told another."""
+        return Reader("checker", self.network, self.history, sorted(self.cluster.configs),
+                      random.Random(self.seed), self.spec, self.wall_ms, partition=0,
+                      topic=topic)
 
-    async def _read_back(self) -> dict[int, FinalLog]:
+    async def _read_back(self) -> tuple[dict[int, FinalLog], dict[int, str]]:
+        """Each partition of the workload's topic read back both ways, and the compacted
+        topic's partition as a consumer reads it."""
+        reader = self._checker()
         final: dict[int, FinalLog] = {}
-        reader = Reader("checker", self.network, self.history, sorted(self.cluster.configs),
-                        random.Random(self.seed), self.spec, self.wall_ms, partition=0)
         for partition in range(self.spec.partitions):
             reader.partition = partition
-            log = final[partition] = FinalLog()
-            for isolation, into in ((0, log.records), (1, log.committed)):
-                position, high_watermark = 0, None
-                while high_watermark is None or position < high_watermark:
-                    fetched = await reader.fetch(isolation, position)
-                    if fetched is None:
-                        continue
-                    into.update(fetched.records)
-                    high_watermark = fetched.high_watermark
-                    if fetched.next_offset == position and position < high_watermark:
-                        break  # nothing more can be read (should not happen once healed)
-                    position = fetched.next_offset
+            final[partition] = FinalLog(await reader.read_all(0), await reader.read_all(1))
         reader.view.close()
-        return final
+        reader = self._checker(self.spec.compacted_topic)
+        compacted = await reader.read_all(0)
+        reader.view.close()
+        return final, compacted

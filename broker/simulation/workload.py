@@ -5,13 +5,14 @@ the cluster told them (acknowledged offsets, records read, commits) for the chec
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from broker.interbroker.broker_client import BrokerClient, BrokerUnreachable
 from broker.simulation.history import History
-from broker.simulation.sim_client import RequestFailed, SimClient
 from broker.simulation.sim_network import SimulatedNetwork
 from protocol.errors import ErrorCode
 from protocol.records import decode_batch, encode_batch, iter_batches
@@ -20,8 +21,10 @@ METADATA, PRODUCE, FETCH, OFFSET_COMMIT, OFFSET_FETCH = 3, 0, 1, 8, 9
 FIND_COORDINATOR, CREATE_TOPICS, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = (
     10, 19, 22, 24, 26)
 CONSUMER_GROUP_HEARTBEAT = 68
+GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator's key types
 DELIVERY_TIMEOUT_MS = 20_000  # as a producer's delivery.timeout.ms: then the outcome is unknown
 RETRY_BACKOFF_MS = 100
+REQUEST_TIMEOUT_S = 5.0  # as a client's request.timeout.ms (and its connect timeout)
 
 # Answers after which the same request may be sent again (a client's retriable errors).
 RETRIABLE = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -62,21 +65,28 @@ class ClusterView:
         self.topic = topic
         self.leaders: dict[int, int] = {}
         self.topic_id = bytes(16)
-        self._clients: dict[int, SimClient] = {}
+        self._clients: dict[int, BrokerClient] = {}
 
-    def client(self, broker_id: int) -> SimClient:
+    async def request(self, broker_id: int, api_key: int, version: int, body: dict,
+                      timeout_s: float = REQUEST_TIMEOUT_S) -> Any:
+        """One request to broker `broker_id` on this host's connection to it (opened as
+        needed); BrokerUnreachable when it breaks or times out, as a client's would."""
         client = self._clients.get(broker_id)
         if client is None:
-            client = self._clients[broker_id] = SimClient(self.network, self.host,
-                                                          f"broker-{broker_id}")
-        return client
+            broker = f"broker-{broker_id}"
+            client = self._clients[broker_id] = BrokerClient(
+                broker, 0, self.host, connect_timeout_s=REQUEST_TIMEOUT_S,
+                connect=functools.partial(self.network.connect, self.host, broker,
+                                          REQUEST_TIMEOUT_S))
+        self.network.requests += 1
+        return await client.request(api_key, version, body, timeout_s=timeout_s)
 
     async def any_broker(self, api_key: int, version: int, body: dict):
         """The request to the brokers in a random order until one answers (None: none did)."""
         for broker_id in self.rng.sample(self.brokers, len(self.brokers)):
             try:
-                return await self.client(broker_id).request(api_key, version, body, 2.0)
-            except RequestFailed:
+                return await self.request(broker_id, api_key, version, body, 2.0)
+            except BrokerUnreachable:
                 continue
         return None
 
@@ -151,11 +161,11 @@ class Actor:
                 await self.sleep_ms(RETRY_BACKOFF_MS)
                 continue
             try:
-                answer = await self.view.client(leader).request(PRODUCE, 9, {
+                answer = await self.view.request(leader, PRODUCE, 9, {
                     "transactional_id": transactional_id, "acks": -1, "timeout_ms": 3000,
                     "topic_data": [{"name": self.view.topic, "partition_data": [
                         {"index": partition, "records": records}]}]})
-            except RequestFailed:
+            except BrokerUnreachable:
                 self.view.leaders.pop(partition, None)
                 await self.sleep_ms(RETRY_BACKOFF_MS)
                 continue
@@ -169,14 +179,16 @@ class Actor:
             await self.sleep_ms(RETRY_BACKOFF_MS)
         return "timeout", -1
 
-    async def group_call(self, group: str, api_key: int, version: int, body: dict):
-        """The request to `group`'s coordinator; None when it cannot be found or answer."""
-        coordinator = await self.view.coordinator(0, group)
+    async def coordinator_call(self, key_type: int, key: str, api_key: int, version: int,
+                               body: dict):
+        """The request to the coordinator of group or transactional id `key` (FindCoordinator's
+        key type); None when it cannot be found or answer."""
+        coordinator = await self.view.coordinator(key_type, key)
         if coordinator is None:
             return None
         try:
-            return await self.view.client(coordinator).request(api_key, version, body)
-        except RequestFailed:
+            return await self.view.request(coordinator, api_key, version, body)
+        except BrokerUnreachable:
             return None
 
     async def init_producer_id(self, transactional_id: str | None, deadline_ms: int
@@ -189,11 +201,8 @@ class Actor:
             if transactional_id is None:
                 answer = await self.view.any_broker(INIT_PRODUCER_ID, 4, body)
             else:
-                coordinator = await self.view.coordinator(1, transactional_id)
-                if coordinator is not None:
-                    with contextlib.suppress(RequestFailed):
-                        answer = await self.view.client(coordinator).request(
-                            INIT_PRODUCER_ID, 4, body)
+                answer = await self.coordinator_call(TRANSACTION_KEY, transactional_id,
+                                                     INIT_PRODUCER_ID, 4, body)
             if answer is not None and answer.error_code == 0:
                 return answer.producer_id, answer.producer_epoch
             await self.sleep_ms(RETRY_BACKOFF_MS)
@@ -292,18 +301,14 @@ class TransactionalProducer(Actor):
                                    body: dict, deadline_ms: int) -> int:
         """The request to the transaction coordinator until it answers other than retriable."""
         while self.now_ms() < deadline_ms:
-            coordinator = await self.view.coordinator(1, transactional_id)
-            if coordinator is not None:
-                try:
-                    answer = await self.view.client(coordinator).request(api_key, version, body)
-                except RequestFailed:
-                    answer = None
-                if answer is not None:
-                    code = answer.error_code if api_key == END_TXN else max(
-                        (r.partition_error_code for t in answer.results_by_topic_v3_and_below
-                         for r in t.results_by_partition), default=0)
-                    if code not in RETRIABLE:
-                        return code
+            answer = await self.coordinator_call(TRANSACTION_KEY, transactional_id, api_key,
+                                                 version, body)
+            if answer is not None:
+                code = answer.error_code if api_key == END_TXN else max(
+                    (r.partition_error_code for t in answer.results_by_topic_v3_and_below
+                     for r in t.results_by_partition), default=0)
+                if code not in RETRIABLE:
+                    return code
             await self.sleep_ms(RETRY_BACKOFF_MS)
         return int(ErrorCode.REQUEST_TIMED_OUT)
 
@@ -394,7 +399,7 @@ class Reader(Actor):
         """One Fetch of the partitions `leader` leads, from their positions: what each gave,
         those that failed left out (their leader is asked for again)."""
         try:
-            answer = await self.view.client(leader).request(FETCH, 12, {
+            answer = await self.view.request(leader, FETCH, 12, {
                 "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1,
                 "max_bytes": 1 << 20,
                 "isolation_level": isolation, "session_id": 0, "session_epoch": -1,
@@ -403,7 +408,7 @@ class Reader(Actor):
                     "last_fetched_epoch": -1, "log_start_offset": -1,
                     "partition_max_bytes": 1 << 20} for p, position in sorted(positions.items())]}],
                 "forgotten_topics_data": [], "rack_id": ""})
-        except RequestFailed:
+        except BrokerUnreachable:
             for p in positions:
                 self.view.leaders.pop(p, None)
             await self.sleep_ms(RETRY_BACKOFF_MS)
@@ -425,6 +430,21 @@ class Reader(Actor):
         if len(out) < len(positions):
             await self.sleep_ms(RETRY_BACKOFF_MS)
         return out
+
+    async def read_all(self, isolation: int) -> dict[int, str]:
+        """The partition from offset 0 to its high watermark: offset -> value."""
+        records: dict[int, str] = {}
+        position, high_watermark = 0, None
+        while high_watermark is None or position < high_watermark:
+            fetched = await self.fetch(isolation, position)
+            if fetched is None:
+                continue
+            records.update(fetched.records)
+            high_watermark = fetched.high_watermark
+            if fetched.next_offset == position:
+                break  # nothing more can be read (should not happen once healed)
+            position = fetched.next_offset
+        return records
 
     async def run(self, until_ms: int) -> None:
         while self.now_ms() < until_ms:
@@ -449,7 +469,7 @@ class OffsetCommitter(Actor):
         while self.now_ms() < until_ms:
             await self.sleep_ms(self.rng.randint(300, 700))
             positions = {r.partition: r.position for r in self.readers}
-            answer = await self.group_call(self.spec.group, OFFSET_COMMIT, 8, {
+            answer = await self.coordinator_call(GROUP_KEY, self.spec.group, OFFSET_COMMIT, 8, {
                 "group_id": self.spec.group, "generation_id_or_member_epoch": -1,
                 "member_id": "", "group_instance_id": None,
                 "topics": [{"name": self.spec.topic, "partitions": [
@@ -461,7 +481,7 @@ class OffsetCommitter(Actor):
                         self.history.record("commit", partition=p.partition_index,
                                             offset=positions[p.partition_index])
             sent = self.now_ms()
-            answer = await self.group_call(self.spec.group, OFFSET_FETCH, 7, {
+            answer = await self.coordinator_call(GROUP_KEY, self.spec.group, OFFSET_FETCH, 7, {
                 "group_id": self.spec.group, "require_stable": True,
                 "topics": [{"name": self.spec.topic,
                             "partition_indexes": sorted(positions)}]})
@@ -488,7 +508,8 @@ class GroupMember(Actor):
     async def _heartbeat(self, leaving: bool = False) -> None:
         if not self.view.topic_id.strip(b"\0"):
             await self.view.refresh()
-        answer = await self.group_call(self.spec.consumer_group, CONSUMER_GROUP_HEARTBEAT, 1, {
+        answer = await self.coordinator_call(GROUP_KEY, self.spec.consumer_group,
+                                             CONSUMER_GROUP_HEARTBEAT, 1, {
             "group_id": self.spec.consumer_group, "member_id": self.member_id,
             "member_epoch": -1 if leaving else self.epoch, "instance_id": None, "rack_id": None,
             "rebalance_timeout_ms": 10_000, "subscribed_topic_names": [self.spec.topic],
@@ -526,7 +547,8 @@ class GroupMember(Actor):
                                     partitions=tuple(added))
 
     async def _committed(self, partitions: list[int]) -> dict[int, int] | None:
-        answer = await self.group_call(self.spec.consumer_group, OFFSET_FETCH, 7, {
+        answer = await self.coordinator_call(GROUP_KEY, self.spec.consumer_group,
+                                             OFFSET_FETCH, 7, {
             "group_id": self.spec.consumer_group, "require_stable": True,
             "topics": [{"name": self.spec.topic, "partition_indexes": partitions}]})
         if answer is None or answer.error_code != 0 or \
@@ -539,7 +561,8 @@ class GroupMember(Actor):
         if not positions or self.epoch <= 0:
             return
         epoch = self.epoch
-        answer = await self.group_call(self.spec.consumer_group, OFFSET_COMMIT, 9, {
+        answer = await self.coordinator_call(GROUP_KEY, self.spec.consumer_group,
+                                             OFFSET_COMMIT, 9, {
             "group_id": self.spec.consumer_group, "generation_id_or_member_epoch": epoch,
             "member_id": self.member_id, "group_instance_id": None,
             "topics": [{"name": self.spec.topic, "partitions": [

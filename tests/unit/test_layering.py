@@ -41,7 +41,7 @@ BROKER_ALLOWED = {
                "share", "handlers", "network", "control", "interbroker", "authorizer", "security",
                "quota", "tools"},
     "testing": {"config", "control", "server"},
-    "simulation": {"config", "metadata", "server"},
+    "simulation": {"config", "metadata", "server", "interbroker"},
 }
 EVERY_PACKAGE_MAY_IMPORT = {"logs"}
 # The console script dispatches `kafka-sim pipeline ...` to the optional Spark jobs and
