@@ -260,7 +260,10 @@ class FetchSessionCache:
         self.max_partitions = max_partitions
         self.eviction_ms = eviction_ms
         self._now_ms = now_ms
-        self._rng = rng or random.Random()
+        # Seeded from the module's generator, not the OS: random as ever in a broker, and the
+        # same ids under `kafka-sim simulate`, which seeds that generator (the order sessions
+        # are woken in follows their ids).
+        self._rng = rng or random.Random(random.getrandbits(64))
         self.sessions: dict[int, FetchSession] = {}
         # partition (topic, index) -> the sessions holding it: what a change to it wakes
         self.sessions_of: dict[tuple[str, int], set[int]] = {}

@@ -316,3 +316,22 @@ def test_cached_partitions_are_bounded_across_sessions():
     past = mgr.new_context(FetchMetadata(first, 2), [fp(5)], [], is_follower=False)
     assert (past.kind, past.error) == ("error", ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
     assert mgr.cache.get(first) is None and mgr.cache.stats()["partitions"] == 0
+
+
+def test_session_ids_follow_the_seeded_module_generator():
+    """Random as in Kafka, yet `kafka-sim simulate` (which seeds `random`) gets the same ids
+    each run: the order parked fetches of several sessions wake in follows them."""
+    def first_ids() -> list[int]:
+        cache = FetchSessionCache(3, Clock())
+        return [cache.maybe_create_session(True, cached(1)) for _ in range(3)]
+
+    state = random.getstate()
+    try:
+        random.seed("a seed")
+        once = first_ids()
+        random.seed("a seed")
+        assert first_ids() == once
+        random.seed("another seed")
+        assert first_ids() != once
+    finally:
+        random.setstate(state)
