@@ -162,7 +162,12 @@ def test_a_hung_transaction_is_aborted_at_its_timeout(broker_factory):
     assert [v for _, _, v in read(broker.bootstrap, "ck-hung", "read_committed", 1,
                                   max_rounds=80)] == [b"after"]
     coordinator = broker.cluster.brokers[0].transaction_coordinator
-    _, txn = coordinator.describe("ck-hung")
+    # The abort's markers are written before its CompleteAbort record (Kafka's order), so the
+    # consumer can see "after" an instant before the coordinator has moved on: wait for it.
+    deadline = time.monotonic() + 10
+    while (txn := coordinator.describe("ck-hung")[1]).state.kafka_name == "PrepareAbort":
+        assert time.monotonic() < deadline, "the abort never completed"
+        time.sleep(0.005)
     assert txn.state.kafka_name == "CompleteAbort" and txn.producer_epoch == 1
 
 
